@@ -1,0 +1,17 @@
+-- inspect.lua: read a lock's state in one consistent snapshot (read-only).
+--
+-- KEYS[1]  the lock hash   (<prefix>:{<name>})
+--
+-- Returns an array {type, pttl, field1, count1, field2, count2, ...}:
+--   type   the key's Redis type ('none' when there is no lock, 'hash' for a lock)
+--   pttl   the key's remaining TTL in ms (-2 absent, -1 no expiry)
+--   then, for a hash only, every owner field followed by its hold count
+local kind = redis.call('TYPE', KEYS[1]).ok
+local result = {kind, redis.call('PTTL', KEYS[1])}
+if kind == 'hash' then
+  local fields = redis.call('HGETALL', KEYS[1])
+  for i = 1, #fields do
+    result[#result + 1] = fields[i]
+  end
+end
+return result

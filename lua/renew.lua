@@ -1,0 +1,24 @@
+-- renew.lua: extend the lease of many held locks in one call (the watchdog's tick).
+--
+-- KEYS[1..n]   lock hashes
+-- ARGV[1]      lease in ms
+-- ARGV[i + 1]  the owner id that must still hold KEYS[i]
+--
+-- Returns an array of n integers, in KEYS order:
+--   1  the owner still holds the lock; its TTL was set to the lease
+--   0  the owner's field is gone (deleted, expired, flushed, or the key changed type):
+--      the lock is lost and must not be renewed again
+--
+-- Why pcall: one key that changed type behind our back must not fail the whole batch.
+local lease = ARGV[1]
+local result = {}
+for i = 1, #KEYS do
+  local present = redis.pcall('HEXISTS', KEYS[i], ARGV[i + 1])
+  if present == 1 then
+    redis.call('PEXPIRE', KEYS[i], lease)
+    result[i] = 1
+  else
+    result[i] = 0
+  end
+end
+return result

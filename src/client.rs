@@ -1,0 +1,304 @@
+//! The client: configuration, connections and the background tasks shared by every lock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::keys::{self, LockKeys};
+use crate::lock::Lock;
+use crate::pubsub::Hub;
+use crate::scripts::Scripts;
+use crate::watchdog::{Registry, Watchdog, WatchdogStats};
+
+/// Default watchdog timeout: the lease of locks taken without an explicit lease.
+pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default key prefix.
+pub const DEFAULT_PREFIX: &str = "redis-locks";
+/// Default time allowed for establishing a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default time allowed for one command's reply.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default number of locks renewed by one watchdog script call.
+pub const DEFAULT_RENEW_BATCH: usize = 500;
+
+/// How many times a release is sent when the reply is lost (timeout, reconnect).
+pub(crate) const RELEASE_ATTEMPTS: u32 = 3;
+
+/// A handle to Redis for taking locks. Cheap to clone: clones share one command
+/// connection, one subscription connection and one watchdog task.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), redis_locks::Error> {
+/// use std::time::Duration;
+/// let client = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .prefix("billing")
+///     .connect()
+///     .await?;
+/// let guard = client.lock("invoice:42")?.acquire().await?;
+/// // ... critical section ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LockClient {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ClientInner {
+    pub(crate) id: Arc<str>,
+    pub(crate) conn: ConnectionManager,
+    pub(crate) scripts: Arc<Scripts>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) hub: Hub,
+    pub(crate) prefix: String,
+    pub(crate) db: i64,
+    pub(crate) addr: String,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    request_counter: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        // Stops the watchdog and the pub/sub hub. Held leases then simply expire.
+        self.shutdown.cancel();
+    }
+}
+
+impl ClientInner {
+    /// A request id unique across clients: the client id plus a counter.
+    pub(crate) fn next_request_id(&self) -> String {
+        let n = self.request_counter.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{n}", self.id)
+    }
+
+    pub(crate) fn latch_ttl(&self) -> Duration {
+        self.response_timeout * (RELEASE_ATTEMPTS + 1) + Duration::from_secs(1)
+    }
+}
+
+/// Builds a [`LockClient`]. Obtain one with [`LockClient::builder`] or
+/// [`LockClient::builder_from_client`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until .connect().await"]
+pub struct LockClientBuilder {
+    client: Result<redis::Client>,
+    watchdog_timeout: Duration,
+    prefix: String,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    renew_batch: usize,
+}
+
+impl LockClient {
+    /// Starts building a client for a Redis URL such as `redis://user:pass@host:6379/0`.
+    /// A malformed URL is reported by [`LockClientBuilder::connect`] as
+    /// [`Error::InvalidUrl`].
+    pub fn builder(url: &str) -> LockClientBuilder {
+        let client = redis::Client::open(url).map_err(|err| Error::InvalidUrl(err.to_string()));
+        LockClientBuilder::new(client)
+    }
+
+    /// Starts building a client around an existing `redis::Client` (for custom TLS or
+    /// connection settings).
+    pub fn builder_from_client(client: redis::Client) -> LockClientBuilder {
+        LockClientBuilder::new(Ok(client))
+    }
+
+    /// Connects with default settings. Shorthand for `LockClient::builder(url).connect()`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future drops the half-built client and its connections.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).connect().await
+    }
+
+    /// A handle to the lock called `name`. Validates the name (see
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)); does not talk to Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+    /// let lock = client.lock("reports:daily")?;
+    /// if let Some(guard) = lock.try_acquire().await? {
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: &str) -> Result<Lock> {
+        let keys = LockKeys::new(&self.inner.prefix, self.inner.db, name)?;
+        Ok(Lock::new(self.clone(), keys))
+    }
+
+    /// This client's random identity (UUID v4). Default owner ids start with it.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The lease used, and renewed, for locks taken without an explicit lease.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.inner.watchdog_timeout
+    }
+
+    /// The key prefix in use.
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// What the watchdog has done so far.
+    pub fn watchdog_stats(&self) -> WatchdogStats {
+        self.inner.registry.stats()
+    }
+
+    /// Number of (lock, owner) pairs this client currently holds.
+    pub fn held_count(&self) -> usize {
+        self.inner.registry.len()
+    }
+
+    /// Number of lock channels that local waiters are currently subscribed to.
+    pub fn waiting_channels(&self) -> usize {
+        self.inner.hub.channel_count()
+    }
+}
+
+impl LockClientBuilder {
+    fn new(client: Result<redis::Client>) -> Self {
+        LockClientBuilder {
+            client,
+            watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            renew_batch: DEFAULT_RENEW_BATCH,
+        }
+    }
+
+    /// The lease of locks taken without an explicit lease; the watchdog renews it every
+    /// third of this. Default 30 s. Must be at least 30 ms.
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// The namespace in front of every key and channel (`<prefix>:{<name>}`). Default
+    /// `redis-locks`. Clients must agree on it to see each other's locks.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Time allowed to establish a connection. Default 5 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Time allowed for a reply to one command. Default 3 s.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How many locks one watchdog script call renews. Default 500.
+    pub fn renew_batch(mut self, batch: usize) -> Self {
+        self.renew_batch = batch;
+        self
+    }
+
+    /// Validates the settings, connects, and starts the watchdog and pub/sub tasks.
+    ///
+    /// Errors: [`Error::InvalidUrl`], [`Error::InvalidConfig`], [`Error::InvalidDuration`],
+    /// or [`Error::Connect`] naming the address when Redis cannot be reached or refuses
+    /// the credentials or database.
+    ///
+    /// Must be called inside a tokio runtime.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: nothing is started until the connection is established.
+    pub async fn connect(self) -> Result<LockClient> {
+        let client = self.client?;
+        keys::validate_prefix(&self.prefix)?;
+        keys::validate_ms("watchdog timeout", self.watchdog_timeout)?;
+        if self.watchdog_timeout < Duration::from_millis(30) {
+            return Err(Error::InvalidDuration {
+                what: "watchdog timeout",
+                value: self.watchdog_timeout,
+                reason: "must be at least 30 ms so renewals every third of it are possible",
+            });
+        }
+        keys::validate_ms("connect timeout", self.connect_timeout)?;
+        keys::validate_ms("response timeout", self.response_timeout)?;
+        if self.renew_batch == 0 {
+            return Err(Error::InvalidConfig(
+                "renew batch must be at least 1".into(),
+            ));
+        }
+
+        let info = client.get_connection_info();
+        let addr = info.addr().to_string();
+        let db = info.redis_settings().db();
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let connecting = ConnectionManager::new_with_config(client.clone(), config);
+        let conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(source)) => return Err(Error::Connect { addr, source }),
+            Err(_) => {
+                let source = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no connection within {:?}", self.connect_timeout),
+                );
+                return Err(Error::Connect {
+                    addr,
+                    source: source.into(),
+                });
+            }
+        };
+
+        let shutdown = CancellationToken::new();
+        let scripts = Arc::new(Scripts::new());
+        let registry = Arc::new(Registry::default());
+        let hub = Hub::start(
+            client,
+            self.connect_timeout,
+            self.response_timeout,
+            shutdown.clone(),
+        );
+        let watchdog = Watchdog {
+            registry: registry.clone(),
+            conn: conn.clone(),
+            scripts: scripts.clone(),
+            lease: self.watchdog_timeout,
+            batch: self.renew_batch,
+            call_timeout: self.response_timeout,
+            shutdown: shutdown.clone(),
+        };
+        tokio::spawn(watchdog.run());
+
+        Ok(LockClient {
+            inner: Arc::new(ClientInner {
+                id: uuid::Uuid::new_v4().to_string().into(),
+                conn,
+                scripts,
+                registry,
+                hub,
+                prefix: self.prefix,
+                db,
+                addr,
+                watchdog_timeout: self.watchdog_timeout,
+                response_timeout: self.response_timeout,
+                request_counter: AtomicU64::new(0),
+                shutdown,
+            }),
+        })
+    }
+}

@@ -1,0 +1,133 @@
+//! The crate's one error type.
+
+use std::time::Duration;
+
+/// Everything that can go wrong with a lock operation.
+///
+/// Each variant names one cause, so callers can match on what happened instead of parsing
+/// messages. Errors never mean "maybe": when an operation cannot tell whether it took
+/// effect, it retries (see [`Error::Redis`]) or reports the lock as lost.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The client could not connect to Redis at `addr` (refused, unreachable, timed out,
+    /// wrong password, bad database index, ...).
+    #[error("cannot connect to Redis at {addr}: {source}")]
+    Connect {
+        /// The address that was tried, as `host:port` (or the socket path).
+        addr: String,
+        /// What the connection attempt reported.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// A command failed after the client was connected (connection lost, timeout, server
+    /// error). The operation may be retried.
+    #[error("Redis command failed: {0}")]
+    Redis(#[from] redis::RedisError),
+
+    /// The connection URL could not be parsed.
+    #[error("invalid Redis URL: {0}")]
+    InvalidUrl(String),
+
+    /// A builder setting is out of range (for example an empty key prefix).
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+
+    /// The caller does not hold the lock it tried to release.
+    #[error("lock {name:?} is not held by owner {owner:?}")]
+    NotHeld {
+        /// The lock name.
+        name: String,
+        /// The owner id that tried to release.
+        owner: String,
+    },
+
+    /// The lock was held by this guard but is no longer: its lease expired, it was deleted
+    /// (for example by `force_unlock`), or Redis lost it (restart, failover). Whatever the
+    /// critical section did after the loss was not protected.
+    #[error("lock {name:?} was lost: {reason}")]
+    LockLost {
+        /// The lock name.
+        name: String,
+        /// Why the library believes the lock is gone.
+        reason: LostReason,
+    },
+
+    /// A bounded wait ran out before the lock could be acquired.
+    #[error("timed out after {waited:?} waiting for lock {name:?}")]
+    Timeout {
+        /// The lock name.
+        name: String,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+
+    /// The lock name (or an explicit owner id) is unusable.
+    #[error("invalid lock name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name, shortened if it was very long.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// A lease, wait or timeout duration is zero or too large for Redis.
+    #[error("invalid duration for {what}: {value:?} ({reason})")]
+    InvalidDuration {
+        /// Which parameter was rejected (`"lease"`, `"watchdog timeout"`, ...).
+        what: &'static str,
+        /// The rejected value.
+        value: Duration,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+
+    /// The lock's key exists in Redis but is not a lock written by this library (a string,
+    /// a list, a hash without an expiry, ...). Nothing was changed.
+    #[error("key {key:?} is not a redis-locks lock (found {found})")]
+    WrongType {
+        /// The full Redis key.
+        key: String,
+        /// What was found there.
+        found: String,
+    },
+
+    /// The tokio runtime shut down while an operation was in flight.
+    #[error("the tokio runtime shut down during the operation")]
+    RuntimeShutdown,
+
+    /// A script returned a reply the library does not understand. This points at a version
+    /// mismatch or a bug, never at user input.
+    #[error("unexpected reply from Redis: {0}")]
+    UnexpectedReply(String),
+}
+
+/// Why a held lock is considered lost. Carried by [`Error::LockLost`] and by a guard's
+/// [`lost_reason`](crate::LockGuard::lost_reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// A renewal or release found that this owner's field no longer exists: the key was
+    /// deleted, flushed, expired, or Redis restarted without it.
+    OwnerFieldGone,
+    /// Renewals could not reach Redis until the lease must have run out.
+    LeaseExpiredUnconfirmed,
+    /// The lock was taken with an explicit lease (no watchdog) and it has run out.
+    LeaseElapsed,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LostReason::OwnerFieldGone => "the owner's field is gone from Redis",
+            LostReason::LeaseExpiredUnconfirmed => {
+                "Redis could not be reached to renew the lease before it ran out"
+            }
+            LostReason::LeaseElapsed => "the explicit lease ran out",
+        })
+    }
+}
+
+/// Shorthand for `Result<T, redis_locks::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

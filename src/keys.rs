@@ -1,0 +1,191 @@
+//! Key layout and input validation.
+//!
+//! Every key and channel that one lock touches embeds the lock name in a hash tag
+//! (`{name}`), so they all share one Redis Cluster slot and a script may touch them together.
+//!
+//! | what | key or channel |
+//! |------|----------------|
+//! | lock hash (field = owner id, value = hold count) | `<prefix>:{<name>}` |
+//! | release latch (one per release request, short-lived) | `<prefix>:{<name>}:latch:<request-id>` |
+//! | wake-up channel | `<prefix>:{<name>}:db<n>:released` |
+//!
+//! The database number is part of the channel because Redis pub/sub ignores `SELECT`: two
+//! applications on different databases would otherwise wake each other's waiters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Longest accepted lock name, in bytes. Longer names are rejected with
+/// [`Error::InvalidName`] instead of silently producing huge keys.
+pub const MAX_NAME_LEN: usize = 512;
+
+/// Longest accepted explicit owner id, in bytes.
+pub const MAX_OWNER_LEN: usize = 256;
+
+/// The largest lease Redis accepts for `PEXPIRE` without overflow once it is added to the
+/// current time. Redis rejects `PEXPIRE` values whose absolute expiry would overflow a
+/// signed 64-bit millisecond count; we stay far below that with a hundred years.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Resolved names for one lock.
+#[derive(Debug, Clone)]
+pub(crate) struct LockKeys {
+    pub(crate) name: Arc<str>,
+    pub(crate) hash: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    latch_prefix: Arc<str>,
+}
+
+impl LockKeys {
+    pub(crate) fn new(prefix: &str, db: i64, name: &str) -> Result<Self> {
+        validate_name(name)?;
+        let hash: Arc<str> = format!("{prefix}:{{{name}}}").into();
+        Ok(LockKeys {
+            name: name.into(),
+            channel: format!("{hash}:db{db}:released").into(),
+            latch_prefix: format!("{hash}:latch:").into(),
+            hash,
+        })
+    }
+
+    pub(crate) fn latch(&self, request_id: &str) -> String {
+        let mut key = String::with_capacity(self.latch_prefix.len() + request_id.len());
+        key.push_str(&self.latch_prefix);
+        key.push_str(request_id);
+        key
+    }
+}
+
+fn shorten(s: &str) -> String {
+    if s.len() <= 64 {
+        return s.to_owned();
+    }
+    let mut end = 64;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &s[..end], s.len())
+}
+
+/// Checks a lock name: non-empty, at most [`MAX_NAME_LEN`] bytes, no `{` or `}` (they
+/// would change the hash tag and split one lock's keys across cluster slots), and no
+/// control characters (they make keys unreadable in logs and `redis-cli`).
+pub(crate) fn validate_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "the name is empty"
+    } else if name.len() > MAX_NAME_LEN {
+        "the name is longer than 512 bytes"
+    } else if name.contains(['{', '}']) {
+        "the name contains '{' or '}', which would break the key's hash tag"
+    } else if name.chars().any(char::is_control) {
+        "the name contains control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: shorten(name),
+        reason,
+    })
+}
+
+/// Checks an explicit owner id: non-empty, at most [`MAX_OWNER_LEN`] bytes, no control
+/// characters.
+pub(crate) fn validate_owner(owner: &str) -> Result<()> {
+    let reason = if owner.is_empty() {
+        "the owner id is empty"
+    } else if owner.len() > MAX_OWNER_LEN {
+        "the owner id is longer than 256 bytes"
+    } else if owner.chars().any(char::is_control) {
+        "the owner id contains control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: shorten(owner),
+        reason,
+    })
+}
+
+/// Checks a key prefix: non-empty, no braces (they would steal the hash tag), no control
+/// characters, at most 128 bytes.
+pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty()
+        || prefix.len() > 128
+        || prefix.contains(['{', '}'])
+        || prefix.chars().any(char::is_control)
+    {
+        return Err(Error::InvalidConfig(format!(
+            "key prefix {:?} must be 1 to 128 bytes without braces or control characters",
+            shorten(prefix)
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a duration that is sent to Redis as milliseconds: at least 1 ms, at most
+/// [`MAX_DURATION`].
+pub(crate) fn validate_ms(what: &'static str, value: Duration) -> Result<u64> {
+    if value < Duration::from_millis(1) {
+        return Err(Error::InvalidDuration {
+            what,
+            value,
+            reason: "must be at least 1 ms",
+        });
+    }
+    if value > MAX_DURATION {
+        return Err(Error::InvalidDuration {
+            what,
+            value,
+            reason: "must be at most 100 years",
+        });
+    }
+    // Cannot truncate: MAX_DURATION in ms fits in u64 with room to spare.
+    Ok(value.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_shares_one_hash_tag() {
+        let keys = LockKeys::new("app", 3, "orders:42").unwrap();
+        assert_eq!(&*keys.hash, "app:{orders:42}");
+        assert_eq!(&*keys.channel, "app:{orders:42}:db3:released");
+        assert_eq!(keys.latch("r1"), "app:{orders:42}:latch:r1");
+    }
+
+    #[test]
+    fn names_are_validated() {
+        assert!(matches!(validate_name(""), Err(Error::InvalidName { .. })));
+        assert!(validate_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
+        assert!(validate_name(&"x".repeat(MAX_NAME_LEN + 1)).is_err());
+        assert!(validate_name("a{b").is_err());
+        assert!(validate_name("a}b").is_err());
+        assert!(validate_name("a\nb").is_err());
+        assert!(validate_name("ünïcode ok").is_ok());
+        assert!(validate_owner("").is_err());
+        assert!(validate_prefix("").is_err());
+        assert!(validate_prefix("a{").is_err());
+    }
+
+    #[test]
+    fn long_names_are_shortened_in_errors() {
+        let err = validate_name(&"é".repeat(1000)).unwrap_err();
+        let Error::InvalidName { name, .. } = err else {
+            panic!("wrong variant")
+        };
+        assert!(name.len() < 100, "{name}");
+    }
+
+    #[test]
+    fn durations_are_validated() {
+        assert!(validate_ms("lease", Duration::ZERO).is_err());
+        assert!(validate_ms("lease", Duration::from_micros(999)).is_err());
+        assert_eq!(validate_ms("lease", Duration::from_millis(1)).unwrap(), 1);
+        assert!(validate_ms("lease", Duration::MAX).is_err());
+        assert!(validate_ms("lease", MAX_DURATION).is_ok());
+    }
+}

@@ -1,0 +1,55 @@
+//! # redis-locks
+//!
+//! Distributed, reentrant locks on Redis in the style of Redisson's `RLock`, for tokio.
+//!
+//! * **Reentrant**: a lock is a Redis hash; each owner's field holds its hold count.
+//!   Acquire and release are single atomic Lua scripts (see `lua/`).
+//! * **Watchdog**: locks taken without an explicit lease are renewed by one background
+//!   task per client, in batches; when ownership can no longer be proven the guard's
+//!   [`lost`](LockGuard::lost) signal fires.
+//! * **Pub/sub wake-ups**: waiters sleep until a release is announced, bounded by the
+//!   lock's remaining TTL, so a lost message costs only latency.
+//! * **RAII guards**: [`LockGuard`] releases on drop (in the background) or explicitly with
+//!   [`LockGuard::release`], which reports the outcome.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), redis_locks::Error> {
+//! let client = redis_locks::LockClient::connect("redis://127.0.0.1:6379").await?;
+//! let lock = client.lock("orders:42")?;
+//! let guard = lock.acquire().await?;
+//! // ... only one owner at a time gets here, across processes and machines ...
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Owners
+//! Reentrancy is per owner. The default owner is the current tokio task (or thread
+//! outside a task): a spawned task is a different owner, and futures joined inside one
+//! task share one. See [`Lock::with_owner`] for explicit owners.
+//!
+//! ## Key layout
+//! For lock `name` under prefix `p` (default `redis-locks`): the hash `p:{name}`, the
+//! release latches `p:{name}:latch:<request>`, and the channel `p:{name}:db<n>:released`.
+//! The `{name}` hash tag keeps them in one Redis Cluster slot.
+
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod guard;
+mod keys;
+mod lock;
+mod owner;
+mod pubsub;
+mod scripts;
+mod watchdog;
+
+pub use client::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RENEW_BATCH, DEFAULT_RESPONSE_TIMEOUT,
+    DEFAULT_WATCHDOG_TIMEOUT, LockClient, LockClientBuilder,
+};
+pub use error::{Error, LostReason, Result};
+pub use guard::LockGuard;
+pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN};
+pub use lock::{Lock, LockState};
+pub use watchdog::WatchdogStats;

@@ -1,0 +1,328 @@
+//! The pub/sub hub: one subscription connection per client, shared by every local waiter.
+//!
+//! Waiters call [`Hub::listen`] and get a [`Listener`] for a channel. All listeners of one
+//! channel share one `SUBSCRIBE`; the hub unsubscribes when the last listener is dropped.
+//! A message wakes **one** local waiter (`Notify::notify_one`), so a release costs one
+//! retry per process rather than one per waiter. A waiter that was woken but leaves
+//! without taking the lock passes the wake-up on ([`Listener::pass_on`]).
+//!
+//! The hub task reconciles the wanted set of channels with what the server has confirmed.
+//! After a disconnect it reconnects with back-off, re-subscribes everything, and wakes
+//! every waiter once, since messages published meanwhile were lost (pub/sub is
+//! at-most-once). Waiters never depend on a message alone: each sleeps at most the lock's
+//! remaining TTL, so a lost message costs latency, not liveness.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
+use tokio_util::sync::CancellationToken;
+
+/// One channel's local state.
+#[derive(Debug)]
+struct Channel {
+    name: Arc<str>,
+    /// Guarded by the hub's map lock; atomic only so the struct is `Sync`.
+    listeners: AtomicUsize,
+    /// Set once the server confirmed the subscription; cleared on disconnect.
+    subscribed: AtomicBool,
+    subscribed_changed: Notify,
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
+    /// Wakes the hub task to reconcile subscriptions.
+    changed: Notify,
+}
+
+/// Handle to the hub; cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Hub {
+    shared: Arc<Shared>,
+}
+
+/// A waiter's interest in one channel. Dropping it withdraws the interest.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    shared: Arc<Shared>,
+    channel: Arc<Channel>,
+}
+
+impl Hub {
+    /// Starts the hub task. It connects lazily, when the first listener appears.
+    pub(crate) fn start(
+        client: redis::Client,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let shared = Arc::new(Shared::default());
+        let task = HubTask {
+            shared: shared.clone(),
+            client,
+            connect_timeout,
+            command_timeout,
+            shutdown,
+        };
+        tokio::spawn(task.run());
+        Hub { shared }
+    }
+
+    /// Registers interest in `channel`. The returned listener is usable at once; await
+    /// [`Listener::ready`] to know that the server confirmed the subscription.
+    pub(crate) fn listen(&self, channel: &Arc<str>) -> Listener {
+        let mut channels = self.shared.channels.lock();
+        let entry = channels
+            .entry(channel.clone())
+            .or_insert_with(|| {
+                self.shared.changed.notify_one();
+                Arc::new(Channel {
+                    name: channel.clone(),
+                    listeners: AtomicUsize::new(0),
+                    subscribed: AtomicBool::new(false),
+                    subscribed_changed: Notify::new(),
+                    wake: Notify::new(),
+                })
+            })
+            .clone();
+        entry.listeners.fetch_add(1, Ordering::Relaxed);
+        Listener {
+            shared: self.shared.clone(),
+            channel: entry,
+        }
+    }
+
+    /// Number of channels with at least one local listener (for tests and diagnostics).
+    pub(crate) fn channel_count(&self) -> usize {
+        self.shared.channels.lock().len()
+    }
+}
+
+impl Listener {
+    /// Resolves once the server has confirmed the subscription.
+    ///
+    /// Cancel safety: cancel-safe; it only observes state.
+    pub(crate) async fn ready(&self) {
+        loop {
+            let changed = self.channel.subscribed_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.channel.subscribed.load(Ordering::Acquire) {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// A future that resolves when this waiter is woken by a release message.
+    pub(crate) fn notified(&self) -> Notified<'_> {
+        self.channel.wake.notified()
+    }
+
+    /// Hands a wake-up this waiter received, but will not use, to the next local waiter.
+    pub(crate) fn pass_on(&self) {
+        self.channel.wake.notify_one();
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let mut channels = self.shared.channels.lock();
+        if self.channel.listeners.fetch_sub(1, Ordering::Relaxed) == 1 {
+            if channels
+                .get(&self.channel.name)
+                .is_some_and(|current| Arc::ptr_eq(current, &self.channel))
+            {
+                channels.remove(&self.channel.name);
+            }
+            self.shared.changed.notify_one();
+        }
+    }
+}
+
+struct HubTask {
+    shared: Arc<Shared>,
+    client: redis::Client,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+    shutdown: CancellationToken,
+}
+
+struct Connection {
+    sink: PubSubSink,
+    stream: PubSubStream,
+    /// Channels the server has confirmed on this connection.
+    subscribed: HashSet<Arc<str>>,
+}
+
+impl HubTask {
+    async fn run(self) {
+        let mut connection: Option<Connection> = None;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            if connection.is_none() {
+                if self.shared.channels.lock().is_empty() {
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return,
+                        _ = self.shared.changed.notified() => continue,
+                    }
+                }
+                match self.connect().await {
+                    Some(fresh) => {
+                        backoff = Duration::from_millis(50);
+                        connection = Some(fresh);
+                    }
+                    None => {
+                        tokio::select! {
+                            _ = self.shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(backoff) => {}
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        continue;
+                    }
+                }
+                // Wake everyone after the re-subscription below, because messages sent
+                // while we were away are gone.
+                if self.reconcile(&mut connection).await {
+                    self.wake_everyone();
+                }
+                continue;
+            }
+            let Some(conn) = connection.as_mut() else {
+                continue;
+            };
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = self.shared.changed.notified() => {
+                    self.reconcile(&mut connection).await;
+                }
+                message = futures_next(&mut conn.stream) => match message {
+                    Some(message) => self.dispatch(message.get_channel_name()),
+                    None => {
+                        tracing::warn!("pub/sub connection lost; reconnecting");
+                        connection = None;
+                        self.mark_unsubscribed();
+                        self.wake_everyone();
+                    }
+                },
+            }
+        }
+    }
+
+    async fn connect(&self) -> Option<Connection> {
+        match tokio::time::timeout(self.connect_timeout, self.client.get_async_pubsub()).await {
+            Ok(Ok(pubsub)) => {
+                let (sink, stream) = pubsub.split();
+                Some(Connection {
+                    sink,
+                    stream,
+                    subscribed: HashSet::new(),
+                })
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "pub/sub connect failed");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("pub/sub connect timed out");
+                None
+            }
+        }
+    }
+
+    /// Brings the server's subscriptions in line with the wanted channels. Returns false,
+    /// and drops the connection, if a command failed.
+    async fn reconcile(&self, connection: &mut Option<Connection>) -> bool {
+        let Some(conn) = connection.as_mut() else {
+            return false;
+        };
+        let wanted: HashSet<Arc<str>> = self.shared.channels.lock().keys().cloned().collect();
+        let to_add: Vec<Arc<str>> = wanted.difference(&conn.subscribed).cloned().collect();
+        let to_remove: Vec<Arc<str>> = conn.subscribed.difference(&wanted).cloned().collect();
+        let mut ok = true;
+        if !to_add.is_empty() {
+            let names: Vec<&str> = to_add.iter().map(|c| &**c).collect();
+            match tokio::time::timeout(self.command_timeout, conn.sink.subscribe(&names)).await {
+                Ok(Ok(())) => conn.subscribed.extend(to_add),
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "SUBSCRIBE failed");
+                    ok = false;
+                }
+                Err(_) => {
+                    tracing::warn!("SUBSCRIBE timed out");
+                    ok = false;
+                }
+            }
+        }
+        if ok && !to_remove.is_empty() {
+            let names: Vec<&str> = to_remove.iter().map(|c| &**c).collect();
+            match tokio::time::timeout(self.command_timeout, conn.sink.unsubscribe(&names)).await {
+                Ok(Ok(())) => {
+                    for name in &to_remove {
+                        conn.subscribed.remove(name);
+                    }
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "UNSUBSCRIBE failed");
+                    ok = false;
+                }
+                Err(_) => {
+                    tracing::warn!("UNSUBSCRIBE timed out");
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            *connection = None;
+            self.mark_unsubscribed();
+            self.wake_everyone();
+            return false;
+        }
+        for channel in self.shared.channels.lock().values() {
+            if conn.subscribed.contains(&channel.name)
+                && !channel.subscribed.swap(true, Ordering::AcqRel)
+            {
+                channel.subscribed_changed.notify_waiters();
+            }
+        }
+        true
+    }
+
+    fn dispatch(&self, channel: &str) {
+        let target = self.shared.channels.lock().get(channel).cloned();
+        if let Some(target) = target {
+            target.wake.notify_one();
+        }
+    }
+
+    fn mark_unsubscribed(&self) {
+        for channel in self.shared.channels.lock().values() {
+            channel.subscribed.store(false, Ordering::Release);
+        }
+    }
+
+    fn wake_everyone(&self) {
+        for channel in self.shared.channels.lock().values() {
+            channel.wake.notify_waiters();
+        }
+    }
+}
+
+/// `StreamExt::next` without pulling in `futures`: polls the stream once per wake-up.
+async fn futures_next(stream: &mut PubSubStream) -> Option<redis::Msg> {
+    std::future::poll_fn(|cx| {
+        use futures_core::Stream;
+        std::pin::Pin::new(&mut *stream).poll_next(cx)
+    })
+    .await
+}

@@ -1,0 +1,180 @@
+//! Test harness: real `redis-server` processes on free loopback ports, in temporary
+//! directories, started and stopped by the tests themselves.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis_locks::LockClient;
+
+/// One `redis-server` owned by a test. Killed when dropped.
+pub struct RedisServer {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    extra_args: Vec<String>,
+}
+
+pub fn redis_server_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("REDIS_SERVER_BIN") {
+        return path.into();
+    }
+    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+        let candidate = PathBuf::from(dir).join("redis-server");
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "redis-server not found on PATH. Run the suite with `./scripts/test.sh`, which installs \
+         it (apt-get install -y redis-server), or set REDIS_SERVER_BIN."
+    );
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+impl RedisServer {
+    /// Starts a fresh, empty server with persistence off.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments (e.g. `["--requirepass", "x"]`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let mut server = RedisServer {
+                port: free_port(),
+                dir: tempfile::tempdir().expect("temp dir"),
+                child: None,
+                extra_args: extra.iter().map(|s| s.to_string()).collect(),
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(err) => last_error = err,
+            }
+        }
+        drop(dir);
+        panic!("could not start redis-server: {last_error}");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let log = self.dir.path().join("redis.log");
+        let mut cmd = Command::new(redis_server_binary());
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(&log)
+            .args(["--daemonize", "no"])
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(&log).unwrap_or_default();
+                return Err(format!("exited with {status}: {log}"));
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return Err("did not listen within 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// SIGKILL the server (no shutdown save, like a crash).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(err) if Instant::now() > deadline => panic!("restart failed: {err}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// A plain redis-rs multiplexed connection for inspecting state from the test.
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    /// A lock client with the given watchdog timeout.
+    pub async fn client(&self, watchdog: Duration) -> LockClient {
+        LockClient::builder(&self.url())
+            .watchdog_timeout(watchdog)
+            .connect()
+            .await
+            .expect("connect lock client")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `check` until it returns true or `limit` passes; returns whether it succeeded.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `PUBSUB NUMSUB channel`.
+pub async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> i64 {
+    let reply: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(conn)
+        .await
+        .unwrap();
+    reply.first().map_or(0, |(_, n)| *n)
+}

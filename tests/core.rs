@@ -1,0 +1,687 @@
+//! Core lock behaviour against real redis-server processes.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{RedisServer, eventually, numsub};
+use redis::AsyncCommands;
+use redis_locks::{Error, LockClient, LostReason};
+
+const SEC: Duration = Duration::from_secs(1);
+
+/// 1. Mutual exclusion: 3 clients x 8 tasks on one name, a read-modify-write counter in
+/// Redis and an "inside" flag; no overlap and no lost update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_across_clients_and_tasks() {
+    let server = RedisServer::start();
+    let inside = Arc::new(AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    const ROUNDS: usize = 8;
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let client = server.client(30 * SEC).await;
+        for _ in 0..8 {
+            let client = client.clone();
+            let inside = inside.clone();
+            let overlaps = overlaps.clone();
+            let mut conn = server.conn().await;
+            tasks.push(tokio::spawn(async move {
+                let lock = client.lock("counter").unwrap();
+                for _ in 0..ROUNDS {
+                    let guard = lock.acquire().await.unwrap();
+                    if inside.swap(true, Ordering::SeqCst) {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let value: Option<u64> = conn.get("counter:value").await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let _: () = conn
+                        .set("counter:value", value.unwrap_or(0) + 1)
+                        .await
+                        .unwrap();
+                    inside.store(false, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut conn = server.conn().await;
+    let total: u64 = conn.get("counter:value").await.unwrap();
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "critical sections overlapped"
+    );
+    assert_eq!(total, (3 * 8 * ROUNDS) as u64, "an update was lost");
+    let exists: bool = conn.exists("redis-locks:{counter}").await.unwrap();
+    assert!(!exists, "lock key left behind");
+}
+
+/// 2. Reentrancy at depth 3: one field whose count goes 3, 2, 1, gone; another owner is
+/// kept out meanwhile.
+#[tokio::test]
+async fn reentrancy_counts_in_one_field() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+    let lock = client.lock("nested").unwrap();
+    let owner = lock.owner();
+    let g1 = lock.acquire().await.unwrap();
+    let g2 = lock.acquire().await.unwrap();
+    let g3 = lock.acquire().await.unwrap();
+    assert_eq!(
+        (g1.hold_count(), g2.hold_count(), g3.hold_count()),
+        (1, 2, 3)
+    );
+    assert!(g3.is_reentrant() && !g1.is_reentrant());
+
+    let fields = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            let all: Vec<(String, String)> = conn.hgetall("redis-locks:{nested}").await.unwrap();
+            all
+        }
+    };
+    assert_eq!(
+        fields(&mut conn).await,
+        vec![(owner.clone(), "3".to_string())]
+    );
+
+    // Another owner (a spawned task is another owner) cannot take it.
+    let other = lock.clone();
+    let stolen = tokio::spawn(async move { other.try_acquire().await.unwrap().is_some() })
+        .await
+        .unwrap();
+    assert!(!stolen, "another owner entered a held lock");
+
+    g3.release().await.unwrap();
+    assert_eq!(
+        fields(&mut conn).await,
+        vec![(owner.clone(), "2".to_string())]
+    );
+    let ttl: i64 = conn.pttl("redis-locks:{nested}").await.unwrap();
+    assert!(
+        ttl > 25_000,
+        "partial release must re-arm the lease, pttl {ttl}"
+    );
+    g2.release().await.unwrap();
+    assert_eq!(
+        fields(&mut conn).await,
+        vec![(owner.clone(), "1".to_string())]
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    g1.release().await.unwrap();
+    assert!(fields(&mut conn).await.is_empty());
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(client.held_count(), 0);
+}
+
+/// 3. An explicit lease expires and is never renewed; the guard learns it was lost.
+#[tokio::test]
+async fn explicit_lease_expires_without_renewal() {
+    let server = RedisServer::start();
+    let client = server.client(SEC).await;
+    let mut conn = server.conn().await;
+    let lock = client
+        .lock("leased")
+        .unwrap()
+        .with_lease(Duration::from_millis(600))
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    assert!(!guard.is_watchdog_leased());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let ttl: i64 = conn.pttl("redis-locks:{leased}").await.unwrap();
+    assert!(
+        (0..=250).contains(&ttl),
+        "lease must count down, not be renewed (pttl {ttl})"
+    );
+    tokio::time::timeout(SEC, guard.lost())
+        .await
+        .expect("lost signal for an elapsed lease");
+    assert_eq!(guard.lost_reason(), Some(LostReason::LeaseElapsed));
+    assert!(
+        eventually(SEC, || {
+            let mut conn = conn.clone();
+            async move {
+                !conn
+                    .exists::<_, bool>("redis-locks:{leased}")
+                    .await
+                    .unwrap()
+            }
+        })
+        .await
+    );
+    assert_eq!(
+        client.watchdog_stats().renewed,
+        0,
+        "a fixed lease was renewed"
+    );
+    match guard.release().await {
+        Err(Error::LockLost { reason, .. }) => assert_eq!(reason, LostReason::LeaseElapsed),
+        other => panic!("expected LockLost, got {other:?}"),
+    }
+}
+
+/// 4. The watchdog keeps a 1 s lease alive for 5 s; after release nothing is renewed and
+/// the key is gone.
+#[tokio::test]
+async fn watchdog_keeps_lock_alive_then_stops() {
+    let server = RedisServer::start();
+    let client = server.client(SEC).await;
+    let mut conn = server.conn().await;
+    let guard = client.lock("long-job").unwrap().acquire().await.unwrap();
+    let start = Instant::now();
+    while start.elapsed() < 5 * SEC {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let ttl: i64 = conn.pttl("redis-locks:{long-job}").await.unwrap();
+        assert!(ttl > 0, "lock expired while the guard lived (pttl {ttl})");
+        assert!(!guard.is_lost());
+    }
+    assert!(guard.remaining_lease() > Duration::from_millis(300));
+    let renewed = client.watchdog_stats().renewed;
+    assert!(renewed >= 10, "expected ~15 renewals in 5 s, saw {renewed}");
+    guard.release().await.unwrap();
+    let exists: bool = conn.exists("redis-locks:{long-job}").await.unwrap();
+    assert!(!exists);
+    tokio::time::sleep(SEC).await;
+    assert_eq!(
+        client.watchdog_stats().renewed,
+        renewed,
+        "renewal continued after release"
+    );
+    assert_eq!(client.held_count(), 0);
+}
+
+/// 5a. A holder whose runtime (and so its watchdog) dies without releasing frees the
+/// lock within the watchdog timeout.
+#[tokio::test]
+async fn dead_runtime_frees_lock_within_watchdog_timeout() {
+    let server = RedisServer::start();
+    let url = server.url();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let client = LockClient::builder(&url)
+                .watchdog_timeout(SEC)
+                .connect()
+                .await
+                .unwrap();
+            let guard = client.lock("crash").unwrap().acquire().await.unwrap();
+            // Simulate a crash: neither release nor drop runs.
+            std::mem::forget(guard);
+            std::mem::forget(client);
+        });
+        drop(runtime);
+    })
+    .join()
+    .unwrap();
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("crash").unwrap();
+    assert!(
+        lock.is_locked().await.unwrap(),
+        "the dead holder's lock must still exist"
+    );
+    let start = Instant::now();
+    let guard = lock.acquire_timeout(5 * SEC).await.unwrap();
+    let waited = start.elapsed();
+    println!("dead runtime: lock free after {waited:?} (watchdog 1 s)");
+    assert!(
+        waited <= SEC + Duration::from_millis(500),
+        "took {waited:?}"
+    );
+    guard.release().await.unwrap();
+}
+
+/// Helper process for 5b: holds a lock until killed. Runs only when spawned by the test.
+#[tokio::test]
+#[ignore = "helper process for killed_holder_process_frees_lock"]
+async fn helper_hold_lock_until_killed() {
+    let url = std::env::var("REDIS_LOCKS_HELPER_URL").expect("spawned by a test");
+    let client = LockClient::builder(&url)
+        .watchdog_timeout(SEC)
+        .connect()
+        .await
+        .unwrap();
+    let _guard = client.lock("killed").unwrap().acquire().await.unwrap();
+    println!("HELPER-ACQUIRED");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+/// 5b. SIGKILL of a holding process frees the lock within the watchdog timeout.
+#[tokio::test]
+async fn killed_holder_process_frees_lock() {
+    use std::io::{BufRead, BufReader};
+    let server = RedisServer::start();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "helper_hold_lock_until_killed",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("REDIS_LOCKS_HELPER_URL", server.url())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let acquired = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.contains("HELPER-ACQUIRED"))
+    });
+    assert!(acquired.join().unwrap() || child.try_wait().unwrap().is_none());
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("killed").unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    // Let it renew a few times, proving the lock outlives its 1 s lease while alive.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        lock.is_locked().await.unwrap(),
+        "holder's watchdog did not renew"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let start = Instant::now();
+    let guard = lock.acquire_timeout(5 * SEC).await.unwrap();
+    let waited = start.elapsed();
+    println!("killed process: lock free after {waited:?} (watchdog 1 s)");
+    assert!(
+        waited <= SEC + Duration::from_millis(500),
+        "took {waited:?}"
+    );
+    guard.release().await.unwrap();
+}
+
+/// 6a. Deleting the key behind the holder's back fires its lost signal.
+#[tokio::test]
+async fn lost_signal_when_key_deleted() {
+    let server = RedisServer::start();
+    let client = server.client(Duration::from_millis(900)).await;
+    let mut conn = server.conn().await;
+    let guard = client.lock("victim").unwrap().acquire().await.unwrap();
+    let token = guard.lost_token();
+    let _: () = conn.del("redis-locks:{victim}").await.unwrap();
+    tokio::time::timeout(2 * SEC, guard.lost())
+        .await
+        .expect("lost signal after DEL");
+    assert!(token.is_cancelled());
+    assert_eq!(guard.lost_reason(), Some(LostReason::OwnerFieldGone));
+    assert_eq!(guard.remaining_lease(), Duration::ZERO);
+    assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
+    assert_eq!(client.held_count(), 0);
+}
+
+/// 6b. A Redis restart (empty) fires the lost signal; the same client then recovers.
+#[tokio::test]
+async fn lost_signal_when_redis_restarts_empty() {
+    let mut server = RedisServer::start();
+    let client = server.client(SEC).await;
+    let lock = client.lock("restart").unwrap();
+    let guard = lock.acquire().await.unwrap();
+    server.restart();
+    tokio::time::timeout(3 * SEC, guard.lost())
+        .await
+        .expect("lost signal after restart");
+    println!("restart: lost reason {:?}", guard.lost_reason());
+    assert!(guard.lost_reason().is_some());
+    assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
+    // No new client needed: the connection manager reconnects.
+    let mut again = None;
+    for _ in 0..50 {
+        match lock.try_acquire().await {
+            Ok(guard) => {
+                again = guard;
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let again = again.expect("acquire after the restart");
+    again.release().await.unwrap();
+}
+
+/// 7. Pub/sub wake-up: with a 30 s lease, a waiter in another client gets the lock right
+/// after the release, not after the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_wakes_on_release_not_on_lease() {
+    let server = RedisServer::start();
+    let holder = server.client(30 * SEC).await;
+    let waiter = server.client(30 * SEC).await;
+    let mut samples = Vec::new();
+    for _ in 0..10 {
+        let guard = holder.lock("handoff").unwrap().acquire().await.unwrap();
+        let lock = waiter.lock("handoff").unwrap();
+        let waiting = tokio::spawn(async move {
+            let guard = lock.acquire().await.unwrap();
+            let at = Instant::now();
+            guard.release().await.unwrap();
+            at
+        });
+        // Let the waiter subscribe and go to sleep on the 30 s pttl.
+        assert!(
+            eventually(5 * SEC, || async { waiter.waiting_channels() == 1 }).await,
+            "waiter never subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let released = Instant::now();
+        guard.release().await.unwrap();
+        let acquired = waiting.await.unwrap();
+        samples.push(acquired.saturating_duration_since(released));
+    }
+    samples.sort();
+    println!(
+        "pub/sub hand-off: median {:?}, max {:?} (lease 30 s)",
+        samples[samples.len() / 2],
+        samples[samples.len() - 1]
+    );
+    // Far below the 30 s lease proves the wake-up came from the release message.
+    assert!(samples[samples.len() - 1] < 5 * SEC);
+}
+
+/// 8. After 100 waiters have come and gone there are no subscribers left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_are_cleaned_up_after_a_burst() {
+    let server = RedisServer::start();
+    let holder = server.client(30 * SEC).await;
+    let client = server.client(30 * SEC).await;
+    let conn = server.conn().await;
+    let guard = holder.lock("burst").unwrap().acquire().await.unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut waiters = Vec::new();
+    for _ in 0..100 {
+        let lock = client.lock("burst").unwrap();
+        let done = done.clone();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.acquire_timeout(60 * SEC).await.unwrap();
+            done.fetch_add(1, Ordering::SeqCst);
+            guard.release().await.unwrap();
+        }));
+    }
+    let channel = client.lock("burst").unwrap().channel().to_owned();
+    assert!(
+        eventually(5 * SEC, || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move { numsub(&mut conn, &channel).await == 1 }
+        })
+        .await,
+        "100 local waiters must share one subscription"
+    );
+    guard.release().await.unwrap();
+    for waiter in waiters {
+        tokio::time::timeout(30 * SEC, waiter)
+            .await
+            .expect("waiters were not woken in turn")
+            .unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 100);
+    assert!(
+        eventually(5 * SEC, || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move { numsub(&mut conn, &channel).await == 0 }
+        })
+        .await,
+        "subscription left behind"
+    );
+    assert_eq!(client.waiting_channels(), 0);
+}
+
+/// 9. SCRIPT FLUSH is invisible to callers: acquire, release and renewal reload scripts.
+#[tokio::test]
+async fn survives_script_flush() {
+    let server = RedisServer::start();
+    let client = server.client(Duration::from_millis(600)).await;
+    let mut conn = server.conn().await;
+    let lock = client.lock("flush").unwrap();
+    lock.acquire().await.unwrap().release().await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let renewed = client.watchdog_stats().renewed;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(
+        client.watchdog_stats().renewed > renewed,
+        "renewal failed after flush"
+    );
+    assert!(!guard.is_lost());
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+/// 10a. A waiter cancelled while waiting leaves no subscription and no hold behind.
+#[tokio::test]
+async fn cancelled_waiter_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let holder = server.client(30 * SEC).await;
+    let client = server.client(30 * SEC).await;
+    let conn = server.conn().await;
+    let held = holder.lock("cancel").unwrap().acquire().await.unwrap();
+    let lock = client.lock("cancel").unwrap();
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), lock.acquire()).await;
+    assert!(cancelled.is_err(), "acquire should still be waiting");
+    assert_eq!(client.waiting_channels(), 0);
+    let channel = lock.channel().to_owned();
+    assert!(
+        eventually(5 * SEC, || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move { numsub(&mut conn, &channel).await == 0 }
+        })
+        .await
+    );
+    held.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !lock.is_locked().await.unwrap(),
+        "cancelled waiter took the lock"
+    );
+}
+
+/// 10b. Acquires cancelled mid-flight (after the script was sent) never strand a hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_cancelled_in_flight_never_strands_a_hold() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("in-flight").unwrap();
+    let mut completed = 0;
+    for i in 0..200u64 {
+        // Timeouts from 0 to ~100 us land before, during and after the round trip.
+        let limit = Duration::from_micros(i % 100);
+        if let Ok(result) = tokio::time::timeout(limit, lock.acquire()).await {
+            result.unwrap().release().await.unwrap();
+            completed += 1;
+        }
+    }
+    println!("in-flight cancellation: {completed}/200 attempts completed before the timeout");
+    assert!(
+        eventually(5 * SEC, || async { !lock.is_locked().await.unwrap() }).await,
+        "a cancelled acquire left the lock held"
+    );
+    // And it is immediately acquirable by another owner.
+    let other = lock.with_owner("someone-else").unwrap();
+    other
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+/// 11. Bad inputs get typed errors and leave Redis untouched.
+#[tokio::test]
+async fn bad_inputs_get_typed_errors() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+
+    assert!(matches!(client.lock(""), Err(Error::InvalidName { .. })));
+    assert!(matches!(
+        client.lock(&"n".repeat(10_000)),
+        Err(Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        client.lock("a{b}"),
+        Err(Error::InvalidName { .. })
+    ));
+    let lock = client.lock("inputs").unwrap();
+    assert!(matches!(
+        lock.with_owner(""),
+        Err(Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        lock.with_lease(Duration::ZERO),
+        Err(Error::InvalidDuration { what: "lease", .. })
+    ));
+    assert!(matches!(
+        lock.with_lease(Duration::from_secs(u64::MAX)),
+        Err(Error::InvalidDuration { what: "lease", .. })
+    ));
+    assert!(matches!(
+        lock.acquire_timeout(Duration::MAX).await,
+        Err(Error::InvalidDuration { what: "wait", .. })
+    ));
+
+    // Wrong types: typed error, value untouched.
+    let _: () = conn
+        .set("redis-locks:{as-string}", "payload")
+        .await
+        .unwrap();
+    let err = client
+        .lock("as-string")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::WrongType { found, .. } if found == "string"),
+        "{err}"
+    );
+    let value: String = conn.get("redis-locks:{as-string}").await.unwrap();
+    assert_eq!(value, "payload");
+    let _: () = conn.rpush("redis-locks:{as-list}", "x").await.unwrap();
+    assert!(matches!(
+        client.lock("as-list").unwrap().try_acquire().await,
+        Err(Error::WrongType { .. })
+    ));
+    assert!(matches!(
+        client.lock("as-list").unwrap().force_unlock().await,
+        Err(Error::WrongType { .. })
+    ));
+    assert!(matches!(
+        client.lock("as-list").unwrap().unlock().await,
+        Err(Error::WrongType { .. })
+    ));
+    let len: i64 = conn.llen("redis-locks:{as-list}").await.unwrap();
+    assert_eq!(len, 1);
+    let _: () = conn
+        .hset("redis-locks:{as-hash}", "field", "value")
+        .await
+        .unwrap();
+    assert!(matches!(
+        client.lock("as-hash").unwrap().try_acquire().await,
+        Err(Error::WrongType { .. })
+    ));
+    let all: Vec<(String, String)> = conn.hgetall("redis-locks:{as-hash}").await.unwrap();
+    assert_eq!(all, vec![("field".to_string(), "value".to_string())]);
+    let ttl: i64 = conn.pttl("redis-locks:{as-hash}").await.unwrap();
+    assert_eq!(ttl, -1, "foreign hash got an expiry");
+
+    // Release by a non-owner.
+    let guard = lock.acquire().await.unwrap();
+    let stranger = lock.with_owner("stranger").unwrap();
+    assert!(matches!(
+        stranger.unlock().await,
+        Err(Error::NotHeld { .. })
+    ));
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    guard.release().await.unwrap();
+    // Release twice (guard-less unlock after the guard's release).
+    assert!(matches!(lock.unlock().await, Err(Error::NotHeld { .. })));
+
+    // Bad URL, unreachable server, bad watchdog timeout.
+    assert!(matches!(
+        LockClient::connect("not a url").await,
+        Err(Error::InvalidUrl(_))
+    ));
+    let dead_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    match LockClient::connect(&format!("redis://127.0.0.1:{dead_port}")).await {
+        Err(err @ Error::Connect { .. }) => {
+            assert!(err.to_string().contains(&dead_port.to_string()), "{err}");
+        }
+        other => panic!("expected Connect error, got {other:?}"),
+    }
+    assert!(matches!(
+        LockClient::builder(&server.url())
+            .watchdog_timeout(Duration::ZERO)
+            .connect()
+            .await,
+        Err(Error::InvalidDuration { .. })
+    ));
+    assert!(matches!(
+        LockClient::builder(&server.url())
+            .prefix("")
+            .connect()
+            .await,
+        Err(Error::InvalidConfig(_))
+    ));
+}
+
+/// A retried release (same request id) decrements once: the latch answers the retry.
+#[tokio::test]
+async fn release_latch_answers_a_retry() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let script = redis::Script::new(include_str!("../lua/release.lua"));
+    let _: () = conn.hset("redis-locks:{latch}", "me", 2).await.unwrap();
+    let _: () = conn.pexpire("redis-locks:{latch}", 30_000).await.unwrap();
+    let call = || {
+        let mut conn = conn.clone();
+        let script = &script;
+        async move {
+            let mut invocation = script.prepare_invoke();
+            invocation
+                .key("redis-locks:{latch}")
+                .key("redis-locks:{latch}:latch:req-1")
+                .arg("me")
+                .arg(30_000)
+                .arg("redis-locks:{latch}:db0:released")
+                .arg(5_000);
+            invocation.invoke_async::<i64>(&mut conn).await.unwrap()
+        }
+    };
+    assert_eq!(call().await, 1);
+    assert_eq!(call().await, 1, "the retry must get the first answer");
+    let count: i64 = conn.hget("redis-locks:{latch}", "me").await.unwrap();
+    assert_eq!(count, 1, "a retried release decremented twice");
+}
