@@ -1,13 +1,19 @@
 -- inspect.lua: read a lock's state in one consistent snapshot (read-only).
 --
--- KEYS[1]  the lock hash   (<prefix>:{<name>})
+-- KEYS[1]  the lock hash         (<prefix>:{<name>})
+-- KEYS[2]  the fencing counter   (<prefix>:{<name>}:fence)
 --
--- Returns an array {type, pttl, field1, count1, field2, count2, ...}:
+-- Returns an array {type, pttl, fence, field1, count1, field2, count2, ...}:
 --   type   the key's Redis type ('none' when there is no lock, 'hash' for a lock)
 --   pttl   the key's remaining TTL in ms (-2 absent, -1 no expiry)
+--   fence  the fencing counter's value, -1 when there is no counter (or it is not a number)
 --   then, for a hash only, every owner field followed by its hold count
 local kind = redis.call('TYPE', KEYS[1]).ok
-local result = {kind, redis.call('PTTL', KEYS[1])}
+local fence = -1
+if redis.call('TYPE', KEYS[2]).ok == 'string' then
+  fence = tonumber(redis.call('GET', KEYS[2])) or -1
+end
+local result = {kind, redis.call('PTTL', KEYS[1]), fence}
 if kind == 'hash' then
   local fields = redis.call('HGETALL', KEYS[1])
   for i = 1, #fields do

@@ -39,18 +39,33 @@ pub struct LockGuard {
     owner: Arc<str>,
     entry: Arc<HoldEntry>,
     count: u64,
+    token: Option<u64>,
     armed: bool,
 }
 
 impl LockGuard {
-    pub(crate) fn new(lock: Lock, owner: Arc<str>, entry: Arc<HoldEntry>, count: u64) -> Self {
+    pub(crate) fn new(
+        lock: Lock,
+        owner: Arc<str>,
+        entry: Arc<HoldEntry>,
+        count: u64,
+        token: Option<u64>,
+    ) -> Self {
         LockGuard {
             lock,
             owner,
             entry,
             count,
+            token,
             armed: true,
         }
+    }
+
+    /// The fencing token of this hold, when the lock was taken through
+    /// [`Lock::with_fencing`]. Tokens grow strictly with each fresh acquisition of the lock
+    /// name; a reentrant hold carries its outer hold's token.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.token
     }
 
     /// The lock's name.

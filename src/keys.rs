@@ -8,6 +8,7 @@
 //! | lock hash (field = owner id, value = hold count) | `<prefix>:{<name>}` |
 //! | release latch (one per release request, short-lived) | `<prefix>:{<name>}:latch:<request-id>` |
 //! | wake-up channel | `<prefix>:{<name>}:db<n>:released` |
+//! | fencing counter (only once fencing was used) | `<prefix>:{<name>}:fence` |
 //!
 //! The database number is part of the channel because Redis pub/sub ignores `SELECT`: two
 //! applications on different databases would otherwise wake each other's waiters.
@@ -35,6 +36,7 @@ pub(crate) struct LockKeys {
     pub(crate) name: Arc<str>,
     pub(crate) hash: Arc<str>,
     pub(crate) channel: Arc<str>,
+    pub(crate) fence: Arc<str>,
     latch_prefix: Arc<str>,
 }
 
@@ -46,6 +48,7 @@ impl LockKeys {
             name: name.into(),
             channel: format!("{hash}:db{db}:released").into(),
             latch_prefix: format!("{hash}:latch:").into(),
+            fence: format!("{hash}:fence").into(),
             hash,
         })
     }
@@ -155,6 +158,7 @@ mod tests {
         assert_eq!(&*keys.hash, "app:{orders:42}");
         assert_eq!(&*keys.channel, "app:{orders:42}:db3:released");
         assert_eq!(keys.latch("r1"), "app:{orders:42}:latch:r1");
+        assert_eq!(&*keys.fence, "app:{orders:42}:fence");
     }
 
     #[test]

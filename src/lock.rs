@@ -47,6 +47,7 @@ pub struct Lock {
     pub(crate) keys: LockKeys,
     owner: Option<Arc<str>>,
     pub(crate) mode: LeaseMode,
+    fenced: bool,
 }
 
 /// A snapshot of a lock's state in Redis, from [`Lock::state`].
@@ -56,6 +57,9 @@ pub struct LockState {
     pub holders: Vec<(String, u64)>,
     /// The remaining time to live, `None` when the lock is free.
     pub ttl: Option<Duration>,
+    /// The fencing counter's current value (the token of the current or latest hold),
+    /// `None` when fencing was never used on this name.
+    pub fence: Option<u64>,
 }
 
 impl LockState {
@@ -100,6 +104,7 @@ impl Lock {
             keys,
             owner: None,
             mode: LeaseMode::Watchdog,
+            fenced: false,
         }
     }
 
@@ -112,6 +117,37 @@ impl Lock {
             mode: LeaseMode::Fixed(lease),
             ..self.clone()
         })
+    }
+
+    /// The same lock, handing out a **fencing token** with every acquisition: a number
+    /// that grows strictly with each fresh acquisition of this lock name, taken in the same
+    /// script (no extra round trip). Read it with [`LockGuard::fencing_token`] and pass it
+    /// to the protected resource, which must reject any token lower than one it has seen.
+    ///
+    /// A reentrant acquisition takes **no new number**: it gets its outer hold's token.
+    /// The counter lives at `<prefix>:{<name>}:fence` without a TTL (one small string per
+    /// lock name that ever used fencing). Once it exists, every fresh acquisition
+    /// increments it, fenced or not, so its value always names the current hold. Tokens
+    /// restart from 1 if the counter is deleted (e.g. Redis loses its data).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+    /// let guard = client.lock("ledger")?.with_fencing().acquire().await?;
+    /// let token = guard.fencing_token().expect("fenced");
+    /// // storage.write_if_token_at_least(token, ...)
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fencing(&self) -> Lock {
+        Lock {
+            fenced: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether acquisitions through this handle return fencing tokens.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
     }
 
     /// The same lock with the watchdog lease (the default).
@@ -292,12 +328,14 @@ impl Lock {
         let mut invocation = inner.scripts.acquire.prepare_invoke();
         invocation
             .key(&*self.keys.hash)
+            .key(&*self.keys.fence)
             .arg(&**owner)
-            .arg(self.lease_ms());
+            .arg(self.lease_ms())
+            .arg(if self.fenced { "1" } else { "0" });
         let sent_at = Instant::now();
         let reply: Vec<Value> = inner.eval(&invocation).await?;
         match reply.as_slice() {
-            [Value::Int(1), Value::Int(count)] => {
+            [Value::Int(1), Value::Int(count), Value::Int(token)] => {
                 let entry = inner.registry.hold(
                     &self.keys.hash,
                     owner,
@@ -310,13 +348,14 @@ impl Lock {
                     owner.clone(),
                     entry,
                     *count as u64,
+                    (self.fenced && *token > 0).then_some(*token as u64),
                 )))
             }
-            [Value::Int(0), Value::Int(pttl)] => Ok(Attempt::Held {
+            [Value::Int(0), Value::Int(pttl), _] => Ok(Attempt::Held {
                 // At least 1 ms so a lock on the verge of expiry cannot make us spin.
                 pttl: Duration::from_millis((*pttl).max(1) as u64),
             }),
-            [Value::Int(2), found] => Err(Error::WrongType {
+            [Value::Int(2), found, _] => Err(Error::WrongType {
                 key: self.keys.hash.to_string(),
                 found: String::from_redis_value(found.clone()).unwrap_or_default(),
             }),
@@ -368,13 +407,14 @@ impl Lock {
     pub async fn state(&self) -> Result<LockState> {
         let inner = &self.client.inner;
         let mut invocation = inner.scripts.inspect.prepare_invoke();
-        invocation.key(&*self.keys.hash);
+        invocation.key(&*self.keys.hash).key(&*self.keys.fence);
         let reply: Vec<Value> = inner.eval(&invocation).await?;
         let bad = || Error::UnexpectedReply(format!("inspect: {reply:?}"));
-        let (kind, pttl) = match reply.as_slice() {
-            [kind, Value::Int(pttl), ..] => (
+        let (kind, pttl, fence) = match reply.as_slice() {
+            [kind, Value::Int(pttl), Value::Int(fence), ..] => (
                 String::from_redis_value(kind.clone()).map_err(|_| bad())?,
                 *pttl,
+                u64::try_from(*fence).ok(),
             ),
             _ => return Err(bad()),
         };
@@ -382,10 +422,11 @@ impl Lock {
             "none" => Ok(LockState {
                 holders: Vec::new(),
                 ttl: None,
+                fence,
             }),
             "hash" => {
                 let mut holders = Vec::new();
-                for pair in reply[2..].chunks(2) {
+                for pair in reply[3..].chunks(2) {
                     let [field, count] = pair else {
                         return Err(bad());
                     };
@@ -402,6 +443,7 @@ impl Lock {
                 Ok(LockState {
                     holders,
                     ttl: Some(Duration::from_millis(pttl as u64)),
+                    fence,
                 })
             }
             other => Err(self.wrong_type(other)),

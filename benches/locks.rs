@@ -1,0 +1,2 @@
+//! The benchmark command (placeholder).
+fn main() {}

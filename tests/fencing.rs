@@ -1,0 +1,83 @@
+//! Fencing tokens against a real redis-server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::RedisServer;
+use redis::AsyncCommands;
+
+const SEC: Duration = Duration::from_secs(1);
+
+#[tokio::test]
+async fn tokens_grow_strictly_and_reentry_keeps_its_token() {
+    let server = RedisServer::start();
+    let a = server.client(30 * SEC).await;
+    let b = server.client(30 * SEC).await;
+    let lock_a = a.lock("ledger").unwrap().with_fencing();
+    let lock_b = b.lock("ledger").unwrap().with_fencing();
+    assert!(lock_a.is_fenced());
+
+    let first = lock_a.acquire().await.unwrap();
+    let t1 = first.fencing_token().unwrap();
+    let nested = lock_a.acquire().await.unwrap();
+    assert_eq!(
+        nested.fencing_token(),
+        Some(t1),
+        "reentry takes no new number"
+    );
+    nested.release().await.unwrap();
+    first.release().await.unwrap();
+
+    let second = lock_b.acquire().await.unwrap();
+    let t2 = second.fencing_token().unwrap();
+    assert!(t2 > t1);
+    second.release().await.unwrap();
+
+    // A plain (unfenced) acquisition in between still moves the counter, so the next
+    // fenced holder can never reuse a number that an earlier holder had.
+    let plain = a.lock("ledger").unwrap().acquire().await.unwrap();
+    assert_eq!(plain.fencing_token(), None);
+    let inner = lock_a.acquire().await.unwrap();
+    let t3 = inner.fencing_token().unwrap();
+    assert!(t3 > t2, "the plain hold got its own number ({t3} vs {t2})");
+    assert_eq!(
+        a.lock("ledger").unwrap().state().await.unwrap().fence,
+        Some(t3)
+    );
+    inner.release().await.unwrap();
+    plain.release().await.unwrap();
+
+    let mut conn = server.conn().await;
+    let counter: u64 = conn.get("redis-locks:{ledger}:fence").await.unwrap();
+    assert_eq!(counter, t3);
+    let ttl: i64 = conn.ttl("redis-locks:{ledger}:fence").await.unwrap();
+    assert_eq!(ttl, -1, "the counter must not expire");
+}
+
+#[tokio::test]
+async fn unfenced_locks_create_no_counter() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("plain").unwrap();
+    lock.acquire().await.unwrap().release().await.unwrap();
+    let mut conn = server.conn().await;
+    let exists: bool = conn.exists("redis-locks:{plain}:fence").await.unwrap();
+    assert!(!exists);
+    assert_eq!(lock.state().await.unwrap().fence, None);
+}
+
+#[tokio::test]
+async fn a_nested_fenced_acquire_starts_the_counter() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("late").unwrap();
+    let outer = lock.acquire().await.unwrap();
+    let inner = lock.with_fencing().acquire().await.unwrap();
+    assert_eq!(inner.fencing_token(), Some(1));
+    inner.release().await.unwrap();
+    outer.release().await.unwrap();
+    let next = lock.with_fencing().acquire().await.unwrap();
+    assert_eq!(next.fencing_token(), Some(2));
+    next.release().await.unwrap();
+}
