@@ -147,6 +147,9 @@ type HoldKey = (Arc<str>, Arc<str>);
 pub(crate) struct Registry {
     holds: Mutex<HashMap<HoldKey, Arc<HoldEntry>>>,
     counters: Counters,
+    /// Wakes the watchdog when a hold with a fixed lease may now expire before the
+    /// watchdog's next planned wake-up.
+    deadline_added: tokio::sync::Notify,
 }
 
 impl Registry {
@@ -200,6 +203,10 @@ impl Registry {
             // Every acquire re-sets the key's TTL to its own lease.
             state.confirmed_until = sent_at + lease;
             state.lease = lease;
+        }
+        drop(holds);
+        if matches!(mode, LeaseMode::Fixed(_)) {
+            self.deadline_added.notify_one();
         }
         entry
     }
@@ -313,6 +320,7 @@ impl Watchdog {
             let wake_at = earliest.map_or(next_tick, |deadline| deadline.min(next_tick));
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
+                _ = self.registry.deadline_added.notified() => continue,
                 _ = tokio::time::sleep_until(wake_at) => {}
                 // Reap finished ticks so the set does not grow.
                 Some(_) = ticks.join_next(), if !ticks.is_empty() => continue,

@@ -685,3 +685,139 @@ async fn release_latch_answers_a_retry() {
     let count: i64 = conn.hget("redis-locks:{latch}", "me").await.unwrap();
     assert_eq!(count, 1, "a retried release decremented twice");
 }
+
+/// An explicit lease's lost signal fires on time even when the watchdog period is long.
+#[tokio::test]
+async fn explicit_lease_lost_signal_is_timely_with_a_long_watchdog() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client
+        .lock("short-lease")
+        .unwrap()
+        .with_lease(Duration::from_millis(300))
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    let start = Instant::now();
+    tokio::time::timeout(2 * SEC, guard.lost())
+        .await
+        .expect("lost signal within 2 s for a 300 ms lease (watchdog period is 10 s)");
+    let fired = start.elapsed();
+    assert!(
+        fired <= Duration::from_millis(300),
+        "fired after the lease: {fired:?}"
+    );
+    println!("300 ms lease: lost signal after {fired:?}");
+}
+
+/// Subscriptions are restored after the pub/sub connection is killed, and a release
+/// after that still wakes the waiter (long before its 30 s pttl).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_are_restored_after_reconnect() {
+    let server = RedisServer::start();
+    let holder = server.client(30 * SEC).await;
+    let waiter = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+    let guard = holder.lock("resub").unwrap().acquire().await.unwrap();
+    let lock = waiter.lock("resub").unwrap();
+    let channel = lock.channel().to_owned();
+    let waiting = tokio::spawn(async move {
+        let guard = lock.acquire().await.unwrap();
+        let at = Instant::now();
+        guard.release().await.unwrap();
+        at
+    });
+    let probe = conn.clone();
+    let subscribed = |n: i64| {
+        let conn = probe.clone();
+        let channel = channel.clone();
+        move || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move { numsub(&mut conn, &channel).await == n }
+        }
+    };
+    assert!(eventually(5 * SEC, subscribed(1)).await);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    // The hub reconnects and subscribes again.
+    assert!(
+        eventually(5 * SEC, subscribed(1)).await,
+        "subscription not restored"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let acquired = tokio::time::timeout(10 * SEC, waiting)
+        .await
+        .expect("waiter not woken after the reconnect")
+        .unwrap();
+    let latency = acquired.saturating_duration_since(released);
+    println!("after pub/sub reconnect: hand-off in {latency:?}");
+    assert!(latency < 5 * SEC);
+}
+
+/// 6c. Redis unreachable until the lease must have run out: the lost signal fires, with
+/// the "unconfirmed" reason, no later than the lease after the last confirmed renewal.
+#[tokio::test]
+async fn lost_signal_when_redis_stays_unreachable() {
+    let mut server = RedisServer::start();
+    let client = LockClient::builder(&server.url())
+        .watchdog_timeout(SEC)
+        .response_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let guard = client.lock("unreachable").unwrap().acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lease_left = guard.remaining_lease();
+    let killed_at = Instant::now();
+    server.kill();
+    tokio::time::timeout(3 * SEC, guard.lost())
+        .await
+        .expect("lost signal while Redis is down");
+    let fired = killed_at.elapsed();
+    println!("Redis down: lost after {fired:?} (lease left at the kill: {lease_left:?})");
+    assert_eq!(
+        guard.lost_reason(),
+        Some(LostReason::LeaseExpiredUnconfirmed)
+    );
+    assert!(
+        fired <= lease_left,
+        "fired after the lease could have expired"
+    );
+    assert!(client.watchdog_stats().failed_calls > 0);
+}
+
+/// force_unlock deletes a lock held by someone else and wakes its waiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_wakes_waiters() {
+    let server = RedisServer::start();
+    // A short watchdog so the old holder learns of the loss at its next renewal (333 ms).
+    let holder = server.client(SEC).await;
+    let waiter = server.client(30 * SEC).await;
+    let admin = server.client(30 * SEC).await;
+    let guard = holder.lock("stuck").unwrap().acquire().await.unwrap();
+    let lock = waiter.lock("stuck").unwrap();
+    let waiting = tokio::spawn(async move { lock.acquire().await.map(|g| g.owner().to_owned()) });
+    assert!(eventually(5 * SEC, || async { waiter.waiting_channels() == 1 }).await);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let admin_lock = admin.lock("stuck").unwrap();
+    let state = admin_lock.state().await.unwrap();
+    assert_eq!(state.holders, vec![(guard.owner().to_owned(), 1)]);
+    assert!(admin_lock.force_unlock().await.unwrap());
+    let owner = tokio::time::timeout(5 * SEC, waiting)
+        .await
+        .expect("waiter not woken by force_unlock")
+        .unwrap()
+        .unwrap();
+    assert!(owner.starts_with(waiter.id()));
+    tokio::time::timeout(2 * SEC, guard.lost())
+        .await
+        .expect("the old holder learns it lost the lock");
+}
