@@ -1,0 +1,257 @@
+//! Command-line arguments.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+
+use crate::duration;
+
+const RUN_HELP: &str = "\
+DURATION is a whole number followed by ms, s, m or h: 500ms, 10s, 5m, 1h.
+
+The command gets these environment variables:
+  REDIS_LOCK_NAME    the lock's name
+  REDIS_LOCK_OWNER   the owner id holding the lock, as shown by `redis-locks status`
+                     (treat it as a secret: whoever knows it can release the lock)
+  REDIS_LOCK_TOKEN   the fencing token, with --fenced (removed from the environment
+                     otherwise)
+
+Signals: SIGINT, SIGTERM and SIGHUP sent to redis-locks are forwarded to the command;
+the lock is released once the command has exited. A signal that arrives while still
+waiting for the lock stops the wait and exits with 128+N without running the command.
+The command runs in redis-locks's process group, so Ctrl-C in a terminal reaches it both
+from the terminal and by forwarding. Signals go to the command's own process only, not
+to processes it starts: a shell script should `exec` its last command, or trap signals
+and pass them on. On Linux, the command is sent SIGTERM if redis-locks itself dies (for
+example by SIGKILL).
+
+Lost lock: if the lock is lost while the command runs (deleted with `unlock --force`,
+expired because Redis was unreachable, or --lease ran out), the command is sent SIGTERM,
+then SIGKILL after --kill-after, and redis-locks exits with 73.
+
+Examples:
+  redis-locks run nightly-report --no-wait -- ./report.sh
+  redis-locks run --fenced migrate-v42 --wait 10m -- ./migrate.sh";
+
+/// Distributed locks on Redis from the shell: run a command while holding a lock,
+/// inspect a lock, or delete one.
+#[derive(Debug, Parser)]
+#[command(name = "redis-locks", version, after_long_help = crate::exit::TABLE)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Redis URL, e.g. redis://user:password@host:6379/0.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379",
+        value_name = "URL"
+    )]
+    pub url: String,
+
+    /// Key prefix: locks live at <PREFIX>:{<NAME>}. Every client of a lock must use the
+    /// same prefix.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        default_value = redis_locks::DEFAULT_PREFIX,
+        value_name = "PREFIX"
+    )]
+    pub prefix: String,
+
+    /// Less output: only errors (no waiting indicator, warnings, or "not acquired"
+    /// message).
+    #[arg(
+        short,
+        long,
+        global = true,
+        help_heading = "Global options",
+        conflicts_with = "verbose"
+    )]
+    pub quiet: bool,
+
+    /// More log output on stderr: -v info, -vv debug, -vvv trace. RUST_LOG, when set,
+    /// overrides -q and -v.
+    #[arg(
+        short,
+        long,
+        global = true,
+        help_heading = "Global options",
+        action = ArgAction::Count
+    )]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Acquire a lock, run a command while holding it, then release it.
+    ///
+    /// Exits with the command's exit status (128+N if it was killed by signal N), or with
+    /// one of the codes listed below when the lock could not be taken or was lost. Without
+    /// --lease the lock is renewed by a watchdog for as long as the command runs.
+    #[command(after_long_help = format!("{RUN_HELP}\n\n{}", crate::exit::TABLE))]
+    Run(RunArgs),
+
+    /// Show whether a lock is held, by whom, for how long, and who is waiting.
+    ///
+    /// Exits 0 whether the lock is held or not (see --check).
+    #[command(after_long_help = crate::exit::TABLE)]
+    Status(StatusArgs),
+
+    /// Delete a lock whoever holds it, and wake its waiters. Requires --force.
+    ///
+    /// The holders are not asked: they find out at their next renewal (a `redis-locks
+    /// run` holder then stops its command and exits with 73). Prints what was deleted.
+    #[command(after_long_help = crate::exit::TABLE)]
+    Unlock(UnlockArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lock's name (1 to 512 bytes, without '{', '}' or control characters).
+    pub name: String,
+
+    /// Give up after waiting this long for the lock (exit 75). Default: wait forever.
+    /// 0s tries once, like --no-wait.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub wait: Option<Duration>,
+
+    /// Try once; if the lock is held, exit 75 at once.
+    #[arg(long, conflicts_with = "wait")]
+    pub no_wait: bool,
+
+    /// Take the lock with this fixed lease instead of the watchdog: it is not renewed,
+    /// and when it runs out the command is stopped as for a lost lock.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
+    pub lease: Option<Duration>,
+
+    /// The watchdog lease: the lock expires this long after redis-locks stops renewing it
+    /// (for example because it was killed); renewed every third of it. At least 30ms.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = duration::parse_positive,
+        default_value = "30s",
+        conflicts_with = "lease"
+    )]
+    pub watchdog: Duration,
+
+    /// Take a fencing token (a number that grows with every acquisition of this lock)
+    /// and pass it to the command as REDIS_LOCK_TOKEN.
+    #[arg(long)]
+    pub fenced: bool,
+
+    /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s")]
+    pub kill_after: Duration,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The lock's name.
+    pub name: String,
+
+    /// Print one JSON object: {"name", "key", "channel", "held", "holders": [{"owner",
+    /// "count"}], "ttl_ms", "waiting", "fence"} (ttl_ms and fence are null when absent;
+    /// waiting counts subscribed Redis connections, one per waiting process).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Exit 1 when the lock is held (0 when free), for use in shell conditions.
+    #[arg(long)]
+    pub check: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    /// The lock's name.
+    pub name: String,
+
+    /// Really delete the lock, whoever holds it.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_options_around_the_name_and_the_command_after_dashes() {
+        let cli = Cli::try_parse_from([
+            "redis-locks",
+            "run",
+            "--fenced",
+            "migrate",
+            "--wait",
+            "10m",
+            "-v",
+            "--",
+            "./migrate.sh",
+            "--dry-run",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.name, "migrate");
+        assert!(run.fenced);
+        assert_eq!(run.wait, Some(Duration::from_secs(600)));
+        assert_eq!(run.command, ["./migrate.sh", "--dry-run"]);
+        assert_eq!(cli.global.verbose, 1);
+    }
+
+    #[test]
+    fn usage_errors() {
+        for args in [
+            &["redis-locks", "run", "x", "true"][..],
+            &["redis-locks", "run", "x", "--wait", "10", "--", "true"],
+            &["redis-locks", "run", "x", "--lease", "0s", "--", "true"],
+            &[
+                "redis-locks",
+                "run",
+                "x",
+                "--wait",
+                "1s",
+                "--no-wait",
+                "--",
+                "true",
+            ],
+            &[
+                "redis-locks",
+                "run",
+                "x",
+                "--lease",
+                "1s",
+                "--watchdog",
+                "1s",
+                "--",
+                "true",
+            ],
+            &["redis-locks", "status", "x", "-q", "-v"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+}

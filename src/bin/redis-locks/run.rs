@@ -1,0 +1,382 @@
+//! `redis-locks run`: acquire a lock, run a command under it, release it.
+//!
+//! The command is supervised: SIGINT, SIGTERM and SIGHUP are forwarded to it, and if the
+//! lock is lost it is sent SIGTERM, then SIGKILL after a grace period. The lock is released
+//! only once the command has exited.
+
+use std::convert::Infallible;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use redis_locks::{Error, Lock, LockClient, LockGuard};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use crate::args::{Global, RunArgs};
+use crate::duration::human;
+use crate::exit::{self, Failure};
+use crate::signals::{self, Signals};
+use crate::{connect, indicator};
+
+/// How long to wait for an acquire that was in flight when a signal cancelled the wait,
+/// before checking that it left no hold behind.
+const CANCEL_SETTLE: Duration = Duration::from_millis(100);
+
+pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
+    // From here on SIGINT/SIGTERM/SIGHUP no longer kill us: every await below either
+    // watches them or is short.
+    let mut signals = Signals::listen()
+        .map_err(|err| Failure::new(exit::INTERNAL, format!("cannot catch signals: {err}")))?;
+
+    let watchdog = args.lease.is_none().then_some(args.watchdog);
+    let client = tokio::select! {
+        client = connect::client(global, watchdog) => client?,
+        signo = signals.recv() => return Ok(interrupted(signo, &args.name, "connecting")),
+    };
+    let lock = prepare(&client, &args)?;
+
+    let guard = match acquire(&lock, &args, global.quiet, &mut signals).await? {
+        Acquired::Guard(guard) => guard,
+        Acquired::Interrupted(signo) => {
+            return Ok(interrupted(signo, &args.name, "waiting for the lock"));
+        }
+        Acquired::Busy(message) => {
+            if !global.quiet {
+                eprintln!("redis-locks: {message}");
+            }
+            return Ok(exit::NOT_ACQUIRED);
+        }
+    };
+    tracing::info!(
+        lock = guard.name(),
+        owner = guard.owner(),
+        token = guard.fencing_token(),
+        "acquired"
+    );
+
+    // A signal between the acquire and now: the command has not started, so do not start it.
+    if let Some(signo) = signals.pending().await {
+        let _ = finish(guard).await;
+        return Ok(interrupted(signo, &args.name, "acquiring the lock"));
+    }
+    let mut child = match spawn(&args, &guard) {
+        Ok(child) => child,
+        Err(failure) => {
+            // The command never ran, so how the release went does not change the outcome.
+            let _ = finish(guard).await;
+            return Err(failure);
+        }
+    };
+    let outcome = supervise(&mut child, &guard, &mut signals, args.kill_after).await;
+    let lost = guard.lost_reason();
+    let released = finish(guard).await;
+
+    let status = match outcome {
+        Ok(status) => status,
+        Err(err) => {
+            return Err(Failure::new(
+                exit::INTERNAL,
+                format!("cannot wait for the command: {err}"),
+            ));
+        }
+    };
+    match (lost, released) {
+        (Some(reason), _) => Err(Failure::new(
+            exit::LOCK_LOST,
+            format!(
+                "lock {:?} was lost while the command ran ({reason}); the command {}",
+                args.name,
+                describe(status)
+            ),
+        )),
+        (None, Err(Error::LockLost { reason, .. })) => Err(Failure::new(
+            exit::LOCK_LOST,
+            format!(
+                "lock {:?} was found lost when releasing it ({reason}), so it may not have \
+                 protected the command to its end; the command {}",
+                args.name,
+                describe(status)
+            ),
+        )),
+        (None, Err(err)) => {
+            // The command ran under the lock to its end; only the release failed, and the
+            // lease ends the hold. The command's status is the meaningful result.
+            tracing::warn!(
+                lock = %args.name,
+                error = %err,
+                "release failed; the lock expires with its lease"
+            );
+            Ok(status_code(status))
+        }
+        (None, Ok(())) => Ok(status_code(status)),
+    }
+}
+
+/// The lock handle as the options ask for: this process's owner id, lease and fencing.
+fn prepare(client: &LockClient, args: &RunArgs) -> Result<Lock, Failure> {
+    let lock = client.lock(&args.name)?;
+    // An explicit owner, unique to this process and unguessable (the client id is a
+    // random UUID), so that REDIS_LOCK_OWNER names the field `status` shows.
+    let lock = lock.with_owner(format!("{}:cli-{}", client.id(), std::process::id()))?;
+    let lock = match args.lease {
+        Some(lease) => lock.with_lease(lease)?,
+        None => lock,
+    };
+    Ok(if args.fenced {
+        lock.with_fencing()
+    } else {
+        lock
+    })
+}
+
+enum Acquired {
+    Guard(LockGuard),
+    /// Not acquired: `--wait` ran out or `--no-wait` found it held. The message says so.
+    Busy(String),
+    Interrupted(i32),
+}
+
+async fn acquire(
+    lock: &Lock,
+    args: &RunArgs,
+    quiet: bool,
+    signals: &mut Signals,
+) -> Result<Acquired, Failure> {
+    let started = Instant::now();
+    let wait = if args.no_wait {
+        Some(Duration::ZERO)
+    } else {
+        args.wait
+    };
+    let attempt = async {
+        match wait {
+            None => lock.acquire().await.map(Some),
+            Some(wait) if wait.is_zero() => lock.try_acquire().await,
+            Some(wait) => match lock.acquire_timeout(wait).await {
+                Ok(guard) => Ok(Some(guard)),
+                Err(Error::Timeout { .. }) => Ok(None),
+                Err(err) => Err(err),
+            },
+        }
+    };
+    let indicator = async {
+        if indicator::wanted(quiet) {
+            indicator::show(lock, started).await;
+        }
+        std::future::pending::<Infallible>().await
+    };
+    tokio::select! {
+        acquired = attempt => match acquired? {
+            Some(guard) => Ok(Acquired::Guard(guard)),
+            None => Ok(Acquired::Busy(busy_message(lock, args, started.elapsed()).await)),
+        },
+        signo = signals.recv() => {
+            settle_cancelled(lock).await;
+            Ok(Acquired::Interrupted(signo))
+        },
+        never = indicator => match never {},
+    }
+}
+
+/// "lock "x" is held by ..., not acquired ..." with the holder as of now (best effort).
+async fn busy_message(lock: &Lock, args: &RunArgs, waited: Duration) -> String {
+    let holder = match lock.state().await {
+        Ok(state) => match state.holders.first() {
+            Some((owner, _)) => match state.ttl {
+                Some(ttl) => format!("held by {owner}, expires in {}", human(ttl)),
+                None => format!("held by {owner}"),
+            },
+            None => "released meanwhile".to_owned(),
+        },
+        Err(_) => "holder unknown".to_owned(),
+    };
+    let how = if args.no_wait || args.wait.is_some_and(|w| w.is_zero()) {
+        "not acquired (--no-wait)".to_owned()
+    } else {
+        format!("not acquired within {}", human(waited))
+    };
+    format!("lock {:?} {how}: {holder}", args.name)
+}
+
+/// The acquire was cancelled by a signal. An attempt in flight at that moment may still
+/// succeed; the library then releases it in a background task, which may not get to run
+/// before we exit. So give it a moment, then release any hold of our (process-unique)
+/// owner ourselves, so it does not linger for a whole lease.
+async fn settle_cancelled(lock: &Lock) {
+    tokio::time::sleep(CANCEL_SETTLE).await;
+    let owner = lock.owner();
+    let check = async {
+        if let Ok(state) = lock.state().await
+            && state.count_of(&owner) > 0
+        {
+            let _ = lock.unlock().await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), check).await;
+}
+
+/// Reports a signal that arrived before the command started (`during` says when) and
+/// returns the exit code for it.
+fn interrupted(signo: i32, name: &str, during: &str) -> u8 {
+    eprintln!(
+        "redis-locks: got {} while {during} (lock {name:?}); the command was not run",
+        signals::name(signo)
+    );
+    exit::signalled(signo)
+}
+
+fn spawn(args: &RunArgs, guard: &LockGuard) -> Result<Child, Failure> {
+    let Some((program, rest)) = args.command.split_first() else {
+        return Err(Failure::usage("no command given after `--`"));
+    };
+    let mut command = Command::new(program);
+    command
+        .args(rest)
+        .env("REDIS_LOCK_NAME", guard.name())
+        .env("REDIS_LOCK_OWNER", guard.owner());
+    match guard.fencing_token() {
+        Some(token) => command.env("REDIS_LOCK_TOKEN", token.to_string()),
+        None => command.env_remove("REDIS_LOCK_TOKEN"),
+    };
+    die_with_parent(&mut command);
+    command.spawn().map_err(|err| {
+        let shown = program.to_string_lossy();
+        match err.kind() {
+            std::io::ErrorKind::NotFound => {
+                Failure::new(exit::NOT_FOUND, format!("command not found: {shown}"))
+            }
+            _ => Failure::new(
+                exit::CANNOT_EXECUTE,
+                format!("cannot execute {shown}: {err}"),
+            ),
+        }
+    })
+}
+
+/// On Linux, asks the kernel to send the command SIGTERM when redis-locks dies, so a
+/// command never outlives the process that keeps its lock renewed. (Our runtime is
+/// single-threaded, so the "parent" thread is the process's main thread.)
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls (prctl, getppid); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl: then nobody would signal us.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
+/// Waits for the command, forwarding signals, and stopping it if the lock is lost.
+async fn supervise(
+    child: &mut Child,
+    guard: &LockGuard,
+    signals: &mut Signals,
+    kill_after: Duration,
+) -> std::io::Result<ExitStatus> {
+    // Taken once: the pid stays ours until `wait` reaps the child, which ends the loop.
+    let pid = child.id();
+    let kill_timer = tokio::time::sleep(Duration::MAX);
+    tokio::pin!(kill_timer);
+    let mut terminated = false;
+    let mut killed = false;
+    loop {
+        tokio::select! {
+            status = child.wait() => return status,
+            signo = signals.recv() => {
+                if let Some(pid) = pid {
+                    tracing::info!(signal = %signals::name(signo), pid, "forwarding");
+                    signals::send(pid, signo);
+                }
+            }
+            () = guard.lost(), if !terminated => {
+                terminated = true;
+                let reason = guard
+                    .lost_reason()
+                    .map_or_else(|| "reason unknown".to_owned(), |r| r.to_string());
+                eprintln!(
+                    "redis-locks: lock {:?} was lost ({reason}); sending SIGTERM to the command, \
+                     SIGKILL in {}",
+                    guard.name(),
+                    human(kill_after)
+                );
+                if let Some(pid) = pid {
+                    signals::send(pid, libc::SIGTERM);
+                }
+                kill_timer.as_mut().reset(Instant::now() + kill_after);
+            }
+            () = &mut kill_timer, if terminated && !killed => {
+                killed = true;
+                if let Some(pid) = pid {
+                    eprintln!("redis-locks: the command is still running; sending SIGKILL");
+                    signals::send(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// Releases the lock (or, when it is already lost, just stops tracking it: there is
+/// nothing left in Redis to release).
+async fn finish(guard: LockGuard) -> Result<(), Error> {
+    if let Some(reason) = guard.lost_reason() {
+        let name = guard.name().to_owned();
+        guard.detach();
+        return Err(Error::LockLost { name, reason });
+    }
+    let result = guard.release().await;
+    match &result {
+        Ok(()) => tracing::info!("released"),
+        Err(err) => tracing::debug!(error = %err, "release failed"),
+    }
+    result
+}
+
+/// The shell's view of a status: the code, or 128+N for death by signal N.
+fn status_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
+        (None, Some(signo)) => exit::signalled(signo),
+        (None, None) => exit::INTERNAL,
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signo)) => format!("was killed by {}", signals::name(signo)),
+        (None, None) => format!("ended with {status}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_like_a_shell() {
+        assert_eq!(status_code(ExitStatus::from_raw(7 << 8)), 7);
+        assert_eq!(status_code(ExitStatus::from_raw(0)), 0);
+        assert_eq!(status_code(ExitStatus::from_raw(libc::SIGKILL)), 137);
+        assert_eq!(
+            describe(ExitStatus::from_raw(libc::SIGTERM)),
+            "was killed by SIGTERM"
+        );
+        assert_eq!(
+            describe(ExitStatus::from_raw(3 << 8)),
+            "exited with status 3"
+        );
+    }
+}

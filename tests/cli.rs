@@ -1,0 +1,631 @@
+//! The `redis-locks` binary against a real redis-server.
+#![cfg(feature = "cli")]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use redis::AsyncCommands;
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_redis-locks");
+const SEC: Duration = Duration::from_secs(1);
+
+// The documented exit codes.
+const USAGE: i32 = 64;
+const NOT_A_LOCK: i32 = 65;
+const UNAVAILABLE: i32 = 69;
+const LOCK_LOST: i32 = 73;
+const NOT_ACQUIRED: i32 = 75;
+const NOT_FOUND: i32 = 127;
+
+/// `redis-locks` pointed at `url`, with output captured.
+fn cli(url: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env("REDIS_URL", url)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs to completion (at most 30 s).
+async fn output(cmd: &mut Command) -> Output {
+    tokio::time::timeout(30 * SEC, cmd.output())
+        .await
+        .expect("redis-locks finished within 30 s")
+        .expect("spawn redis-locks")
+}
+
+/// Waits for a spawned `redis-locks` (at most 30 s).
+async fn finish(child: Child) -> Output {
+    tokio::time::timeout(30 * SEC, child.wait_with_output())
+        .await
+        .expect("redis-locks finished within 30 s")
+        .expect("wait for redis-locks")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status
+        .code()
+        .unwrap_or_else(|| panic!("killed by a signal: {out:?}"))
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn signal(child: &Child, signo: i32) {
+    let pid = child.id().expect("child still running") as libc::pid_t;
+    // SAFETY: plain kill(2) on a child we have not reaped yet.
+    assert_eq!(unsafe { libc::kill(pid, signo) }, 0);
+}
+
+async fn wait_for_file(path: &Path) {
+    let found = common::eventually(10 * SEC, || async { path.exists() }).await;
+    assert!(found, "{} did not appear", path.display());
+}
+
+async fn status_json(url: &str, name: &str) -> Value {
+    let out = output(cli(url).args(["status", name, "--json"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("status --json prints JSON")
+}
+
+/// A port nothing listens on.
+fn dead_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_exclude_each_other() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("counter"), "0").unwrap();
+    // Each run increments the counter once, slowly, and flags overlap with an atomic
+    // mkdir: a second process inside the critical section cannot create the directory.
+    let script = r#"
+        mkdir "$DIR/inside" 2>/dev/null || echo overlap >> "$DIR/overlaps"
+        n=$(cat "$DIR/counter")
+        sleep 0.005
+        echo $((n + 1)) > "$DIR/counter"
+        rmdir "$DIR/inside" 2>/dev/null || true
+    "#;
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let url = server.url();
+        let dir = dir.path().to_owned();
+        workers.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                let out = output(
+                    cli(&url)
+                        .env("DIR", &dir)
+                        .args(["run", "counter", "--wait", "30s", "--", "sh", "-c", script]),
+                )
+                .await;
+                assert_eq!(code(&out), 0, "{}", stderr(&out));
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let counter = std::fs::read_to_string(dir.path().join("counter")).unwrap();
+    assert_eq!(counter.trim(), "100");
+    assert!(
+        !dir.path().join("overlaps").exists(),
+        "critical sections overlapped"
+    );
+    assert_eq!(status_json(&server.url(), "counter").await["held"], false);
+}
+
+#[tokio::test]
+async fn exit_status_passes_through() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let out = output(cli(&url).args(["run", "st", "--", "sh", "-c", "exit 7"])).await;
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    let out = output(cli(&url).args(["run", "st", "--", "true"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = output(cli(&url).args(["run", "st", "--", "sh", "-c", "kill -KILL $$"])).await;
+    assert_eq!(code(&out), 128 + libc::SIGKILL, "{}", stderr(&out));
+    let out = output(cli(&url).args(["run", "st", "--", "no-such-command-xyz"])).await;
+    assert_eq!(code(&out), NOT_FOUND);
+    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+    // Inherited stdout.
+    let out = output(cli(&url).args(["run", "st", "--", "echo", "hello"])).await;
+    assert_eq!(stdout(&out), "hello\n");
+    assert_eq!(status_json(&url, "st").await["held"], false);
+}
+
+#[tokio::test]
+async fn wait_and_no_wait_give_up_when_held() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let holder = server.client(30 * SEC).await;
+    let guard = holder
+        .lock("busy")
+        .unwrap()
+        .with_owner("the-holder")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+
+    let started = Instant::now();
+    let out = output(
+        cli(&url)
+            .args(["run", "busy", "--wait", "300ms"])
+            .args(touch),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(
+        took >= Duration::from_millis(300) && took < 10 * SEC,
+        "{took:?}"
+    );
+    assert!(stderr(&out).contains("not acquired"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the-holder"), "{}", stderr(&out));
+
+    let started = Instant::now();
+    let out = output(cli(&url).args(["run", "busy", "--no-wait"]).args(touch)).await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(started.elapsed() < 5 * SEC);
+    // -q: silent, for cron.
+    let out = output(
+        cli(&url)
+            .args(["run", "-q", "busy", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED);
+    assert_eq!(stderr(&out), "");
+    assert!(
+        !marker.exists(),
+        "the command must not run without the lock"
+    );
+
+    guard.release().await.unwrap();
+    let out = output(cli(&url).args(["run", "busy", "--no-wait"]).args(touch)).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(marker.exists());
+}
+
+#[tokio::test]
+async fn signals_are_forwarded_and_the_lock_released_after_the_command() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        trap 'echo TERM > "$DIR/got"; exit 5' TERM
+        touch "$DIR/ready"
+        while :; do sleep 0.05; done
+    "#;
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args(["run", "fwd", "--", "sh", "-c", script])
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("ready")).await;
+    assert_eq!(status_json(&url, "fwd").await["held"], true);
+    signal(&child, libc::SIGTERM);
+    let out = finish(child).await;
+    assert_eq!(code(&out), 5, "the command's status: {}", stderr(&out));
+    let got = std::fs::read_to_string(dir.path().join("got")).unwrap();
+    assert_eq!(got.trim(), "TERM");
+    assert_eq!(status_json(&url, "fwd").await["held"], false);
+}
+
+#[tokio::test]
+async fn a_signal_while_waiting_stops_the_wait() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let holder = server.client(30 * SEC).await;
+    let lock = holder.lock("queue").unwrap();
+    let guard = lock
+        .with_owner("the-holder")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let child = cli(&url)
+        .args(["run", "queue", "--", "touch", marker.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let mut conn = server.conn().await;
+    let channel = lock.channel().to_owned();
+    let subscribed = common::eventually(10 * SEC, || {
+        let mut conn = conn.clone();
+        let channel = channel.clone();
+        async move { common::numsub(&mut conn, &channel).await == 1 }
+    })
+    .await;
+    assert!(subscribed, "the waiter never subscribed");
+    signal(&child, libc::SIGINT);
+    let out = finish(child).await;
+    assert_eq!(code(&out), 128 + libc::SIGINT, "{}", stderr(&out));
+    assert!(stderr(&out).contains("SIGINT"), "{}", stderr(&out));
+    assert!(!marker.exists());
+    let state = lock.state().await.unwrap();
+    assert_eq!(state.holders, [("the-holder".to_owned(), 1)]);
+    assert_eq!(common::numsub(&mut conn, &channel).await, 0);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_lock_stops_the_command() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        trap 'echo TERM > "$DIR/got"; exit 0' TERM
+        touch "$DIR/ready"
+        while :; do sleep 0.05; done
+    "#;
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args([
+            "run",
+            "--watchdog",
+            "1s",
+            "doomed",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("ready")).await;
+
+    let out = output(cli(&url).args(["unlock", "doomed"])).await;
+    assert_eq!(code(&out), USAGE, "unlock needs --force");
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    let out = output(cli(&url).args(["unlock", "doomed", "--force"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("deleted lock \"doomed\""),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains(":cli-"),
+        "names the holder: {}",
+        stdout(&out)
+    );
+
+    let started = Instant::now();
+    let out = finish(child).await;
+    assert_eq!(code(&out), LOCK_LOST, "{}", stderr(&out));
+    assert!(started.elapsed() < 5 * SEC);
+    assert!(stderr(&out).contains("was lost"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("field is gone"), "{}", stderr(&out));
+    assert!(dir.path().join("got").exists(), "the command got SIGTERM");
+
+    let out = output(cli(&url).args(["unlock", "doomed", "--force"])).await;
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("not held"), "{}", stdout(&out));
+}
+
+#[tokio::test]
+async fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        trap '' TERM
+        touch "$DIR/ready"
+        while :; do sleep 0.05; done
+    "#;
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args([
+            "run",
+            "stubborn",
+            "--watchdog",
+            "1s",
+            "--kill-after",
+            "300ms",
+        ])
+        .args(["--", "sh", "-c", script])
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("ready")).await;
+    let out = output(cli(&url).args(["unlock", "stubborn", "--force"])).await;
+    assert_eq!(code(&out), 0);
+    let out = finish(child).await;
+    assert_eq!(code(&out), LOCK_LOST, "{}", stderr(&out));
+    assert!(stderr(&out).contains("SIGKILL"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn a_fixed_lease_that_runs_out_stops_the_command() {
+    let server = RedisServer::start();
+    let out =
+        output(cli(&server.url()).args(["run", "short", "--lease", "400ms", "--", "sleep", "10"]))
+            .await;
+    assert_eq!(code(&out), LOCK_LOST, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lease ran out"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn a_killed_holder_lets_the_next_run_in_within_the_lease() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args(["run", "--watchdog", "1s", "crash", "--"])
+        .args([
+            "sh",
+            "-c",
+            r#"echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 30"#,
+        ])
+        .spawn()
+        .unwrap();
+    wait_for_file(&pid_file).await;
+    signal(&child, libc::SIGKILL);
+    let killed = Instant::now();
+    let out = finish(child).await;
+    assert_eq!(out.status.code(), None);
+
+    let out = output(cli(&url).args([
+        "run",
+        "--watchdog",
+        "1s",
+        "crash",
+        "--wait",
+        "10s",
+        "--",
+        "true",
+    ]))
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let took = killed.elapsed();
+    assert!(took < 3 * SEC, "acquired {took:?} after the holder died");
+
+    // Linux: the orphaned command was sent SIGTERM when redis-locks died.
+    #[cfg(target_os = "linux")]
+    {
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let gone = common::eventually(5 * SEC, || async move {
+            match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => true,
+                // A zombie waiting for a non-reaping init is gone too.
+                Ok(stat) => stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|s| s.trim_start().starts_with('Z')),
+            }
+        })
+        .await;
+        assert!(gone, "the command outlived redis-locks");
+    }
+}
+
+#[tokio::test]
+async fn status_shows_holders_waiters_and_fence() {
+    let server = RedisServer::start();
+    let url = server.url();
+
+    let free = status_json(&url, "report").await;
+    assert_eq!(free["name"], "report");
+    assert_eq!(free["key"], "redis-locks:{report}");
+    assert_eq!(free["held"], false);
+    assert_eq!(free["holders"], serde_json::json!([]));
+    assert_eq!(free["ttl_ms"], Value::Null);
+    assert_eq!(free["fence"], Value::Null);
+    assert_eq!(free["waiting"], 0);
+    let out = output(cli(&url).args(["status", "report"])).await;
+    assert!(stdout(&out).contains("state:   free"), "{}", stdout(&out));
+    let out = output(cli(&url).args(["status", "report", "--check"])).await;
+    assert_eq!(code(&out), 0);
+
+    let holder = server.client(30 * SEC).await;
+    let lock = holder
+        .lock("report")
+        .unwrap()
+        .with_owner("the-holder")
+        .unwrap()
+        .with_fencing();
+    let guard = lock.acquire().await.unwrap();
+    let waiter = cli(&url)
+        .args(["run", "report", "--wait", "20s", "--", "true"])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + 10 * SEC;
+    let seen = loop {
+        let seen = status_json(&url, "report").await;
+        if seen["waiting"] == 1 || Instant::now() > deadline {
+            break seen;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(seen["waiting"], 1, "one waiting client: {seen}");
+    assert_eq!(seen["held"], true);
+    assert_eq!(
+        seen["holders"],
+        serde_json::json!([{"owner": "the-holder", "count": 1}])
+    );
+    let ttl = seen["ttl_ms"].as_u64().unwrap();
+    assert!(ttl > 0 && ttl <= 30_000, "{ttl}");
+    assert_eq!(seen["fence"], 1);
+    assert_eq!(seen["channel"], "redis-locks:{report}:db0:released");
+
+    let out = output(cli(&url).args(["status", "report"])).await;
+    let text = stdout(&out);
+    for expected in [
+        "state:   held",
+        "the-holder (1 hold)",
+        "expires: in ",
+        "waiting: 1 ",
+        "fence:   1",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in {text}");
+    }
+    let out = output(cli(&url).args(["status", "report", "--check"])).await;
+    assert_eq!(code(&out), 1);
+
+    guard.release().await.unwrap();
+    let out = finish(waiter).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let after = status_json(&url, "report").await;
+    assert_eq!(after["held"], false);
+    assert_eq!(
+        after["fence"], 2,
+        "the waiter's acquisition moved the counter"
+    );
+
+    // Another prefix is another namespace.
+    let out = output(cli(&url).args(["--prefix", "other", "status", "report", "--json"])).await;
+    let other: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(other["key"], "other:{report}");
+    assert_eq!(other["fence"], Value::Null);
+
+    // A key that is not a lock is reported, not touched.
+    let mut conn = server.conn().await;
+    let _: () = conn.set("redis-locks:{text}", "hello").await.unwrap();
+    for args in [
+        &["status", "text"][..],
+        &["unlock", "text", "--force"],
+        &["run", "text", "--", "true"],
+    ] {
+        let out = output(cli(&url).args(args)).await;
+        assert_eq!(code(&out), NOT_A_LOCK, "{args:?}: {}", stderr(&out));
+    }
+    let still: String = conn.get("redis-locks:{text}").await.unwrap();
+    assert_eq!(still, "hello");
+}
+
+#[tokio::test]
+async fn the_command_gets_name_owner_and_token() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        printf '%s\n%s\n%s\n' "$REDIS_LOCK_NAME" "$REDIS_LOCK_OWNER" "${REDIS_LOCK_TOKEN-unset}" > "$DIR/env"
+        "$BIN" status "$REDIS_LOCK_NAME" --json > "$DIR/status.json"
+    "#;
+    let run = |fenced: bool| {
+        let mut cmd = cli(&url);
+        cmd.env("DIR", dir.path())
+            .env("BIN", BIN)
+            .env("REDIS_LOCK_TOKEN", "inherited-must-not-leak")
+            .args(["run", "envs"]);
+        if fenced {
+            cmd.arg("--fenced");
+        }
+        cmd.args(["--", "sh", "-c", script]);
+        cmd
+    };
+
+    let out = output(&mut run(true)).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let env = std::fs::read_to_string(dir.path().join("env")).unwrap();
+    let lines: Vec<&str> = env.lines().collect();
+    let status: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("status.json")).unwrap()).unwrap();
+    assert_eq!(lines[0], "envs");
+    assert_eq!(
+        status["holders"][0]["owner"], lines[1],
+        "REDIS_LOCK_OWNER is the field in Redis"
+    );
+    assert_eq!(lines[2], "1");
+    assert_eq!(status["fence"], 1);
+
+    let out = output(&mut run(false)).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let env = std::fs::read_to_string(dir.path().join("env")).unwrap();
+    assert_eq!(env.lines().nth(2), Some("unset"));
+}
+
+#[tokio::test]
+async fn bad_arguments_exit_64() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for (args, says) in [
+        (
+            &["run", "x", "--wait", "10", "--", "true"][..],
+            "500ms, 10s, 5m, 1h",
+        ),
+        (
+            &["run", "x", "--lease", "abc", "--", "true"],
+            "500ms, 10s, 5m, 1h",
+        ),
+        (
+            &["run", "x", "--wait=-5s", "--", "true"],
+            "500ms, 10s, 5m, 1h",
+        ),
+        (
+            &["run", "x", "--lease", "0s", "--", "true"],
+            "greater than zero",
+        ),
+        (
+            &["run", "x", "--watchdog", "10ms", "--", "true"],
+            "at least 30 ms",
+        ),
+        (&["run", "x", "true"], "<CMD>"),
+        (
+            &["run", "x", "--no-wait", "--wait", "1s", "--", "true"],
+            "cannot be used with",
+        ),
+        (&["run", "a{b", "--", "true"], "invalid lock name"),
+        (&["status"], "<NAME>"),
+        (&["frobnicate"], "unrecognized subcommand"),
+        (&["--url", "notaurl", "status", "x"], "invalid Redis URL"),
+        (&["--prefix", "", "status", "x"], "prefix"),
+    ] {
+        let out = output(cli(&url).args(args)).await;
+        assert_eq!(code(&out), USAGE, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(says),
+            "{args:?}: {says:?} in {}",
+            stderr(&out)
+        );
+    }
+    let out = output(cli(&url).arg("--help")).await;
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("Exit status"));
+}
+
+#[tokio::test]
+async fn unreachable_redis_exits_69() {
+    let url = format!("redis://127.0.0.1:{}/", dead_port());
+    for args in [
+        &["run", "x", "--", "true"][..],
+        &["status", "x"],
+        &["unlock", "x", "--force"],
+    ] {
+        let started = Instant::now();
+        let out = output(cli(&url).args(args)).await;
+        assert_eq!(code(&out), UNAVAILABLE, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("cannot connect to Redis at 127.0.0.1:"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(started.elapsed() < 15 * SEC);
+    }
+}
