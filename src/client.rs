@@ -63,6 +63,51 @@ pub(crate) struct ClientInner {
     pub(crate) response_timeout: Duration,
     request_counter: AtomicU64,
     shutdown: CancellationToken,
+    pub(crate) background: Arc<Background>,
+}
+
+/// Counts background work (releases of dropped guards, acquire attempts whose caller
+/// left) so that [`LockClient::flush`] can wait for it.
+#[derive(Debug, Default)]
+pub(crate) struct Background {
+    running: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+impl Background {
+    /// Spawns `work` on `runtime`, counted until it finishes (or is dropped by a runtime
+    /// shutdown).
+    pub(crate) fn spawn<F>(self: &Arc<Self>, runtime: &tokio::runtime::Handle, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        struct Done(Arc<Background>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    self.0.idle.notify_waiters();
+                }
+            }
+        }
+        self.running.fetch_add(1, Ordering::AcqRel);
+        let done = Done(self.clone());
+        runtime.spawn(async move {
+            let _done = done;
+            work.await;
+        });
+    }
+
+    async fn idle(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.running.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
 }
 
 impl Drop for ClientInner {
@@ -159,6 +204,17 @@ impl LockClient {
     /// Number of (lock, owner) pairs this client currently holds.
     pub fn held_count(&self) -> usize {
         self.inner.registry.len()
+    }
+
+    /// Waits until background work started so far has finished: releases of guards that
+    /// were dropped without [`release`](crate::LockGuard::release), and holds won by
+    /// acquire attempts whose caller had already gone. Call it before a process exits so
+    /// that such holds are given back instead of waiting for their lease.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes; the background work goes on.
+    pub async fn flush(&self) {
+        self.inner.background.idle().await;
     }
 
     /// Number of lock channels that local waiters are currently subscribed to.
@@ -298,6 +354,7 @@ impl LockClientBuilder {
                 response_timeout: self.response_timeout,
                 request_counter: AtomicU64::new(0),
                 shutdown,
+                background: Arc::default(),
             }),
         })
     }

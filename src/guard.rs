@@ -195,7 +195,8 @@ impl Drop for LockGuard {
             Ok(runtime) => {
                 let lock = self.lock.clone();
                 let owner = self.owner.clone();
-                runtime.spawn(async move {
+                let background = inner.background.clone();
+                background.spawn(&runtime, async move {
                     let inner = &lock.client.inner;
                     let lease_ms = lock.lease_ms_for_release();
                     match release(inner, &lock.keys, &owner, lease_ms).await {

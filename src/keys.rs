@@ -75,7 +75,16 @@ fn shorten(s: &str) -> String {
 /// Checks a lock name: non-empty, at most [`MAX_NAME_LEN`] bytes, no `{` or `}` (they
 /// would change the hash tag and split one lock's keys across cluster slots), and no
 /// control characters (they make keys unreadable in logs and `redis-cli`).
-pub(crate) fn validate_name(name: &str) -> Result<()> {
+///
+/// [`LockClient::lock`](crate::LockClient::lock) applies it; call it directly to check
+/// a name before connecting.
+///
+/// ```
+/// assert!(redis_locks::validate_name("orders:42").is_ok());
+/// assert!(redis_locks::validate_name("").is_err());
+/// assert!(redis_locks::validate_name("a{b}").is_err());
+/// ```
+pub fn validate_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
         "the name is empty"
     } else if name.len() > MAX_NAME_LEN {

@@ -50,6 +50,6 @@ pub use client::{
 };
 pub use error::{Error, LostReason, Result};
 pub use guard::LockGuard;
-pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN};
+pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use lock::{Lock, LockState};
 pub use watchdog::WatchdogStats;

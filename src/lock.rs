@@ -177,6 +177,11 @@ impl Lock {
         &self.keys.name
     }
 
+    /// The client this handle belongs to.
+    pub fn client(&self) -> &LockClient {
+        &self.client
+    }
+
     /// The Redis key of the lock hash.
     pub fn key(&self) -> &str {
         &self.keys.hash
@@ -314,7 +319,8 @@ impl Lock {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let lock = self.clone();
         let owner = owner.clone();
-        runtime.spawn(async move {
+        let background = self.client.inner.background.clone();
+        background.spawn(&runtime, async move {
             let outcome = lock.attempt_here(&owner).await;
             // If the caller is gone, the outcome comes back and is dropped here; a guard
             // in it releases the hold in its Drop.
@@ -450,6 +456,26 @@ impl Lock {
         }
     }
 
+    /// How many connections are subscribed to this lock's release channel
+    /// (`PUBSUB NUMSUB`): one per client (process) with waiters, however many waiters it
+    /// has.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn waiting_clients(&self) -> Result<u64> {
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let mut cmd = redis::cmd("PUBSUB");
+        cmd.arg("NUMSUB").arg(&*self.keys.channel);
+        let reply = tokio::time::timeout(
+            inner.response_timeout,
+            cmd.query_async::<Vec<(String, u64)>>(&mut conn),
+        )
+        .await
+        .map_err(|_| Error::Redis(inner.timeout_error()))??;
+        Ok(reply.first().map_or(0, |(_, n)| *n))
+    }
+
     /// Whether anyone holds the lock.
     ///
     /// # Cancel safety
@@ -542,16 +568,18 @@ impl ClientInner {
         match tokio::time::timeout(self.response_timeout, invocation.invoke_async(&mut conn)).await
         {
             Ok(reply) => reply.map_err(Error::Redis),
-            Err(_) => Err(Error::Redis(
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!(
-                        "no reply from {} within {:?}",
-                        self.addr, self.response_timeout
-                    ),
-                )
-                .into(),
-            )),
+            Err(_) => Err(Error::Redis(self.timeout_error())),
         }
+    }
+
+    pub(crate) fn timeout_error(&self) -> redis::RedisError {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no reply from {} within {:?}",
+                self.addr, self.response_timeout
+            ),
+        )
+        .into()
     }
 }

@@ -592,6 +592,15 @@ async fn bad_arguments_exit_64() {
             "cannot be used with",
         ),
         (&["run", "a{b", "--", "true"], "invalid lock name"),
+        // A bad name is a usage error even when Redis is unreachable.
+        (
+            &["--url", "redis://127.0.0.1:1", "run", "a{b", "--", "true"],
+            "invalid lock name",
+        ),
+        (
+            &["--url", "redis://127.0.0.1:1", "status", ""],
+            "invalid lock name",
+        ),
         (&["status"], "<NAME>"),
         (&["frobnicate"], "unrecognized subcommand"),
         (&["--url", "notaurl", "status", "x"], "invalid Redis URL"),

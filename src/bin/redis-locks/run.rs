@@ -19,11 +19,13 @@ use crate::exit::{self, Failure};
 use crate::signals::{self, Signals};
 use crate::{connect, indicator};
 
-/// How long to wait for an acquire that was in flight when a signal cancelled the wait,
-/// before checking that it left no hold behind.
-const CANCEL_SETTLE: Duration = Duration::from_millis(100);
+/// The most we wait for the library's background release of an acquire that was in
+/// flight when a signal cancelled the wait.
+const CANCEL_SETTLE: Duration = Duration::from_secs(2);
 
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
+    // A bad name is a usage error, whether or not Redis is reachable.
+    redis_locks::validate_name(&args.name)?;
     // From here on SIGINT/SIGTERM/SIGHUP no longer kill us: every await below either
     // watches them or is short.
     let mut signals = Signals::listen()
@@ -200,20 +202,10 @@ async fn busy_message(lock: &Lock, args: &RunArgs, waited: Duration) -> String {
 }
 
 /// The acquire was cancelled by a signal. An attempt in flight at that moment may still
-/// succeed; the library then releases it in a background task, which may not get to run
-/// before we exit. So give it a moment, then release any hold of our (process-unique)
-/// owner ourselves, so it does not linger for a whole lease.
+/// succeed; the library then releases that hold in a background task. Wait (briefly) for
+/// that background work, so the hold does not linger for a whole lease after we exit.
 async fn settle_cancelled(lock: &Lock) {
-    tokio::time::sleep(CANCEL_SETTLE).await;
-    let owner = lock.owner();
-    let check = async {
-        if let Ok(state) = lock.state().await
-            && state.count_of(&owner) > 0
-        {
-            let _ = lock.unlock().await;
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(2), check).await;
+    let _ = tokio::time::timeout(CANCEL_SETTLE, lock.client().flush()).await;
 }
 
 /// Reports a signal that arrived before the command started (`during` says when) and

@@ -1,7 +1,5 @@
 //! `redis-locks status`: a lock's holders, TTL, waiters and fencing counter.
 
-use std::time::Duration;
-
 use redis_locks::{Lock, LockState};
 use serde_json::json;
 
@@ -9,14 +7,12 @@ use crate::args::{Global, StatusArgs};
 use crate::duration::human;
 use crate::exit::{self, Failure};
 
-/// Time allowed for the `PUBSUB NUMSUB` connection and query.
-const NUMSUB_TIMEOUT: Duration = Duration::from_secs(5);
-
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
+    redis_locks::validate_name(&args.name)?;
     let client = crate::connect::client(global, None).await?;
     let lock = client.lock(&args.name)?;
     let state = lock.state().await?;
-    let waiting = subscribers(&global.url, lock.channel()).await?;
+    let waiting = lock.waiting_clients().await? as i64;
     if args.json {
         crate::print_stdout(&format!("{}\n", to_json(&lock, &state, waiting)));
     } else {
@@ -27,32 +23,6 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     } else {
         0
     })
-}
-
-/// `PUBSUB NUMSUB <channel>`: how many connections are subscribed to the lock's wake-up
-/// channel. Each waiting process (client) subscribes once, whatever its number of waiters.
-async fn subscribers(url: &str, channel: &str) -> Result<i64, Failure> {
-    let query = async {
-        let client = redis::Client::open(url)?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        let reply: Vec<(String, i64)> = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channel)
-            .query_async(&mut conn)
-            .await?;
-        Ok::<_, redis::RedisError>(reply.first().map_or(0, |(_, n)| *n))
-    };
-    match tokio::time::timeout(NUMSUB_TIMEOUT, query).await {
-        Ok(Ok(n)) => Ok(n),
-        Ok(Err(err)) => Err(Failure::new(
-            exit::UNAVAILABLE,
-            format!("PUBSUB NUMSUB failed: {err}"),
-        )),
-        Err(_) => Err(Failure::new(
-            exit::UNAVAILABLE,
-            format!("PUBSUB NUMSUB: no reply within {}", human(NUMSUB_TIMEOUT)),
-        )),
-    }
 }
 
 fn to_json(lock: &Lock, state: &LockState, waiting: i64) -> serde_json::Value {

@@ -13,6 +13,7 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
             args.name
         )));
     }
+    redis_locks::validate_name(&args.name)?;
     let client = crate::connect::client(global, None).await?;
     let lock = client.lock(&args.name)?;
     // Read first, to say what is being deleted. The holders may change in between; the
