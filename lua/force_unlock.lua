@@ -4,9 +4,9 @@
 -- ARGV[1]  wake-up channel       (<prefix>:{<name>}:db<n>:released)
 --
 -- Returns an integer:
---   n >= 1  the lock was held by n owners' fields; it was deleted and waiters were woken
---   0       there was no lock
---   -2      the key exists but is not a hash; nothing was written
+--   1   the lock existed; it was deleted and waiters were woken
+--   0   there was no lock
+--   -2  the key exists but is not a hash; nothing was written
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind == 'none' then
   return 0
@@ -14,7 +14,6 @@ end
 if kind ~= 'hash' then
   return -2
 end
-local owners = redis.call('HLEN', KEYS[1])
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[1], 'released')
-return owners
+return 1

@@ -3,11 +3,12 @@
 -- KEYS[1]  the lock hash         (<prefix>:{<name>})
 -- KEYS[2]  the fencing counter   (<prefix>:{<name>}:fence)
 --
--- Returns an array {type, pttl, fence, field1, count1, field2, count2, ...}:
+-- Returns an array {type, pttl, fence, field1, value1, field2, value2, ...}:
 --   type   the key's Redis type ('none' when there is no lock, 'hash' for a lock)
 --   pttl   the key's remaining TTL in ms (-2 absent, -1 no expiry)
 --   fence  the fencing counter's value, -1 when there is no counter (or it is not a number)
---   then, for a hash only, every owner field followed by its hold count
+--   then, for a hash only, every field and value: owner ids with their hold counts, and
+--   the reserved field "\1fence" with the current hold's fencing token, if it has one
 local kind = redis.call('TYPE', KEYS[1]).ok
 local fence = -1
 if redis.call('TYPE', KEYS[2]).ok == 'string' then

@@ -8,6 +8,8 @@
 --   1  the owner still holds the lock; its TTL was set to the lease
 --   0  the owner's field is gone (deleted, expired, flushed, or the key changed type):
 --      the lock is lost and must not be renewed again
+-- Any other error (e.g. a command the ACL does not allow) fails the whole call, so the
+-- client counts a failed renewal instead of wrongly declaring locks lost.
 --
 -- Why pcall: one key that changed type behind our back must not fail the whole batch.
 local lease = ARGV[1]
@@ -17,6 +19,8 @@ for i = 1, #KEYS do
   if present == 1 then
     redis.call('PEXPIRE', KEYS[i], lease)
     result[i] = 1
+  elseif type(present) == 'table' and present.err and not string.find(present.err, 'WRONGTYPE') then
+    return redis.error_reply(present.err)
   else
     result[i] = 0
   end

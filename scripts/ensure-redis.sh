@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# Makes sure redis-server (and redis-cli) are installed. Sourced or run by the other scripts.
-# Installs Debian's redis-server package when running as root with apt-get; otherwise says
-# exactly what is missing.
+# Makes sure the programs the demo, tests and benchmark need are installed: redis-server
+# and redis-cli (Debian's redis-server / redis-tools), and openssl (the TLS tests make
+# their own certificates with it). Installs them with apt-get when running as root;
+# otherwise says exactly what is missing.
 set -euo pipefail
-if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-  echo "redis-server not found: installing Debian's redis-server package" >&2
+  echo "installing Debian packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq redis-server redis-tools >/dev/null
-  # The package may start a system service; the project never uses it.
-  command -v redis-server >/dev/null 2>&1 || { echo "redis-server still missing after apt-get" >&2; exit 1; }
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+  # The redis-server package may start a system service; the project never uses it.
+  for bin in redis-server redis-cli openssl; do
+    command -v "$bin" >/dev/null 2>&1 || { echo "$bin still missing after apt-get" >&2; exit 1; }
+  done
   exit 0
 fi
-echo "missing: redis-server and redis-cli (Debian/Ubuntu: 'sudo apt-get install -y redis-server')" >&2
+echo "missing Debian packages: ${missing[*]} (run as root: apt-get install -y ${missing[*]})" >&2
 exit 1

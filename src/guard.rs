@@ -160,12 +160,19 @@ impl LockGuard {
                 Some(reason) => Err(lost(reason)),
                 None => Ok(()),
             },
-            -1 => Err(lost(self.entry.lost_reason().unwrap_or(
-                match self.lock.mode {
+            -1 => {
+                let reason = self.entry.lost_reason().unwrap_or(match self.lock.mode {
                     LeaseMode::Fixed(_) => LostReason::LeaseElapsed,
                     LeaseMode::Watchdog => LostReason::OwnerFieldGone,
-                },
-            ))),
+                });
+                // Tell every clone of the lost token, even if the watchdog had not noticed.
+                self.lock
+                    .client
+                    .inner
+                    .registry
+                    .declare_lost(&self.entry, reason);
+                Err(lost(reason))
+            }
             _ => Err(self.lock.wrong_type("not a hash")),
         }
     }

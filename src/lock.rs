@@ -1,18 +1,25 @@
 //! The reentrant lock handle and its acquire, release and inspection operations.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use redis::{FromRedisValue, Value};
 use tokio::time::Instant;
 
-use crate::client::{ClientInner, LockClient, RELEASE_ATTEMPTS};
+use crate::client::{Background, ClientInner, LockClient, RELEASE_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, LockKeys};
 use crate::owner::current_owner;
 use crate::pubsub::Listener;
+use crate::scripts::{evalsha, may_have_run};
 use crate::watchdog::LeaseMode;
+
+/// The reserved hash field holding the current hold's fencing token (see `lua/acquire.lua`).
+const TOKEN_FIELD: &str = "\u{1}fence";
 
 /// A handle to one named lock. Cheap to clone; creating it does not touch Redis.
 ///
@@ -57,9 +64,11 @@ pub struct LockState {
     pub holders: Vec<(String, u64)>,
     /// The remaining time to live, `None` when the lock is free.
     pub ttl: Option<Duration>,
-    /// The fencing counter's current value (the token of the current or latest hold),
-    /// `None` when fencing was never used on this name.
+    /// The fencing counter's current value (the latest token handed out), `None` when
+    /// fencing was never used on this name.
     pub fence: Option<u64>,
+    /// The fencing token of the current hold, `None` when it was not taken with fencing.
+    pub hold_token: Option<u64>,
 }
 
 impl LockState {
@@ -266,6 +275,7 @@ impl Lock {
         let deadline = wait.map(|wait| Instant::now() + wait);
         let remaining = |now: Instant| deadline.map(|d| d.saturating_duration_since(now));
 
+        // The first attempt fails fast: an unreachable Redis is the caller's to handle.
         let pttl = match self.attempt(&owner).await? {
             Attempt::Acquired(guard) => return Ok(Some(guard)),
             Attempt::Held { pttl } => pttl,
@@ -281,27 +291,44 @@ impl Lock {
         let _ = tokio::time::timeout(first_pause, listener.ready()).await;
 
         let mut woken = false;
+        let mut outage: Option<Instant> = None;
+        let mut backoff = Duration::from_millis(50);
         loop {
             let mut baton = WakeBaton {
                 listener: &listener,
                 armed: woken,
             };
-            let pttl = match self.attempt(&owner).await? {
-                Attempt::Acquired(guard) => {
+            let pause = match self.attempt(&owner).await {
+                Ok(Attempt::Acquired(guard)) => {
                     baton.armed = false;
                     return Ok(Some(guard));
                 }
-                Attempt::Held { pttl } => {
+                Ok(Attempt::Held { pttl }) => {
                     // Someone else holds it now and will announce its release.
                     baton.armed = false;
+                    outage = None;
+                    backoff = Duration::from_millis(50);
                     pttl
                 }
+                Err(Error::Redis(err)) if is_transient(&err) => {
+                    // A waiter rides out a connection blip or a Redis restart; a longer
+                    // outage is reported. An attempt whose reply was lost is cleaned up
+                    // in the background (see `attempt_here`).
+                    let since = *outage.get_or_insert_with(Instant::now);
+                    if since.elapsed() > self.outage_tolerance() {
+                        return Err(Error::Redis(err));
+                    }
+                    tracing::debug!(lock = self.name(), error = %err, "waiter: retrying");
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    backoff
+                }
+                Err(err) => return Err(err),
             };
             drop(baton);
             let pause = match remaining(Instant::now()) {
                 Some(left) if left.is_zero() => return Ok(None),
-                Some(left) => left.min(pttl),
-                None => pttl,
+                Some(left) => left.min(pause),
+                None => pause,
             };
             tokio::select! {
                 _ = listener.notified() => woken = true,
@@ -310,36 +337,106 @@ impl Lock {
         }
     }
 
-    /// One acquire attempt, run in its own task so that cancelling the caller can never
-    /// strand a hold: if nobody receives the guard, dropping it releases the hold.
-    async fn attempt(&self, owner: &Arc<str>) -> Result<Attempt> {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return self.attempt_here(owner).await;
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
+    /// How long a waiter keeps retrying through Redis errors before reporting them.
+    fn outage_tolerance(&self) -> Duration {
+        let inner = &self.client.inner;
+        inner.watchdog_timeout.max(inner.response_timeout)
+    }
+
+    /// One acquire attempt. It runs in the caller's task; if the caller drops it after it
+    /// was sent, the rest of it runs in a background task, where a won hold is released
+    /// at once (its guard is dropped). So cancelling can never strand a hold.
+    fn attempt(&self, owner: &Arc<str>) -> Detachable {
         let lock = self.clone();
         let owner = owner.clone();
-        let background = self.client.inner.background.clone();
-        background.spawn(&runtime, async move {
-            let outcome = lock.attempt_here(&owner).await;
-            // If the caller is gone, the outcome comes back and is dropped here; a guard
-            // in it releases the hold in its Drop.
-            let _ = tx.send(outcome);
-        });
-        rx.await.unwrap_or(Err(Error::RuntimeShutdown))
+        Detachable {
+            work: Some(Box::pin(async move { lock.attempt_here(&owner).await })),
+            started: false,
+            background: self.client.inner.background.clone(),
+        }
     }
 
     async fn attempt_here(&self, owner: &Arc<str>) -> Result<Attempt> {
         let inner = &self.client.inner;
-        let mut invocation = inner.scripts.acquire.prepare_invoke();
-        invocation
-            .key(&*self.keys.hash)
-            .key(&*self.keys.fence)
-            .arg(&**owner)
-            .arg(self.lease_ms())
-            .arg(if self.fenced { "1" } else { "0" });
+        let request = inner.next_request_id();
+        let latch = self.keys.latch(&request);
+        let cmd = self.acquire_cmd(owner, &latch, false);
         let sent_at = Instant::now();
-        let reply: Vec<Value> = inner.eval(&invocation).await?;
+        match inner.eval::<Vec<Value>>(&inner.scripts.acquire, &cmd).await {
+            Ok(reply) => self.decode_acquire(owner, reply, sent_at),
+            Err(Error::Redis(err)) if may_have_run(&err) => {
+                // The reply was lost, but the acquire may have run. Find out in the
+                // background (asking with the same request id answers from its latch,
+                // and never acquires) and give back a hold it took, so none is left
+                // without an owner.
+                self.reconcile_lost_acquire(owner.clone(), latch, sent_at);
+                Err(Error::Redis(err))
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    fn acquire_cmd(&self, owner: &str, latch: &str, probe: bool) -> redis::Cmd {
+        let inner = &self.client.inner;
+        let mut cmd = evalsha(
+            &inner.scripts.acquire,
+            &[&self.keys.hash, &self.keys.fence, latch],
+        );
+        cmd.arg(owner)
+            .arg(self.lease_ms())
+            .arg(if self.fenced { "1" } else { "0" })
+            .arg(if probe { "1" } else { "0" })
+            .arg(inner.latch_ttl().as_millis() as u64);
+        cmd
+    }
+
+    fn reconcile_lost_acquire(&self, owner: Arc<str>, latch: String, sent_at: Instant) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let lock = self.clone();
+        let background = self.client.inner.background.clone();
+        background.spawn(&runtime, async move {
+            let inner = &lock.client.inner;
+            let cmd = lock.acquire_cmd(&owner, &latch, true);
+            let mut delay = Duration::from_millis(50);
+            for _ in 0..RELEASE_ATTEMPTS + 1 {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                match inner.eval::<Vec<Value>>(&inner.scripts.acquire, &cmd).await {
+                    // {3, ..}: the lost request never ran. Otherwise its replayed result:
+                    // a guard for the hold it took, whose drop releases that hold.
+                    Ok(reply) => {
+                        if let Ok(Attempt::Acquired(guard)) =
+                            lock.decode_acquire(&owner, reply, sent_at)
+                        {
+                            tracing::debug!(
+                                lock = lock.name(),
+                                "releasing a hold whose reply was lost"
+                            );
+                            drop(guard);
+                        }
+                        return;
+                    }
+                    Err(Error::Redis(err)) if is_transient(&err) => continue,
+                    Err(_) => return,
+                }
+            }
+            tracing::warn!(
+                lock = lock.name(),
+                "could not learn whether an acquire whose reply was lost took the lock; \
+                 if it did, the hold expires with its lease"
+            );
+        });
+    }
+
+    fn decode_acquire(
+        &self,
+        owner: &Arc<str>,
+        reply: Vec<Value>,
+        sent_at: Instant,
+    ) -> Result<Attempt> {
+        let inner = &self.client.inner;
         match reply.as_slice() {
             [Value::Int(1), Value::Int(count), Value::Int(token)] => {
                 let entry = inner.registry.hold(
@@ -398,9 +495,9 @@ impl Lock {
     /// A cancelled call may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
         let inner = &self.client.inner;
-        let mut invocation = inner.scripts.force_unlock.prepare_invoke();
-        invocation.key(&*self.keys.hash).arg(&*self.keys.channel);
-        match inner.eval::<i64>(&invocation).await? {
+        let mut cmd = evalsha(&inner.scripts.force_unlock, &[&self.keys.hash]);
+        cmd.arg(&*self.keys.channel);
+        match inner.eval::<i64>(&inner.scripts.force_unlock, &cmd).await? {
             -2 => Err(self.wrong_type("not a hash")),
             deleted => Ok(deleted > 0),
         }
@@ -412,9 +509,8 @@ impl Lock {
     /// Cancel-safe: read-only.
     pub async fn state(&self) -> Result<LockState> {
         let inner = &self.client.inner;
-        let mut invocation = inner.scripts.inspect.prepare_invoke();
-        invocation.key(&*self.keys.hash).key(&*self.keys.fence);
-        let reply: Vec<Value> = inner.eval(&invocation).await?;
+        let cmd = evalsha(&inner.scripts.inspect, &[&self.keys.hash, &self.keys.fence]);
+        let reply: Vec<Value> = inner.eval(&inner.scripts.inspect, &cmd).await?;
         let bad = || Error::UnexpectedReply(format!("inspect: {reply:?}"));
         let (kind, pttl, fence) = match reply.as_slice() {
             [kind, Value::Int(pttl), Value::Int(fence), ..] => (
@@ -429,14 +525,22 @@ impl Lock {
                 holders: Vec::new(),
                 ttl: None,
                 fence,
+                hold_token: None,
             }),
             "hash" => {
                 let mut holders = Vec::new();
+                let mut hold_token = None;
                 for pair in reply[3..].chunks(2) {
                     let [field, count] = pair else {
                         return Err(bad());
                     };
                     let field = String::from_redis_value(field.clone()).map_err(|_| bad())?;
+                    if field == TOKEN_FIELD {
+                        hold_token = String::from_redis_value(count.clone())
+                            .ok()
+                            .and_then(|t| t.parse::<u64>().ok());
+                        continue;
+                    }
                     let count = String::from_redis_value(count.clone())
                         .ok()
                         .and_then(|c| c.parse::<u64>().ok())
@@ -450,6 +554,7 @@ impl Lock {
                     holders,
                     ttl: Some(Duration::from_millis(pttl as u64)),
                     fence,
+                    hold_token,
                 })
             }
             other => Err(self.wrong_type(other)),
@@ -522,7 +627,8 @@ impl Lock {
 }
 
 /// Sends the release script, retrying with the same request id when the reply was lost,
-/// so the hold is decremented at most once. Returns the script's raw code.
+/// so the hold is decremented at most once. Returns the script's code; a retry that finds
+/// the hold gone reports 0, because only the lost first attempt can have released it.
 pub(crate) async fn release(
     inner: &ClientInner,
     keys: &LockKeys,
@@ -532,54 +638,83 @@ pub(crate) async fn release(
     let request = inner.next_request_id();
     let latch = keys.latch(&request);
     let latch_ms = inner.latch_ttl().as_millis() as u64;
-    let mut invocation = inner.scripts.release.prepare_invoke();
-    invocation
-        .key(&*keys.hash)
-        .key(&latch)
-        .arg(owner)
-        .arg(lease_ms)
-        .arg(&*keys.channel)
-        .arg(latch_ms);
+    let command = |retry: bool| {
+        let mut cmd = evalsha(&inner.scripts.release, &[&keys.hash, &latch]);
+        cmd.arg(owner)
+            .arg(lease_ms)
+            .arg(&*keys.channel)
+            .arg(latch_ms)
+            .arg(if retry { "1" } else { "0" });
+        cmd
+    };
     let mut attempt = 1;
     loop {
-        match inner.eval::<i64>(&invocation).await {
+        match inner
+            .eval::<i64>(&inner.scripts.release, &command(attempt > 1))
+            .await
+        {
             Err(Error::Redis(err)) if attempt < RELEASE_ATTEMPTS && may_have_run(&err) => {
                 tracing::debug!(error = %err, attempt, "release reply lost; retrying");
                 tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
                 attempt += 1;
             }
+            Ok(-1) if attempt > 1 => return Ok(0),
             other => return other,
         }
     }
 }
 
-/// Whether a failed command may still have run on the server.
-fn may_have_run(err: &redis::RedisError) -> bool {
-    err.is_timeout() || err.is_io_error() || err.is_connection_dropped()
+/// Errors a waiter retries through: the connection, not the request, failed.
+fn is_transient(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
 }
 
-impl ClientInner {
-    /// Runs a script with the client's response timeout.
-    pub(crate) async fn eval<T: FromRedisValue>(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<T> {
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(self.response_timeout, invocation.invoke_async(&mut conn)).await
-        {
-            Ok(reply) => reply.map_err(Error::Redis),
-            Err(_) => Err(Error::Redis(self.timeout_error())),
-        }
-    }
+/// An acquire attempt that finishes in the background if its caller drops it after it
+/// was sent (see [`Lock::attempt`]).
+struct Detachable {
+    work: Option<Pin<Box<dyn Future<Output = Result<Attempt>> + Send>>>,
+    started: bool,
+    background: Arc<Background>,
+}
 
-    pub(crate) fn timeout_error(&self) -> redis::RedisError {
-        std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!(
-                "no reply from {} within {:?}",
-                self.addr, self.response_timeout
+impl Future for Detachable {
+    type Output = Result<Attempt>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(work) = this.work.as_mut() else {
+            return Poll::Ready(Err(Error::UnexpectedReply(
+                "acquire attempt polled after completion".into(),
+            )));
+        };
+        this.started = true;
+        let outcome = work.as_mut().poll(cx);
+        if outcome.is_ready() {
+            this.work = None;
+        }
+        outcome
+    }
+}
+
+impl Drop for Detachable {
+    fn drop(&mut self) {
+        let Some(work) = self.work.take() else {
+            return;
+        };
+        if !self.started {
+            return; // never sent
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => self.background.spawn(&runtime, async move {
+                // A guard in the outcome releases its hold when dropped here.
+                let _ = work.await;
+            }),
+            Err(_) => tracing::warn!(
+                "acquire cancelled outside a runtime; a hold it took expires with its lease"
             ),
-        )
-        .into()
+        }
     }
 }

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::LostReason;
-use crate::scripts::Scripts;
+use crate::scripts::{self, Scripts};
 
 /// How a hold's lease is maintained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,7 +236,8 @@ impl Registry {
         }
     }
 
-    fn declare_lost(&self, entry: &Arc<HoldEntry>, reason: LostReason) {
+    /// Marks a hold lost (fires its signal) and stops renewing it.
+    pub(crate) fn declare_lost(&self, entry: &Arc<HoldEntry>, reason: LostReason) {
         if entry.lost.is_cancelled() {
             return;
         }
@@ -314,13 +315,23 @@ impl Watchdog {
     pub(crate) async fn run(self) {
         let period = self.lease / 3;
         let mut next_tick = Instant::now() + period;
+        // The earliest confirmed deadline seen by the last scan. Renewals only move
+        // deadlines later, so until then no hold can be overdue and scanning (which visits
+        // every hold) is skipped; a new fixed-lease hold forces a scan.
+        let mut next_scan = Instant::now();
         let mut ticks: JoinSet<()> = JoinSet::new();
         loop {
-            let earliest = self.registry.expire_overdue(Instant::now());
-            let wake_at = earliest.map_or(next_tick, |deadline| deadline.min(next_tick));
+            let now = Instant::now();
+            if now >= next_scan {
+                next_scan = self.registry.expire_overdue(now).unwrap_or(next_tick);
+            }
+            let wake_at = next_scan.min(next_tick);
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                _ = self.registry.deadline_added.notified() => continue,
+                _ = self.registry.deadline_added.notified() => {
+                    next_scan = Instant::now();
+                    continue;
+                }
                 _ = tokio::time::sleep_until(wake_at) => {}
                 // Reap finished ticks so the set does not grow.
                 Some(_) = ticks.join_next(), if !ticks.is_empty() => continue,
@@ -361,15 +372,19 @@ impl Watchdog {
                 let registry = registry.clone();
                 call_count += 1;
                 calls.spawn(async move {
-                    let mut invocation = scripts.renew.prepare_invoke();
-                    invocation.arg(lease_ms);
+                    let mut cmd = redis::cmd("EVALSHA");
+                    cmd.arg(scripts.renew.get_hash()).arg(chunk.len());
                     for entry in &chunk {
-                        invocation.key(&*entry.key).arg(&*entry.owner);
+                        cmd.arg(&*entry.key);
+                    }
+                    cmd.arg(lease_ms);
+                    for entry in &chunk {
+                        cmd.arg(&*entry.owner);
                     }
                     let sent_at = Instant::now();
                     let reply = tokio::time::timeout(
                         call_timeout,
-                        invocation.invoke_async::<Vec<i64>>(&mut conn),
+                        scripts::call::<Vec<i64>>(&mut conn, &scripts.renew, &cmd),
                     )
                     .await;
                     registry

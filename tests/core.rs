@@ -670,7 +670,8 @@ async fn bad_inputs_get_typed_errors() {
     ));
 }
 
-/// A retried release (same request id) decrements once: the latch answers the retry.
+/// A retried release (same request id) decrements once: the latch answers the retry of a
+/// partial release, and a retried final release finds nothing left to decrement.
 #[tokio::test]
 async fn release_latch_answers_a_retry() {
     let server = RedisServer::start();
@@ -678,25 +679,39 @@ async fn release_latch_answers_a_retry() {
     let script = redis::Script::new(include_str!("../lua/release.lua"));
     let _: () = conn.hset("redis-locks:{latch}", "me", 2).await.unwrap();
     let _: () = conn.pexpire("redis-locks:{latch}", 30_000).await.unwrap();
-    let call = || {
-        let mut conn = conn.clone();
+    let probe = conn.clone();
+    let call = |request: &'static str, retry: &'static str| {
+        let mut conn = probe.clone();
         let script = &script;
         async move {
             let mut invocation = script.prepare_invoke();
             invocation
                 .key("redis-locks:{latch}")
-                .key("redis-locks:{latch}:latch:req-1")
+                .key(format!("redis-locks:{{latch}}:latch:{request}"))
                 .arg("me")
                 .arg(30_000)
                 .arg("redis-locks:{latch}:db0:released")
-                .arg(5_000);
+                .arg(5_000)
+                .arg(retry);
             invocation.invoke_async::<i64>(&mut conn).await.unwrap()
         }
     };
-    assert_eq!(call().await, 1);
-    assert_eq!(call().await, 1, "the retry must get the first answer");
+    assert_eq!(call("req-1", "0").await, 1);
+    assert_eq!(
+        call("req-1", "1").await,
+        1,
+        "the retry must get the first answer"
+    );
     let count: i64 = conn.hget("redis-locks:{latch}", "me").await.unwrap();
     assert_eq!(count, 1, "a retried release decremented twice");
+    assert_eq!(call("req-2", "0").await, 0, "final release");
+    assert_eq!(
+        call("req-2", "1").await,
+        -1,
+        "a retried final release decrements nothing"
+    );
+    let exists: bool = conn.exists("redis-locks:{latch}").await.unwrap();
+    assert!(!exists);
 }
 
 /// An explicit lease's lost signal fires on time even when the watchdog period is long.

@@ -34,17 +34,26 @@ async fn tokens_grow_strictly_and_reentry_keeps_its_token() {
     assert!(t2 > t1);
     second.release().await.unwrap();
 
-    // A plain (unfenced) acquisition in between still moves the counter, so the next
-    // fenced holder can never reuse a number that an earlier holder had.
+    // A plain (unfenced) hold takes no number; re-entering it with fencing takes a fresh
+    // one (never a number an earlier holder had), and the hold keeps it.
     let plain = a.lock("ledger").unwrap().acquire().await.unwrap();
     assert_eq!(plain.fencing_token(), None);
-    let inner = lock_a.acquire().await.unwrap();
-    let t3 = inner.fencing_token().unwrap();
-    assert!(t3 > t2, "the plain hold got its own number ({t3} vs {t2})");
     assert_eq!(
         a.lock("ledger").unwrap().state().await.unwrap().fence,
-        Some(t3)
+        Some(t2)
     );
+    let inner = lock_a.acquire().await.unwrap();
+    let t3 = inner.fencing_token().unwrap();
+    assert!(
+        t3 > t2,
+        "a fresh number for the re-entered plain hold ({t3} vs {t2})"
+    );
+    let again = lock_a.acquire().await.unwrap();
+    assert_eq!(again.fencing_token(), Some(t3), "the hold keeps its token");
+    let state = a.lock("ledger").unwrap().state().await.unwrap();
+    assert_eq!((state.fence, state.hold_token), (Some(t3), Some(t3)));
+    assert_eq!(state.holders.len(), 1, "the token field is not a holder");
+    again.release().await.unwrap();
     inner.release().await.unwrap();
     plain.release().await.unwrap();
 
@@ -68,7 +77,7 @@ async fn unfenced_locks_create_no_counter() {
 }
 
 #[tokio::test]
-async fn a_nested_fenced_acquire_starts_the_counter() {
+async fn a_nested_fenced_acquire_takes_a_fresh_number() {
     let server = RedisServer::start();
     let client = server.client(30 * SEC).await;
     let lock = client.lock("late").unwrap();

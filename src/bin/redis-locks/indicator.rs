@@ -118,6 +118,7 @@ mod tests {
             holders: vec![("abc:cli-7".into(), 2), ("other".into(), 1)],
             ttl: Some(Duration::from_millis(25_400)),
             fence: None,
+            hold_token: None,
         };
         assert_eq!(
             render("job", Duration::from_secs(65), Some(&state)),
@@ -128,6 +129,7 @@ mod tests {
             holders: vec![],
             ttl: None,
             fence: None,
+            hold_token: None,
         };
         assert!(render("job", Duration::ZERO, Some(&free)).ends_with("free, retrying"));
         assert!(render("job", Duration::ZERO, None).ends_with("holder unknown"));

@@ -1,0 +1,401 @@
+//! Worker sub-modes: the bench binary re-executes itself (`std::env::current_exe()`) with
+//! `REDIS_LOCKS_BENCH_WORKER=<role>` for the multi-process scenarios. Workers take their
+//! parameters from `RLB_*` environment variables and print JSON lines on stdout.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use redis_locks::LockClient;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use super::rslock_impl;
+use super::util::{self, Res, err, now_us};
+
+/// The environment variable that selects a worker role.
+pub const ROLE_ENV: &str = "REDIS_LOCKS_BENCH_WORKER";
+
+fn env(name: &str) -> Res<String> {
+    std::env::var(name).map_err(|_| err(format!("worker: {name} is not set")))
+}
+
+fn env_u64(name: &str) -> Res<u64> {
+    env(name)?
+        .parse()
+        .map_err(|e| err(format!("worker: {name}: {e}")))
+}
+
+/// Prints one JSON line (stdout is line-buffered, so the parent sees it at once).
+pub fn emit(value: &Value) {
+    println!("{value}");
+}
+
+pub fn main(role: &str) -> ExitCode {
+    let runtime = match util::runtime_builder().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            emit(&json!({"worker": role, "error": e.to_string()}));
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match role {
+            "s3" => s3().await,
+            "s4" => s4().await,
+            "s6-holder" => s6_holder().await,
+            other => Err(err(format!("unknown worker role {other:?}"))),
+        }
+    });
+    match outcome {
+        Ok(value) => {
+            emit(&value);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            emit(&json!({"worker": role, "error": e.to_string()}));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn sleep_until_us(at_us: u64) {
+    let now = now_us();
+    if at_us > now {
+        tokio::time::sleep(Duration::from_micros(at_us - now)).await;
+    }
+}
+
+/// Polls `GET key` until it equals `want` (1 ms steps), up to `limit`.
+pub async fn wait_for_value(
+    conn: &mut redis::aio::ConnectionManager,
+    key: &str,
+    want: u64,
+    limit: Duration,
+) -> Res<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let v: Option<u64> = redis::cmd("GET").arg(key).query_async(conn).await?;
+        if v == Some(want) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(err(format!(
+                "timed out waiting for {key} = {want} (got {v:?})"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+enum S3Lock {
+    Lib(redis_locks::Lock),
+    Rs(rslock_impl::LockManager),
+    None,
+}
+
+/// S3: one task in this process loops {acquire, critical section, release, sleep 1 ms}
+/// on one shared lock name between a common start time and end time.
+async fn s3() -> Res<Value> {
+    let url = env("RLB_URL")?;
+    let imp = env("RLB_IMPL")?;
+    let id = env_u64("RLB_ID")?;
+    let start_us = env_u64("RLB_START_US")?;
+    let duration = Duration::from_millis(env_u64("RLB_DURATION_MS")?);
+    let name = env("RLB_NAME")?;
+    let lease = Duration::from_secs(10);
+
+    let mut cs = util::manager(&url).await?;
+    let lock = match imp.as_str() {
+        "redis-locks" => {
+            let client = LockClient::connect(&url).await?;
+            // Warm-up on a private name: loads the scripts, opens the connection.
+            let warm = client.lock(&format!("{name}:warm:{id}"))?;
+            tokio::spawn(async move { warm.acquire().await?.release().await }).await??;
+            S3Lock::Lib(client.lock(&name)?)
+        }
+        "rslock" | "rslock-10ms" => {
+            let mut manager = rslock_impl::LockManager::new(vec![url.clone()]);
+            if imp == "rslock-10ms" {
+                manager.set_retry(3, Duration::from_millis(10));
+            }
+            let warm = format!("rslock:{name}:warm:{id}");
+            manager.lock(warm.as_bytes(), lease).await?.release().await;
+            S3Lock::Rs(manager)
+        }
+        // No lock at all: only for checking by hand that violations are detected.
+        "none" => S3Lock::None,
+        other => return Err(err(format!("unknown implementation {other}"))),
+    };
+    let key = format!("rslock:{name}");
+    let inside = format!("{name}:inside");
+    let total = format!("{name}:total");
+
+    sleep_until_us(start_us).await;
+    let end = Instant::now() + duration;
+    let task = tokio::spawn(async move {
+        let mut counted = 0u64;
+        let mut late = 0u64;
+        let mut violations = 0u64;
+        let mut waits = Vec::new();
+        while Instant::now() < end {
+            let t0 = Instant::now();
+            // Acquire.
+            enum G {
+                Lib(redis_locks::LockGuard),
+                Rs(rslock_impl::LockGuard),
+                None,
+            }
+            let guard = match &lock {
+                S3Lock::Lib(lock) => G::Lib(lock.acquire().await?),
+                S3Lock::Rs(manager) => G::Rs(manager.acquire(key.as_bytes(), lease).await?),
+                S3Lock::None => G::None,
+            };
+            let acquired = Instant::now();
+            waits.push(util::ns(acquired - t0));
+            // Critical section: enter (must be alone), count, leave.
+            let (now_inside, _): (i64, i64) = redis::pipe()
+                .incr(&inside, 1)
+                .incr(&total, 1)
+                .query_async(&mut cs)
+                .await?;
+            if now_inside != 1 {
+                violations += 1;
+            }
+            let _: i64 = redis::cmd("DECR").arg(&inside).query_async(&mut cs).await?;
+            // Release.
+            match guard {
+                G::Lib(guard) => guard.release().await?,
+                G::Rs(guard) => guard.release().await,
+                G::None => {}
+            }
+            if acquired <= end {
+                counted += 1;
+            } else {
+                late += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok::<_, util::BoxError>((counted, late, violations, waits))
+    });
+    let (counted, late, violations, waits) = task.await??;
+    let wait = util::summarize_ns(&waits);
+    Ok(json!({
+        "worker": "s3",
+        "impl": imp,
+        "id": id,
+        "count": counted,
+        "late": late,
+        "violations": violations,
+        "wait": wait.json(),
+    }))
+}
+
+/// The raw pub/sub hand-off baseline's release: compare-and-delete, then announce.
+pub const RAW_RELEASE_AND_PUBLISH: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+return 0
+";
+
+/// The raw baseline's waiter side: a plain redis-rs subscription, `SET NX` on each message.
+struct RawWaiter {
+    conn: redis::aio::ConnectionManager,
+    stream: redis::aio::PubSubStream,
+    _sink: redis::aio::PubSubSink,
+    key: String,
+}
+
+impl RawWaiter {
+    /// Returns when the last release message arrived (0 if none was needed).
+    async fn acquire(&mut self, token: &str) -> Res<u64> {
+        let mut message_us = 0;
+        loop {
+            let ok: Option<String> = redis::cmd("SET")
+                .arg(&self.key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .query_async(&mut self.conn)
+                .await?;
+            if ok.is_some() {
+                return Ok(message_us);
+            }
+            let message =
+                tokio::time::timeout(Duration::from_secs(30), next_message(&mut self.stream))
+                    .await
+                    .map_err(|_| err("raw waiter: no release message within 30 s"))?;
+            if message.is_none() {
+                return Err(err("raw waiter: subscription closed"));
+            }
+            message_us = now_us();
+        }
+    }
+
+    async fn release(&mut self) -> Res<()> {
+        let _: i64 = redis::cmd("DEL")
+            .arg(&self.key)
+            .query_async(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+}
+
+async fn next_message(stream: &mut redis::aio::PubSubStream) -> Option<redis::Msg> {
+    std::future::poll_fn(|cx| {
+        use futures_core::Stream;
+        std::pin::Pin::new(&mut *stream).poll_next(cx)
+    })
+    .await
+}
+
+enum Waiter {
+    Lib(redis_locks::Lock),
+    Raw(Box<RawWaiter>),
+}
+
+/// S4, process B: waits for the lock that process A holds, records when it got it, and
+/// compares with the release-start time A wrote into Redis. `RLB_KIND` is `redis-locks`
+/// or `raw` (plain SET NX + a redis-rs subscription: the floor for a pub/sub hand-off).
+async fn s4() -> Res<Value> {
+    let url = env("RLB_URL")?;
+    let name = env("RLB_NAME")?;
+    let kind = env("RLB_KIND")?;
+    let n = env_u64("RLB_N")?;
+    let mut conn = util::manager(&url).await?;
+    // Keep the client alive for the whole run.
+    let mut _client = None;
+    // For the library: a separate plain subscription to the lock's channel in this
+    // process, recording when release messages arrive, to split the latency into
+    // "message reached B" and "library turned it into an acquisition".
+    let probe: std::sync::Arc<std::sync::Mutex<Vec<u64>>> = Default::default();
+    let mut waiter = match kind.as_str() {
+        "redis-locks" => {
+            let client = LockClient::connect(&url).await?;
+            let warm = client.lock(&format!("{name}:warm-b"))?;
+            tokio::spawn(async move { warm.acquire().await?.release().await }).await??;
+            let lock = client.lock(&name)?;
+            let pubsub = redis::Client::open(url.as_str())?
+                .get_async_pubsub()
+                .await?;
+            let (mut sink, mut stream) = pubsub.split();
+            sink.subscribe(lock.channel()).await?;
+            let seen = probe.clone();
+            tokio::spawn(async move {
+                let _sink = sink;
+                while next_message(&mut stream).await.is_some() {
+                    let at = now_us();
+                    if let Ok(mut v) = seen.lock() {
+                        v.push(at);
+                    }
+                }
+            });
+            _client = Some(client);
+            Waiter::Lib(lock)
+        }
+        "raw" => {
+            let pubsub = redis::Client::open(url.as_str())?
+                .get_async_pubsub()
+                .await?;
+            let (mut sink, stream) = pubsub.split();
+            sink.subscribe(format!("{name}:released")).await?;
+            Waiter::Raw(Box::new(RawWaiter {
+                conn: util::manager(&url).await?,
+                stream,
+                _sink: sink,
+                key: name.clone(),
+            }))
+        }
+        other => return Err(err(format!("unknown kind {other}"))),
+    };
+    emit(&json!({"worker": "s4", "ready": true}));
+
+    let task = tokio::spawn(async move {
+        let mut latencies = Vec::with_capacity(n as usize);
+        let mut message_to_acquired = Vec::with_capacity(n as usize);
+        for i in 1..=n {
+            wait_for_value(
+                &mut conn,
+                &format!("{name}:a_held"),
+                i,
+                Duration::from_secs(30),
+            )
+            .await?;
+            let _: () = redis::cmd("SET")
+                .arg(format!("{name}:b_waiting"))
+                .arg(i)
+                .query_async(&mut conn)
+                .await?;
+            let (guard, raw_message_us) = match &mut waiter {
+                Waiter::Lib(lock) => (Some(lock.acquire().await?), 0),
+                Waiter::Raw(raw) => (None, raw.acquire(&format!("b-{i}")).await?),
+            };
+            let acquired_us = now_us();
+            let ts_key = format!("{name}:ts:{i}");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let release_us = loop {
+                let v: Option<u64> = redis::cmd("GET")
+                    .arg(&ts_key)
+                    .query_async(&mut conn)
+                    .await?;
+                if let Some(v) = v {
+                    break v;
+                }
+                if Instant::now() > deadline {
+                    return Err(err(format!("no release timestamp for hand-off {i}")));
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            };
+            latencies.push(acquired_us as i64 - release_us as i64);
+            let message_us = if raw_message_us > 0 {
+                Some(raw_message_us)
+            } else {
+                // The probe's first message at or after A's release start.
+                probe
+                    .lock()
+                    .ok()
+                    .and_then(|v| v.iter().copied().find(|&t| t >= release_us))
+            };
+            if let Some(m) = message_us {
+                message_to_acquired.push(acquired_us as i64 - m as i64);
+            }
+            match (&mut waiter, guard) {
+                (_, Some(guard)) => guard.release().await?,
+                (Waiter::Raw(raw), None) => raw.release().await?,
+                (Waiter::Lib(_), None) => unreachable!(),
+            }
+            let _: () = redis::cmd("SET")
+                .arg(format!("{name}:b_done"))
+                .arg(i)
+                .query_async(&mut conn)
+                .await?;
+            // Forget probe messages up to now (B's own release announces too).
+            if let Ok(mut v) = probe.lock() {
+                v.clear();
+            }
+        }
+        Ok::<_, util::BoxError>((latencies, message_to_acquired))
+    });
+    let (latencies, message_to_acquired) = task.await??;
+    Ok(
+        json!({"worker": "s4", "kind": kind, "latencies_us": latencies,
+              "message_to_acquired_us": message_to_acquired}),
+    )
+}
+
+/// S6: holds the lock in another process until told (a line on stdin) to release it.
+async fn s6_holder() -> Res<Value> {
+    let url = env("RLB_URL")?;
+    let name = env("RLB_NAME")?;
+    let client = LockClient::connect(&url).await?;
+    let guard = client.lock(&name)?.acquire().await?;
+    emit(&json!({"worker": "s6-holder", "ready": true}));
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let _ = lines.next_line().await?;
+    let released_us = now_us();
+    guard.release().await?;
+    Ok(json!({"worker": "s6-holder", "released_us": released_us}))
+}

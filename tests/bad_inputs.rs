@@ -1,0 +1,517 @@
+//! The bad-input table: every rejected input gets a specific typed error, and Redis is
+//! left exactly as it was (a snapshot of every key — type, `DUMP` payload and TTL — is
+//! taken before and compared after).
+//!
+//! One `#[test]` per row, each against its own throw-away redis-server.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use redis_locks::{Error, LockClient, LostReason, MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN};
+
+const SEC: Duration = Duration::from_secs(1);
+
+/// Every key of the current database: (type, DUMP payload, PTTL).
+type Snapshot = BTreeMap<String, (String, Vec<u8>, i64)>;
+
+async fn snapshot(conn: &mut MultiplexedConnection) -> Snapshot {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
+    let mut out = Snapshot::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        let dump: Option<Vec<u8>> = redis::cmd("DUMP")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        let pttl: i64 = conn.pttl(&key).await.unwrap();
+        if let Some(dump) = dump {
+            out.insert(key, (kind, dump, pttl));
+        }
+    }
+    out
+}
+
+/// Same keys, types and values; a TTL may only have counted down (never been set,
+/// extended or removed).
+fn assert_untouched(before: &Snapshot, after: &Snapshot) {
+    let keys = |s: &Snapshot| s.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(before), keys(after), "the set of keys changed");
+    for (key, (kind, dump, pttl)) in before {
+        let (kind2, dump2, pttl2) = &after[key];
+        assert_eq!(kind, kind2, "type of {key} changed");
+        assert_eq!(dump, dump2, "value of {key} changed");
+        if *pttl < 0 {
+            assert_eq!(*pttl2, *pttl, "TTL of {key} changed from {pttl} to {pttl2}");
+        } else {
+            assert!(
+                *pttl2 >= 0 && *pttl2 <= *pttl,
+                "TTL of {key} was re-armed or removed: {pttl} -> {pttl2}"
+            );
+        }
+    }
+}
+
+/// A server, a lock client on it, an inspection connection, and a snapshot taken after
+/// some background data was written (so "untouched" is checked against a non-empty
+/// database).
+struct Fixture {
+    server: RedisServer,
+    client: LockClient,
+    conn: MultiplexedConnection,
+    before: Snapshot,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let server = RedisServer::start();
+        let client = server.client(30 * SEC).await;
+        let mut conn = server.conn().await;
+        // Unrelated data that must survive every case byte for byte.
+        let _: () = conn.set("unrelated:string", "keep me").await.unwrap();
+        let _: () = conn.hset("unrelated:hash", "f", "v").await.unwrap();
+        let before = snapshot(&mut conn).await;
+        Fixture {
+            server,
+            client,
+            conn,
+            before,
+        }
+    }
+
+    /// Re-takes the baseline (after a case wrote its own setup keys).
+    async fn rebase(&mut self) {
+        self.before = snapshot(&mut self.conn).await;
+    }
+
+    async fn assert_untouched(&mut self) {
+        let after = snapshot(&mut self.conn).await;
+        assert_untouched(&self.before, &after);
+    }
+}
+
+fn expect_invalid_name<T: std::fmt::Debug>(result: Result<T, Error>) {
+    match result {
+        Err(Error::InvalidName { .. }) => {}
+        other => panic!("expected Error::InvalidName, got {other:?}"),
+    }
+}
+
+fn expect_invalid_duration<T: std::fmt::Debug>(result: Result<T, Error>, what_expected: &str) {
+    match result {
+        Err(Error::InvalidDuration { what, .. }) => assert_eq!(what, what_expected),
+        other => panic!("expected Error::InvalidDuration({what_expected}), got {other:?}"),
+    }
+}
+
+fn expect_wrong_type<T: std::fmt::Debug>(result: Result<T, Error>, found_expected: &str) {
+    match result {
+        Err(Error::WrongType { found, .. }) => assert_eq!(found, found_expected),
+        other => panic!("expected Error::WrongType({found_expected}), got {other:?}"),
+    }
+}
+
+// ---- names -------------------------------------------------------------------------
+
+#[tokio::test]
+async fn empty_name_is_invalid_name() {
+    let mut f = Fixture::new().await;
+    expect_invalid_name(f.client.lock(""));
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn huge_name_is_invalid_name() {
+    let mut f = Fixture::new().await;
+    expect_invalid_name(f.client.lock(&"n".repeat(MAX_NAME_LEN + 1)));
+    expect_invalid_name(f.client.lock(&"n".repeat(1 << 20)));
+    // The boundary itself is accepted (and does not touch Redis either).
+    assert!(f.client.lock(&"n".repeat(MAX_NAME_LEN)).is_ok());
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn name_with_braces_is_invalid_name() {
+    let mut f = Fixture::new().await;
+    expect_invalid_name(f.client.lock("a{b}"));
+    expect_invalid_name(f.client.lock("{tag}"));
+    expect_invalid_name(f.client.lock("only}"));
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn name_with_control_characters_is_invalid_name() {
+    let mut f = Fixture::new().await;
+    expect_invalid_name(f.client.lock("line\nbreak"));
+    expect_invalid_name(f.client.lock("nul\0byte"));
+    f.assert_untouched().await;
+}
+
+// ---- durations ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn zero_lease_is_invalid_duration() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("inputs").unwrap();
+    expect_invalid_duration(lock.with_lease(Duration::ZERO), "lease");
+    expect_invalid_duration(lock.with_lease(Duration::from_micros(999)), "lease");
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn lease_of_u64_max_seconds_is_invalid_duration() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("inputs").unwrap();
+    expect_invalid_duration(lock.with_lease(Duration::from_secs(u64::MAX)), "lease");
+    expect_invalid_duration(lock.with_lease(Duration::MAX), "lease");
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn lease_just_above_max_duration_is_invalid_and_max_itself_works() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("inputs").unwrap();
+    expect_invalid_duration(
+        lock.with_lease(MAX_DURATION + Duration::from_millis(1)),
+        "lease",
+    );
+    f.assert_untouched().await;
+    // The largest accepted lease really is accepted by Redis's PEXPIRE.
+    let guard = lock
+        .with_lease(MAX_DURATION)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let pttl: i64 = f.conn.pttl(lock.key()).await.unwrap();
+    assert!(
+        pttl > (MAX_DURATION - SEC).as_millis() as i64,
+        "pttl {pttl}"
+    );
+    guard.release().await.unwrap();
+    // Everything as before except the successful release's short-lived latch.
+    let mut after = snapshot(&mut f.conn).await;
+    after.retain(|key, _| !key.contains(":latch:"));
+    assert_untouched(&f.before, &after);
+}
+
+#[tokio::test]
+async fn wait_of_duration_max_is_invalid_duration() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("inputs").unwrap();
+    let started = Instant::now();
+    expect_invalid_duration(lock.acquire_timeout(Duration::MAX).await, "wait");
+    expect_invalid_duration(
+        lock.acquire_timeout(MAX_DURATION + Duration::from_millis(1))
+            .await,
+        "wait",
+    );
+    assert!(started.elapsed() < SEC, "rejected without waiting");
+    f.assert_untouched().await;
+}
+
+// ---- keys that are not locks ---------------------------------------------------------
+
+#[tokio::test]
+async fn key_holding_a_string_is_wrong_type() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("as-string").unwrap();
+    let _: () = f.conn.set(lock.key(), "payload").await.unwrap();
+    f.rebase().await;
+    expect_wrong_type(lock.acquire().await, "string");
+    expect_wrong_type(lock.try_acquire().await, "string");
+    expect_wrong_type(lock.acquire_timeout(SEC).await, "string");
+    expect_wrong_type(lock.unlock().await, "not a hash");
+    expect_wrong_type(lock.force_unlock().await, "not a hash");
+    expect_wrong_type(lock.state().await, "string");
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn key_holding_a_list_is_wrong_type() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("as-list").unwrap();
+    let _: () = f.conn.rpush(lock.key(), &["x", "y"]).await.unwrap();
+    f.rebase().await;
+    expect_wrong_type(lock.acquire().await, "list");
+    expect_wrong_type(lock.with_fencing().try_acquire().await, "list");
+    expect_wrong_type(lock.unlock().await, "not a hash");
+    expect_wrong_type(lock.force_unlock().await, "not a hash");
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn key_holding_a_foreign_hash_without_ttl_is_wrong_type() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("as-hash").unwrap();
+    let _: () = f.conn.hset(lock.key(), "field", "value").await.unwrap();
+    f.rebase().await;
+    expect_wrong_type(lock.acquire().await, "hash without an expiry");
+    expect_wrong_type(lock.try_acquire().await, "hash without an expiry");
+    expect_wrong_type(
+        lock.with_lease(SEC).unwrap().acquire_timeout(SEC).await,
+        "hash without an expiry",
+    );
+    // The non-count field is reported when the state is read.
+    expect_wrong_type(lock.state().await, "hash with a non-count field");
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn owner_field_that_is_not_a_count_is_wrong_type() {
+    let mut f = Fixture::new().await;
+    let lock = f
+        .client
+        .lock("bad-count")
+        .unwrap()
+        .with_owner("me")
+        .unwrap();
+    let _: () = f.conn.hset(lock.key(), "me", "many").await.unwrap();
+    let _: () = f.conn.pexpire(lock.key(), 60_000).await.unwrap();
+    f.rebase().await;
+    expect_wrong_type(
+        lock.try_acquire().await,
+        "hash whose owner field is not a hold count",
+    );
+    f.assert_untouched().await;
+}
+
+// ---- releases that are not ours --------------------------------------------------------
+
+#[tokio::test]
+async fn release_twice_is_not_held() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("twice").unwrap();
+    let guard = lock.acquire().await.unwrap();
+    guard.release().await.unwrap();
+    f.rebase().await; // includes the first release's latch
+    match lock.unlock().await {
+        Err(Error::NotHeld { name, owner }) => {
+            assert_eq!(name, "twice");
+            assert_eq!(owner, lock.owner());
+        }
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn release_after_expiry_is_lock_lost_lease_elapsed() {
+    let mut f = Fixture::new().await;
+    let lock = f
+        .client
+        .lock("expired")
+        .unwrap()
+        .with_lease(Duration::from_millis(50))
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let exists: bool = f.conn.exists(lock.key()).await.unwrap();
+    assert!(!exists, "the 50 ms lease did not expire");
+    f.rebase().await;
+    match guard.release().await {
+        Err(Error::LockLost { reason, .. }) => assert_eq!(reason, LostReason::LeaseElapsed),
+        other => panic!("expected LockLost(LeaseElapsed), got {other:?}"),
+    }
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn release_of_another_owners_lock_is_not_held_and_count_unchanged() {
+    let mut f = Fixture::new().await;
+    // A fixed lease: no watchdog renewal moves the TTL during the snapshot comparison.
+    let lock = f
+        .client
+        .lock("theirs")
+        .unwrap()
+        .with_lease(60 * SEC)
+        .unwrap();
+    let first = lock.acquire().await.unwrap();
+    let second = lock.acquire().await.unwrap();
+    let holder = lock.owner();
+    f.rebase().await;
+    let stranger = lock.with_owner("stranger").unwrap();
+    assert!(matches!(
+        stranger.unlock().await,
+        Err(Error::NotHeld { .. })
+    ));
+    let other_client = f.server.client(30 * SEC).await;
+    let other = other_client.lock("theirs").unwrap();
+    assert!(matches!(other.unlock().await, Err(Error::NotHeld { .. })));
+    f.assert_untouched().await;
+    assert_eq!(lock.state().await.unwrap().count_of(&holder), 2);
+    second.release().await.unwrap();
+    first.release().await.unwrap();
+}
+
+// ---- connections -------------------------------------------------------------------
+
+#[tokio::test]
+async fn acquire_while_redis_is_down_is_redis_error_without_hanging() {
+    let mut server = RedisServer::start();
+    let client = LockClient::builder(&server.url())
+        .response_timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap();
+    let lock = client.lock("down").unwrap();
+    server.kill();
+    for attempt in 0..3 {
+        let started = Instant::now();
+        let result = lock.acquire().await;
+        let took = started.elapsed();
+        match result {
+            Err(Error::Redis(_)) => {}
+            other => panic!("attempt {attempt}: expected Error::Redis, got {other:?}"),
+        }
+        // Generous: one response timeout plus reconnect back-off, far from a hang.
+        assert!(took < Duration::from_millis(2500), "took {took:?}");
+        println!("redis down: acquire failed after {took:?}");
+    }
+    // Nothing was queued to land later: after a restart (empty), no lock appears.
+    server.restart();
+    tokio::time::sleep(SEC).await;
+    let mut conn = server.conn().await;
+    assert!(snapshot(&mut conn).await.is_empty());
+}
+
+#[tokio::test]
+async fn wrong_password_is_connect_error() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = format!("redis://:wrong@127.0.0.1:{}/", server.port);
+    match LockClient::connect(&url).await {
+        Err(Error::Connect { addr, .. }) => assert!(addr.contains(&server.port.to_string())),
+        other => panic!("expected Error::Connect, got {other:?}"),
+    }
+    // The right password works, and the failed attempt wrote nothing.
+    let good = format!("redis://:s3cret@127.0.0.1:{}/", server.port);
+    let mut conn = redis::Client::open(good.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    assert!(snapshot(&mut conn).await.is_empty());
+    let client = LockClient::connect(&good).await.unwrap();
+    client
+        .lock("pw")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn wrong_database_index_is_connect_error() {
+    let mut f = Fixture::new().await;
+    let url = format!("redis://127.0.0.1:{}/99", f.server.port);
+    match LockClient::connect(&url).await {
+        Err(Error::Connect { .. }) => {}
+        other => panic!("expected Error::Connect, got {other:?}"),
+    }
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn unparsable_url_is_invalid_url() {
+    let mut f = Fixture::new().await;
+    for url in [
+        "not a url",
+        "http://127.0.0.1:6379",
+        "redis://127.0.0.1:notaport/",
+    ] {
+        match LockClient::connect(url).await {
+            Err(Error::InvalidUrl(_)) => {}
+            other => panic!("{url}: expected Error::InvalidUrl, got {other:?}"),
+        }
+    }
+    f.assert_untouched().await;
+}
+
+// ---- client configuration -----------------------------------------------------------
+
+#[tokio::test]
+async fn watchdog_timeout_zero_is_invalid_duration() {
+    let mut f = Fixture::new().await;
+    let url = f.server.url();
+    let result = LockClient::builder(&url)
+        .watchdog_timeout(Duration::ZERO)
+        .connect()
+        .await;
+    expect_invalid_duration(result, "watchdog timeout");
+    // Below the 30 ms floor (renewals every third of it would be too tight).
+    let result = LockClient::builder(&url)
+        .watchdog_timeout(Duration::from_millis(29))
+        .connect()
+        .await;
+    expect_invalid_duration(result, "watchdog timeout");
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn zero_response_timeout_is_invalid_duration() {
+    let mut f = Fixture::new().await;
+    let result = LockClient::builder(&f.server.url())
+        .response_timeout(Duration::ZERO)
+        .connect()
+        .await;
+    expect_invalid_duration(result, "response timeout");
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn empty_prefix_is_invalid_config() {
+    let mut f = Fixture::new().await;
+    let url = f.server.url();
+    for prefix in ["", "a{b", "x".repeat(129).as_str()] {
+        match LockClient::builder(&url).prefix(prefix).connect().await {
+            Err(Error::InvalidConfig(_)) => {}
+            other => panic!("prefix {prefix:?}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn zero_renew_batch_is_invalid_config() {
+    let mut f = Fixture::new().await;
+    match LockClient::builder(&f.server.url())
+        .renew_batch(0)
+        .connect()
+        .await
+    {
+        Err(Error::InvalidConfig(_)) => {}
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn empty_explicit_owner_is_invalid_name() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("owners").unwrap();
+    expect_invalid_name(lock.with_owner(""));
+    f.assert_untouched().await;
+}
+
+#[tokio::test]
+async fn oversized_or_control_owner_is_invalid_name() {
+    let mut f = Fixture::new().await;
+    let lock = f.client.lock("owners").unwrap();
+    expect_invalid_name(lock.with_owner("o".repeat(MAX_OWNER_LEN + 1)));
+    expect_invalid_name(lock.with_owner("tab\there"));
+    assert!(lock.with_owner("o".repeat(MAX_OWNER_LEN)).is_ok());
+    f.assert_untouched().await;
+}
