@@ -33,7 +33,6 @@ const ACL_RULES: &[&str] = &[
     "+pubsub|numsub",
     // Called by the scripts:
     "+type",
-    "+exists",
     "+get",
     "+set",
     "+incr",
@@ -44,7 +43,6 @@ const ACL_RULES: &[&str] = &[
     "+hset",
     "+hexists",
     "+hincrby",
-    "+hlen",
     "+hgetall",
     "+publish",
 ];
