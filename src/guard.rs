@@ -138,12 +138,7 @@ impl LockGuard {
     /// released; it is never released twice, renewal has stopped, and the lease bounds
     /// how long it can stay.
     pub async fn release(mut self) -> Result<()> {
-        self.armed = false;
-        self.lock
-            .client
-            .inner
-            .registry
-            .unhold(&self.entry, self.lock.mode);
+        self.disarm();
         let code = release(
             &self.lock.client.inner,
             &self.lock.keys,
@@ -182,12 +177,18 @@ impl LockGuard {
     /// id re-acquires or [`unlock`](Lock::unlock)s it. This is how a hold is handed to
     /// another process that uses the same explicit owner id.
     pub fn detach(mut self) {
-        self.armed = false;
-        self.lock
-            .client
-            .inner
-            .registry
-            .unhold(&self.entry, self.lock.mode);
+        self.disarm();
+    }
+
+    /// Stops renewal of this hold (once) and makes `Drop` do nothing more.
+    fn disarm(&mut self) {
+        if std::mem::replace(&mut self.armed, false) {
+            self.lock
+                .client
+                .inner
+                .registry
+                .unhold(&self.entry, self.lock.mode);
+        }
     }
 }
 
@@ -196,8 +197,8 @@ impl Drop for LockGuard {
         if !self.armed {
             return;
         }
+        self.disarm();
         let inner = &self.lock.client.inner;
-        inner.registry.unhold(&self.entry, self.lock.mode);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 let lock = self.lock.clone();
