@@ -33,6 +33,25 @@ pub fn redis_server_binary() -> PathBuf {
     );
 }
 
+/// Whether a Redis server on `port` answers PING (a listening socket alone is not enough:
+/// a server can accept and then exit, e.g. on a bad ACL rule).
+fn answers_ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut reply = [0u8; 64];
+    match stream.read(&mut reply) {
+        // +PONG, or -NOAUTH when a password is required: either way the server is up.
+        Ok(n) if n > 0 => reply[0] == b'+' || reply.starts_with(b"-NOAUTH"),
+        _ => false,
+    }
+}
+
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
@@ -88,7 +107,7 @@ impl RedisServer {
                 let log = std::fs::read_to_string(&log).unwrap_or_default();
                 return Err(format!("exited with {status}: {log}"));
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if answers_ping(self.port) {
                 self.child = Some(child);
                 return Ok(());
             }
