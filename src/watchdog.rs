@@ -384,7 +384,7 @@ impl Watchdog {
                     let sent_at = Instant::now();
                     let reply = tokio::time::timeout(
                         call_timeout,
-                        scripts::call::<Vec<i64>>(&mut conn, &scripts.renew, &cmd),
+                        scripts::call::<Vec<usize>>(&mut conn, &scripts.renew, &cmd),
                     )
                     .await;
                     registry
@@ -392,14 +392,18 @@ impl Watchdog {
                         .renew_calls
                         .fetch_add(1, Ordering::Relaxed);
                     match reply {
-                        Ok(Ok(flags)) if flags.len() == chunk.len() => {
+                        Ok(Ok(lost)) if lost.iter().all(|&i| i >= 1 && i <= chunk.len()) => {
+                            let mut gone = vec![false; chunk.len()];
+                            for &i in &lost {
+                                gone[i - 1] = true;
+                            }
                             let mut renewed = 0;
-                            for (entry, flag) in chunk.iter().zip(flags) {
-                                if flag == 1 {
+                            for (entry, gone) in chunk.iter().zip(gone) {
+                                if gone {
+                                    registry.declare_lost(entry, LostReason::OwnerFieldGone);
+                                } else {
                                     entry.confirm(sent_at, lease);
                                     renewed += 1;
-                                } else {
-                                    registry.declare_lost(entry, LostReason::OwnerFieldGone);
                                 }
                             }
                             registry
@@ -408,11 +412,11 @@ impl Watchdog {
                                 .fetch_add(renewed, Ordering::Relaxed);
                             renewed
                         }
-                        Ok(Ok(flags)) => {
+                        Ok(Ok(lost)) => {
                             tracing::error!(
-                                expected = chunk.len(),
-                                got = flags.len(),
-                                "watchdog: renew reply has the wrong length"
+                                batch = chunk.len(),
+                                ?lost,
+                                "watchdog: renew reply names positions outside the batch"
                             );
                             registry
                                 .counters

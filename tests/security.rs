@@ -352,7 +352,11 @@ async fn renew_with_a_wrong_owner_is_refused_and_does_not_extend_the_ttl() {
         .invoke_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(reply, vec![0], "renewal by a wrong owner must be refused");
+    assert_eq!(
+        reply,
+        vec![1],
+        "renewal by a wrong owner must be refused (position 1 reported lost)"
+    );
     let after: i64 = conn.pttl(lock.key()).await.unwrap();
     assert!(
         after <= before && after < 5_000,
@@ -366,7 +370,7 @@ async fn renew_with_a_wrong_owner_is_refused_and_does_not_extend_the_ttl() {
         .invoke_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(reply, vec![1]);
+    assert!(reply.is_empty(), "the real owner's renewal succeeds");
     let extended: i64 = conn.pttl(lock.key()).await.unwrap();
     assert!(extended > 50_000, "{extended}");
     guard.release().await.unwrap();
