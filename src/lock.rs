@@ -223,13 +223,15 @@ impl Lock {
 
     /// Waits until the lock is acquired.
     ///
-    /// Fails fast with [`Error::Redis`] when Redis cannot be reached, and with
-    /// [`Error::WrongType`] when the key holds something else.
+    /// The first attempt fails fast with [`Error::Redis`] when Redis cannot be reached;
+    /// once waiting, it rides out connection blips and restarts, and reports
+    /// [`Error::Redis`] only after an outage longer than the watchdog timeout. Fails
+    /// with [`Error::WrongType`] when the key holds something else.
     ///
     /// # Cancel safety
-    /// Cancel-safe. Each attempt runs in its own task; if the caller is gone when an
-    /// attempt succeeds, that task releases the hold at once. A wake-up this waiter
-    /// received is passed to the next local waiter.
+    /// Cancel-safe. An attempt dropped after it was sent finishes in a background task,
+    /// which releases a hold it won at once (see [`LockClient::flush`]). A wake-up this
+    /// waiter received is passed to the next local waiter.
     pub async fn acquire(&self) -> Result<LockGuard> {
         match self.acquire_until(None).await? {
             Some(guard) => Ok(guard),
