@@ -2,18 +2,32 @@
 //! the one way they are sent.
 //!
 //! Scripts run with `EVALSHA`. Redis forgets loaded scripts on restart, failover and
-//! `SCRIPT FLUSH`; a `NOSCRIPT` reply means the script did not run, so it is loaded and
-//! the call sent again, a few times over (another flush can land in between). Callers
-//! never see `NOSCRIPT`.
+//! `SCRIPT FLUSH`; a `NOSCRIPT` reply means the script did not run, so the same call is
+//! sent once more as `EVAL` with the script's body, which runs it (and caches it) in one
+//! step: no window for another flush to land in, as there would be between a
+//! `SCRIPT LOAD` and a second `EVALSHA`. Callers never see `NOSCRIPT`.
 
 use redis::aio::ConnectionManager;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind};
+use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 
-/// How often one call may meet `NOSCRIPT` before the error is passed on.
-const NOSCRIPT_ATTEMPTS: u32 = 4;
+/// One Lua script: its body and its SHA1.
+#[derive(Debug)]
+pub(crate) struct Script {
+    body: &'static str,
+    hashed: redis::Script,
+}
+
+impl Script {
+    fn new(body: &'static str) -> Self {
+        Script {
+            body,
+            hashed: redis::Script::new(body),
+        }
+    }
+}
 
 /// All scripts, hashed once per client.
 #[derive(Debug)]
@@ -42,33 +56,39 @@ impl Scripts {
 /// allocates per argument), which matters for the watchdog's large batches.
 pub(crate) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(keys.len());
+    cmd.arg(script.hashed.get_hash()).arg(keys.len());
     for key in keys {
         cmd.arg(*key);
     }
     cmd
 }
 
-/// Sends a prepared `EVALSHA`, loading the script and resending on `NOSCRIPT`.
+/// Sends a prepared `EVALSHA`; on `NOSCRIPT` sends the same call as `EVAL`.
 pub(crate) async fn call<T: FromRedisValue>(
     conn: &mut ConnectionManager,
     script: &Script,
     cmd: &Cmd,
 ) -> RedisResult<T> {
-    let mut attempt = 1;
-    loop {
-        match cmd.query_async::<T>(conn).await {
-            Err(err)
-                if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
-                    && attempt < NOSCRIPT_ATTEMPTS =>
-            {
-                tracing::debug!(sha = script.get_hash(), "NOSCRIPT: loading the script");
-                script.load_async(conn).await?;
-                attempt += 1;
-            }
-            other => return other,
+    match cmd.query_async::<T>(conn).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            tracing::debug!(sha = script.hashed.get_hash(), "NOSCRIPT: sending the body");
+            as_eval(script, cmd).query_async::<T>(conn).await
+        }
+        other => other,
+    }
+}
+
+/// `EVALSHA <sha> <numkeys> <rest...>` as `EVAL <body> <numkeys> <rest...>`.
+fn as_eval(script: &Script, evalsha: &Cmd) -> Cmd {
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(script.body);
+    // Skip the command name and the SHA1.
+    for arg in evalsha.args_iter().skip(2) {
+        if let Arg::Simple(bytes) = arg {
+            eval.arg(bytes);
         }
     }
+    eval
 }
 
 impl ClientInner {
@@ -99,4 +119,27 @@ impl ClientInner {
 pub(crate) fn may_have_run(err: &redis::RedisError) -> bool {
     !err.is_connection_refusal()
         && (err.is_timeout() || err.is_io_error() || err.is_connection_dropped())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evalsha_becomes_eval_with_the_same_keys_and_arguments() {
+        let script = Script::new("return 1");
+        let mut cmd = evalsha(&script, &["k1", "k2"]);
+        cmd.arg("owner").arg(30_000u64);
+        let eval = as_eval(&script, &cmd);
+        let args: Vec<Vec<u8>> = eval
+            .args_iter()
+            .map(|arg| match arg {
+                Arg::Simple(bytes) => bytes.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let expected: Vec<&[u8]> =
+            vec![b"EVAL", b"return 1", b"2", b"k1", b"k2", b"owner", b"30000"];
+        assert_eq!(args, expected);
+    }
 }
