@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+// The same throw-away redis-server the tests use.
+#[path = "../tests/common/mod.rs"]
+mod common;
 #[path = "locks/report.rs"]
 mod report;
 #[path = "locks/scenarios.rs"]
@@ -127,7 +130,7 @@ fn main() -> ExitCode {
 /// Returns whether every scenario ran cleanly.
 async fn run(args: Args) -> Res<bool> {
     let started = Instant::now();
-    let mut server = util::RedisServer::start()?;
+    let mut server = common::RedisServer::start();
     let url = server.url();
     let mut control = util::control(&url).await?;
     let info: String = redis::cmd("INFO")
@@ -200,7 +203,7 @@ async fn run(args: Args) -> Res<bool> {
     }
     let _ = ctx.flushall().await;
     drop(ctx);
-    server.stop();
+    server.kill();
 
     let total = started.elapsed().as_secs_f64();
     let ok = outcomes.iter().all(|o| o.failures.is_empty());

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::error::{Error, LostReason, Result};
-use crate::lock::{Lock, release};
+use crate::lock::Lock;
 use crate::watchdog::{HoldEntry, LeaseMode};
 
 /// Proof of one hold of a lock. `Send` and `'static`, so it can move between tasks.
@@ -139,13 +139,7 @@ impl LockGuard {
     /// how long it can stay.
     pub async fn release(mut self) -> Result<()> {
         self.disarm();
-        let code = release(
-            &self.lock.client.inner,
-            &self.lock.keys,
-            &self.owner,
-            self.lock.lease_ms_for_release(),
-        )
-        .await?;
+        let code = self.lock.release_hold(&self.owner).await?;
         let lost = |reason| Error::LockLost {
             name: self.lock.name().to_owned(),
             reason,
@@ -205,9 +199,7 @@ impl Drop for LockGuard {
                 let owner = self.owner.clone();
                 let background = inner.background.clone();
                 background.spawn(&runtime, async move {
-                    let inner = &lock.client.inner;
-                    let lease_ms = lock.lease_ms_for_release();
-                    match release(inner, &lock.keys, &owner, lease_ms).await {
+                    match lock.release_hold(&owner).await {
                         Ok(code) if code >= 0 => {}
                         Ok(_) => tracing::debug!(
                             lock = lock.name(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, Value};
 use tokio::time::Instant;
 
-use crate::client::{Background, ClientInner, LockClient, RELEASE_ATTEMPTS};
+use crate::client::{Background, LockClient, RELEASE_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, LockKeys};
@@ -275,17 +275,22 @@ impl Lock {
     async fn acquire_until(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
         let owner = self.resolve_owner();
         let deadline = wait.map(|wait| Instant::now() + wait);
-        let remaining = |now: Instant| deadline.map(|d| d.saturating_duration_since(now));
+        // How long to pause: `wanted`, cut to the time left; `None` once the wait is over.
+        let pause_for = |wanted: Duration| match deadline {
+            None => Some(wanted),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| left.min(wanted))
+            }
+        };
 
         // The first attempt fails fast: an unreachable Redis is the caller's to handle.
         let pttl = match self.attempt(&owner).await? {
             Attempt::Acquired(guard) => return Ok(Some(guard)),
             Attempt::Held { pttl } => pttl,
         };
-        let first_pause = match remaining(Instant::now()) {
-            Some(left) if left.is_zero() => return Ok(None),
-            Some(left) => left.min(pttl),
-            None => pttl,
+        let Some(first_pause) = pause_for(pttl) else {
+            return Ok(None);
         };
         // Subscribe before the next attempt, so a release between that attempt and our
         // sleep cannot be missed.
@@ -327,10 +332,8 @@ impl Lock {
                 Err(err) => return Err(err),
             };
             drop(baton);
-            let pause = match remaining(Instant::now()) {
-                Some(left) if left.is_zero() => return Ok(None),
-                Some(left) => left.min(pause),
-                None => pause,
+            let Some(pause) = pause_for(pause) else {
+                return Ok(None);
             };
             tokio::select! {
                 _ = listener.notified() => woken = true,
@@ -480,7 +483,7 @@ impl Lock {
     /// the hold; it never releases twice.
     pub async fn unlock(&self) -> Result<u64> {
         let owner = self.resolve_owner();
-        match release(&self.client.inner, &self.keys, &owner, self.lease_ms()).await? {
+        match self.release_hold(&owner).await? {
             remaining if remaining >= 0 => Ok(remaining as u64),
             -1 => Err(Error::NotHeld {
                 name: self.keys.name.to_string(),
@@ -623,45 +626,39 @@ impl Lock {
         }
     }
 
-    pub(crate) fn lease_ms_for_release(&self) -> u64 {
-        self.lease_ms()
-    }
-}
-
-/// Sends the release script, retrying with the same request id when the reply was lost,
-/// so the hold is decremented at most once. Returns the script's code; a retry that finds
-/// the hold gone reports 0, because only the lost first attempt can have released it.
-pub(crate) async fn release(
-    inner: &ClientInner,
-    keys: &LockKeys,
-    owner: &str,
-    lease_ms: u64,
-) -> Result<i64> {
-    let request = inner.next_request_id();
-    let latch = keys.latch(&request);
-    let latch_ms = inner.latch_ttl().as_millis() as u64;
-    let command = |retry: bool| {
-        let mut cmd = evalsha(&inner.scripts.release, &[&keys.hash, &latch]);
-        cmd.arg(owner)
-            .arg(lease_ms)
-            .arg(&*keys.channel)
-            .arg(latch_ms)
-            .arg(if retry { "1" } else { "0" });
-        cmd
-    };
-    let mut attempt = 1;
-    loop {
-        match inner
-            .eval::<i64>(&inner.scripts.release, &command(attempt > 1))
-            .await
-        {
-            Err(Error::Redis(err)) if attempt < RELEASE_ATTEMPTS && may_have_run(&err) => {
-                tracing::debug!(error = %err, attempt, "release reply lost; retrying");
-                tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
-                attempt += 1;
+    /// Gives back one hold of `owner`: sends the release script, retrying with the same
+    /// request id when the reply was lost, so the hold is decremented at most once.
+    /// Returns the script's code; a retry that finds the hold gone reports 0, because
+    /// only the lost first attempt can have released it.
+    pub(crate) async fn release_hold(&self, owner: &str) -> Result<i64> {
+        let inner = &self.client.inner;
+        let keys = &self.keys;
+        let request = inner.next_request_id();
+        let latch = keys.latch(&request);
+        let latch_ms = inner.latch_ttl().as_millis() as u64;
+        let command = |retry: bool| {
+            let mut cmd = evalsha(&inner.scripts.release, &[&keys.hash, &latch]);
+            cmd.arg(owner)
+                .arg(self.lease_ms())
+                .arg(&*keys.channel)
+                .arg(latch_ms)
+                .arg(if retry { "1" } else { "0" });
+            cmd
+        };
+        let mut attempt = 1;
+        loop {
+            match inner
+                .eval::<i64>(&inner.scripts.release, &command(attempt > 1))
+                .await
+            {
+                Err(Error::Redis(err)) if attempt < RELEASE_ATTEMPTS && may_have_run(&err) => {
+                    tracing::debug!(error = %err, attempt, "release reply lost; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                    attempt += 1;
+                }
+                Ok(-1) if attempt > 1 => return Ok(0),
+                other => return other,
             }
-            Ok(-1) if attempt > 1 => return Ok(0),
-            other => return other,
         }
     }
 }

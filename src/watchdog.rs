@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::LostReason;
-use crate::scripts::{self, Scripts};
+use crate::scripts::{self, Scripts, evalsha};
 
 /// How a hold's lease is maintained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,9 +311,14 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
+    /// Renewals run every third of the lease, so two can fail before it runs out.
+    fn period(&self) -> Duration {
+        self.lease / 3
+    }
+
     /// Runs until the client's shutdown token is cancelled.
     pub(crate) async fn run(self) {
-        let period = self.lease / 3;
+        let period = self.period();
         let mut next_tick = Instant::now() + period;
         // The earliest confirmed deadline seen by the last scan. Renewals only move
         // deadlines later, so until then no hold can be overdue and scanning (which visits
@@ -356,7 +361,7 @@ impl Watchdog {
         let scripts = self.scripts.clone();
         let lease = self.lease;
         let batch = self.batch.max(1);
-        let call_timeout = self.call_timeout.min(period_of(lease));
+        let call_timeout = self.call_timeout.min(self.period());
         async move {
             if entries.is_empty() {
                 return;
@@ -365,18 +370,20 @@ impl Watchdog {
             let lease_ms = lease.as_millis() as u64;
             let mut calls = JoinSet::new();
             let mut call_count = 0u64;
-            for chunk in entries.chunks(batch) {
-                let chunk: Vec<Arc<HoldEntry>> = chunk.to_vec();
+            // Move the entries into the batches: no second reference count per lock.
+            let mut entries = entries.into_iter();
+            loop {
+                let chunk: Vec<Arc<HoldEntry>> = entries.by_ref().take(batch).collect();
+                if chunk.is_empty() {
+                    break;
+                }
                 let mut conn = conn.clone();
                 let scripts = scripts.clone();
                 let registry = registry.clone();
                 call_count += 1;
                 calls.spawn(async move {
-                    let mut cmd = redis::cmd("EVALSHA");
-                    cmd.arg(scripts.renew.get_hash()).arg(chunk.len());
-                    for entry in &chunk {
-                        cmd.arg(&*entry.key);
-                    }
+                    let keys: Vec<&str> = chunk.iter().map(|entry| &*entry.key).collect();
+                    let mut cmd = evalsha(&scripts.renew, &keys);
                     cmd.arg(lease_ms);
                     for entry in &chunk {
                         cmd.arg(&*entry.owner);
@@ -455,10 +462,6 @@ impl Watchdog {
                 .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         }
     }
-}
-
-fn period_of(lease: Duration) -> Duration {
-    lease / 3
 }
 
 #[cfg(test)]

@@ -1,10 +1,9 @@
-//! Shared plumbing for the benchmark: the throw-away redis-server, statistics, `INFO`
-//! parsing, `/proc` readings, and the raw `SET NX PX` baseline.
+//! Shared plumbing for the benchmark: statistics, `INFO` parsing, `/proc` readings, and
+//! the raw `SET NX PX` baseline. The throw-away redis-server is the test harness's
+//! (`tests/common`).
 
 use std::collections::HashMap;
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,111 +16,6 @@ pub type Res<T> = Result<T, BoxError>;
 /// Builds a `BoxError` from a message.
 pub fn err(msg: impl Into<String>) -> BoxError {
     msg.into().into()
-}
-
-// ---------------------------------------------------------------------------------------
-// redis-server
-// ---------------------------------------------------------------------------------------
-
-/// A `redis-server` on a free loopback port in a temporary directory, persistence off.
-/// Killed when stopped or dropped.
-pub struct RedisServer {
-    pub port: u16,
-    child: Option<Child>,
-    _dir: tempfile::TempDir,
-}
-
-fn redis_server_binary() -> PathBuf {
-    if let Ok(path) = std::env::var("REDIS_SERVER_BIN") {
-        return path.into();
-    }
-    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
-        let candidate = PathBuf::from(dir).join("redis-server");
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    "redis-server".into()
-}
-
-fn free_port() -> Res<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
-impl RedisServer {
-    pub fn start() -> Res<Self> {
-        let mut last = String::new();
-        for _ in 0..5 {
-            match Self::try_start() {
-                Ok(server) => return Ok(server),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        Err(err(format!(
-            "could not start redis-server ({}): {last}. Run `bash scripts/ensure-redis.sh` \
-             or set REDIS_SERVER_BIN.",
-            redis_server_binary().display()
-        )))
-    }
-
-    fn try_start() -> Res<Self> {
-        let dir = tempfile::tempdir()?;
-        let port = free_port()?;
-        let log = dir.path().join("redis.log");
-        let mut child = Command::new(redis_server_binary())
-            .arg("--port")
-            .arg(port.to_string())
-            .args(["--bind", "127.0.0.1"])
-            .args(["--save", ""])
-            .args(["--appendonly", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .arg("--logfile")
-            .arg(&log)
-            .args(["--daemonize", "no"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                let log = std::fs::read_to_string(&log).unwrap_or_default();
-                return Err(err(format!("redis-server exited with {status}: {log}")));
-            }
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(RedisServer {
-                    port,
-                    child: Some(child),
-                    _dir: dir,
-                });
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(err("redis-server did not listen within 10 s"));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// The multi-thread tokio runtime used by the benchmark and its workers. For diagnosis,

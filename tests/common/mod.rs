@@ -65,7 +65,6 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments (e.g. `["--requirepass", "x"]`).
     pub fn start_with(extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
         let mut last_error = String::new();
         for _ in 0..5 {
             let mut server = RedisServer {
@@ -79,7 +78,6 @@ impl RedisServer {
                 Err(err) => last_error = err,
             }
         }
-        drop(dir);
         panic!("could not start redis-server: {last_error}");
     }
 
