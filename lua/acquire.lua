@@ -1,83 +1,103 @@
--- acquire.lua: take or re-enter the reentrant lock for one owner, optionally with a
--- fencing token; exactly once per request.
+-- acquire.lua: take or re-enter the reentrant lock for one owner.
 --
--- KEYS[1]  the lock hash            (<prefix>:{<name>})
--- KEYS[2]  the fencing counter      (<prefix>:{<name>}:fence)
--- KEYS[3]  the request's latch key  (<prefix>:{<name>}:latch:<request-id>)
--- ARGV[1]  owner id                 (the hash field; its value is the hold count)
--- ARGV[2]  lease in ms              (set as the key's PEXPIRE on every successful acquire)
--- ARGV[3]  '1' to return a fencing token, '0' otherwise
--- ARGV[4]  '1' to only ask what became of an earlier request whose reply was lost,
---          '0' to acquire
--- ARGV[5]  latch lifetime in ms
+-- KEYS[1]  the lock hash        (<prefix>:{<name>})
+-- KEYS[2]  the fencing counter  (<prefix>:{<name>}:fence; touched only when ARGV[4] is '1')
+-- ARGV[1]  owner id             (the hash field; its value is the owner's hold count)
+-- ARGV[2]  lease in ms
+-- ARGV[3]  request id           ('<client-tag>.<seq>', unique per request)
+-- ARGV[4]  '1' to hand out a fencing token, '0' otherwise
 --
--- Returns a three-element array {code, value, token}:
---   {1, count, token}  acquired; count is this owner's hold count after the acquire
---                      (1 = fresh). token is the hold's fencing token when asked for, else 0.
---   {0, pttl, 0}       held by another owner; pttl is the key's remaining TTL in ms
---   {2, what, 0}       the key exists but is not one of our locks; what describes it.
---                      Nothing was written.
---   {3, 0, 0}          (only when ARGV[4] is '1') no acquire ran under this request id
+-- Returns:
+--   {1, count, hold, token}  acquired. count is the owner's hold count after this acquire
+--                            (1 = fresh); hold is the hold id; token is the hold's fencing
+--                            token, 0 when it has none or none was asked for.
+--   {0, pttl}                held by another owner; pttl is the key's remaining TTL in ms
+--   {2, what}                the key is not one of our locks; nothing was written
 --
--- Why the latch: a client whose reply was lost (timeout, reconnect) cannot know whether
--- the acquire ran. It asks again with the same request id and ARGV[4] = '1': the latch
--- hands back the first result (so the client can give that hold back), or the answer is
--- that nothing ran. Asking never acquires.
+-- The hash of a held lock:
+--   <owner>          hold count (the reentrancy depth, summed over every client of the owner)
+--   "\1h"            hold id: the request id of the fresh acquire that created this hold.
+--                    Every release, renewal and reconciliation names it and acts only while
+--                    it is current, so a stale guard, or a retry that arrives after the hold
+--                    ended, can never give back a newer hold of the same owner
+--                    (property "release is true", "never two holders").
+--   "\1r<tag>"       the seq of the last re-entry or partial release that client <tag>
+--                    applied to this hold. It makes re-entries and partial releases
+--                    exactly-once without per-request latch keys: a client serialises its
+--                    requests per (lock, owner), so "my last applied request" is enough to
+--                    answer "did my lost request run?" (see probe.lua, release.lua).
+--                    It lives and dies with the hash: no key outlives the lock ("no garbage").
+--   "\1fence"        the hold's fencing token, for fenced holds
+-- A fresh acquire needs no record: the hold id itself says whether it ran.
 --
--- Fencing: a fenced acquisition takes the next number from the counter (INCR) and records
--- it in the hash under the reserved field "\1fence" (owner ids never contain control
--- characters). A reentrant acquisition returns the recorded token: no new number. An
--- unfenced hold that is re-entered with fencing gets a fresh number then.
+-- Expiry: a fresh acquire sets the lease. A re-entry only ever lengthens it (PEXPIRE GT;
+-- Redis 7.0+), so a short lease nested in a longer hold, from this client or another
+-- client of the same owner, cannot cut the outer hold's expiry ("never two holders").
 --
--- Why TYPE first: HGET on a string key raises WRONGTYPE, which would surface as a generic
--- script error. Checking up front lets the client report a typed error and touch nothing.
--- Why a hash with no expiry is refused: every lock this library writes has a TTL, so a
--- hash without one belongs to somebody else and must not be mistaken for a held lock.
-local TOKEN_FIELD = '\1fence'
-if ARGV[4] == '1' then
-  local earlier = redis.call('GET', KEYS[3])
-  if earlier then
-    local count, token = string.match(earlier, '^(%d+):(%d+)$')
-    return {1, tonumber(count), tonumber(token)}
-  end
-  return {3, 0, 0}
+-- Fencing: token = max(counter + 1, server time in microseconds). The time floor keeps
+-- tokens increasing when the counter is lost (restart without persistence, FLUSHALL,
+-- failover to a replica that missed the INCR), as long as the server clock does not step
+-- back by more than the outage lasted ("tokens only go up"). Lua 5.1 numbers are doubles:
+-- exact up to 2^53, i.e. for microsecond times until the year 2255.
+--
+-- Why TYPE first: HGET on a string key raises WRONGTYPE, a generic script error; checking
+-- first gives a typed error and writes nothing. A hash without an expiry or without a hold
+-- id was not written by this library and is refused.
+local HOLD, FENCE = '\1h', '\1fence'
+local lock, owner, lease, request = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+
+local function next_token()
+  local now = redis.call('TIME')
+  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  local token = math.max(last + 1, floor)
+  redis.call('SET', KEYS[2], string.format('%.0f', token))
+  return token
 end
-local fenced = ARGV[3] == '1'
-local kind = redis.call('TYPE', KEYS[1]).ok
-local count
-local token = 0
+
+local kind = redis.call('TYPE', lock).ok
 if kind == 'none' then
-  count = 1
-  if fenced then
-    token = redis.call('INCR', KEYS[2])
-    redis.call('HSET', KEYS[1], ARGV[1], 1, TOKEN_FIELD, token)
+  local token = 0
+  if ARGV[4] == '1' then
+    token = next_token()
+    redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, string.format('%.0f', token))
   else
-    redis.call('HSET', KEYS[1], ARGV[1], 1)
+    redis.call('HSET', lock, owner, 1, HOLD, request)
   end
-elseif kind ~= 'hash' then
-  return {2, kind, 0}
-else
-  local held = redis.call('HGET', KEYS[1], ARGV[1])
-  if not held then
-    local pttl = redis.call('PTTL', KEYS[1])
-    if pttl < 0 then
-      return {2, 'hash without an expiry', 0}
-    end
-    return {0, pttl, 0}
+  redis.call('PEXPIRE', lock, lease)
+  return {1, 1, request, token}
+end
+if kind ~= 'hash' then
+  return {2, kind}
+end
+local held = redis.call('HMGET', lock, owner, HOLD, FENCE)
+if not held[1] then
+  local pttl = redis.call('PTTL', lock)
+  if pttl < 0 then
+    return {2, 'hash without an expiry'}
   end
-  count = tonumber(held)
-  if count == nil or count < 1 or count ~= math.floor(count) then
-    return {2, 'hash whose owner field is not a hold count', 0}
-  end
-  count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-  if fenced then
-    token = tonumber(redis.call('HGET', KEYS[1], TOKEN_FIELD))
-    if token == nil then
-      token = redis.call('INCR', KEYS[2])
-      redis.call('HSET', KEYS[1], TOKEN_FIELD, token)
-    end
+  return {0, pttl}
+end
+local count = tonumber(held[1])
+if count == nil or count < 1 or count ~= math.floor(count) then
+  return {2, 'hash whose owner field is not a hold count'}
+end
+if not held[2] then
+  return {2, 'hash without a hold id'}
+end
+local tag, seq = string.match(request, '^(.*)%.(%d+)$')
+if not tag then
+  return redis.error_reply('ERR acquire.lua: malformed request id')
+end
+count = redis.call('HINCRBY', lock, owner, 1)
+redis.call('HSET', lock, '\1r' .. tag, seq)
+redis.call('PEXPIRE', lock, lease, 'GT')
+local token = 0
+if ARGV[4] == '1' then
+  token = tonumber(held[3])
+  if token == nil then
+    token = next_token()
+    redis.call('HSET', lock, FENCE, string.format('%.0f', token))
   end
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[3], count .. ':' .. token, 'PX', ARGV[5])
-return {1, count, token}
+return {1, count, held[2], token}

@@ -1,45 +1,53 @@
--- release.lua: give back one hold of the reentrant lock, never twice per request.
+-- release.lua: give back one hold of the reentrant lock, exactly once, and only the hold
+-- that the caller names.
 --
--- KEYS[1]  the lock hash             (<prefix>:{<name>})
--- KEYS[2]  the request's latch key   (<prefix>:{<name>}:latch:<request-id>)
+-- KEYS[1]  the lock hash       (<prefix>:{<name>})
 -- ARGV[1]  owner id
--- ARGV[2]  lease in ms               (re-armed when holds remain)
--- ARGV[3]  wake-up channel           (<prefix>:{<name>}:db<n>:released)
--- ARGV[4]  latch lifetime in ms
--- ARGV[5]  '1' when this is a retry of a request whose reply was lost, '0' otherwise
+-- ARGV[2]  hold id             (from acquire.lua: the hold this guard belongs to)
+-- ARGV[3]  request id          ('<client-tag>.<seq>', the same on every retry of one release)
+-- ARGV[4]  wake-up channel     (<prefix>:{<name>}:db<n>:released)
 --
 -- Returns an integer:
---   n >= 1  one hold released; n holds remain and the lease was re-armed
---   0       the last hold was released: the key was deleted and waiters were woken
---   -1      this owner holds no hold on the lock (never did, expired, deleted, or, on a
---           retry, the first attempt already released the last hold)
---   -2      the key exists but is not a hash; nothing was written
+--   n >= 1  one hold given back; n remain (the expiry is left alone)
+--   0       the last hold was given back: the key was deleted and waiters were woken
+--   -1      the named hold is not current: it ended (released, expired, deleted, Redis lost
+--           it) or the owner now has another hold. Nothing was written.
+--   -2      the key is not one of our locks; nothing was written
+--   -3      this request was already applied (a retry whose first attempt's reply was
+--           lost, after a partial release); nothing was written
 --
--- Why the latch, and only for partial releases: a client that timed out or reconnected
--- retries with the same request id. A retried partial release must not decrement again,
--- so the first attempt records its result and only retries read it. A retried final
--- release needs no latch: the field is gone, the retry answers -1 and cannot decrement
--- anything. Keeping the common (final) release free of writes beyond DEL keeps it cheap.
-if ARGV[5] == '1' then
-  local earlier = redis.call('GET', KEYS[2])
-  if earlier then
-    return tonumber(earlier)
-  end
+-- Why the hold id: the owner field alone cannot tell a guard's own hold from a newer hold
+-- of the same owner (after a force-unlock or an expiry the owner may acquire afresh).
+-- Matching "\1h" makes a stale guard or a late retry answer -1 instead of freeing a
+-- newer hold ("release is true", "never two holders").
+-- Why "\1r<tag>": a retried partial release must not decrement again. The client sends
+-- one request at a time per (lock, owner), so the record of its last applied request
+-- answers the retry ("exactly once"). A final release deletes the hash with its records;
+-- its retry then answers -1, which the client reports as unconfirmed, never as Ok.
+-- Why no re-arm on a partial release: the remaining holds keep the expiry they were given
+-- (renewed by the watchdog, or their own fixed lease); extending it here would stretch a
+-- fixed lease behind its holder's back.
+local lock, owner, hold, request = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local tag, seq = string.match(request, '^(.*)%.(%d+)$')
+if not tag then
+  return redis.error_reply('ERR release.lua: malformed request id')
 end
-local held = redis.pcall('HGET', KEYS[1], ARGV[1])
-if type(held) == 'table' and held.err then
+local held = redis.pcall('HMGET', lock, owner, '\1h', '\1r' .. tag)
+if held.err then
   return -2
 end
-if not held then
+if not held[1] or held[2] ~= hold then
   return -1
 end
-local count = tonumber(held)
+if held[3] == seq then
+  return -3
+end
+local count = tonumber(held[1])
 if count ~= nil and count > 1 then
-  count = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('SET', KEYS[2], count, 'PX', ARGV[4])
+  count = redis.call('HINCRBY', lock, owner, -1)
+  redis.call('HSET', lock, '\1r' .. tag, seq)
   return count
 end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[3], 'released')
+redis.call('DEL', lock)
+redis.call('PUBLISH', ARGV[4], 'released')
 return 0

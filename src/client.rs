@@ -9,10 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::keys::{self, LockKeys};
+use crate::lanes::Lanes;
 use crate::lock::Lock;
+use crate::protocol::{Call, Reply};
 use crate::pubsub::Hub;
-use crate::scripts::Scripts;
-use crate::watchdog::{Registry, Watchdog, WatchdogStats};
+use crate::scripts::{self, CallError, Scripts};
+use crate::watchdog::{Clock, Registry, Watchdog, WatchdogStats};
 
 /// Default watchdog timeout: the lease of locks taken without an explicit lease.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
@@ -24,9 +26,6 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default number of locks renewed by one watchdog script call.
 pub const DEFAULT_RENEW_BATCH: usize = 500;
-
-/// How many times a release is sent when the reply is lost (timeout, reconnect).
-pub(crate) const RELEASE_ATTEMPTS: u32 = 3;
 
 /// A handle to Redis for taking locks. Cheap to clone: clones share one command
 /// connection, one subscription connection and one watchdog task.
@@ -44,9 +43,20 @@ pub(crate) const RELEASE_ATTEMPTS: u32 = 3;
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct LockClient {
     pub(crate) inner: Arc<ClientInner>,
+}
+
+impl std::fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Short on purpose: a client appears in the Debug output of every lock and guard.
+        f.debug_struct("LockClient")
+            .field("id", &self.inner.id)
+            .field("addr", &self.inner.addr)
+            .field("prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -61,9 +71,13 @@ pub(crate) struct ClientInner {
     pub(crate) addr: String,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) response_timeout: Duration,
+    /// A short random tag naming this client in request and hold ids.
+    tag: Arc<str>,
     request_counter: AtomicU64,
     shutdown: CancellationToken,
     pub(crate) background: Arc<Background>,
+    pub(crate) lanes: Arc<Lanes>,
+    pub(crate) clock: Clock,
 }
 
 /// Counts background work (releases of dropped guards, acquire attempts whose caller
@@ -118,14 +132,49 @@ impl Drop for ClientInner {
 }
 
 impl ClientInner {
-    /// A request id unique across clients: the client id plus a counter.
+    /// A request id unique across clients: `<tag>.<seq>` (see `lua/acquire.lua`).
     pub(crate) fn next_request_id(&self) -> String {
-        let n = self.request_counter.fetch_add(1, Ordering::Relaxed);
-        format!("{}:{n}", self.id)
+        let n = self.request_counter.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}.{n}", self.tag)
     }
 
-    pub(crate) fn latch_ttl(&self) -> Duration {
-        self.response_timeout * (RELEASE_ATTEMPTS + 1) + Duration::from_secs(1)
+    /// A random number for back-off jitter (the core draws none itself).
+    pub(crate) fn jitter(&self) -> u64 {
+        uuid::Uuid::new_v4().as_u64_pair().0
+    }
+
+    /// Sends one call of the protocol core, bounded by the response timeout (which also
+    /// bounds waiting for a reconnect).
+    pub(crate) async fn run(&self, call: &Call) -> std::result::Result<Reply, CallError> {
+        let mut conn = self.conn.clone();
+        match tokio::time::timeout(
+            self.response_timeout,
+            scripts::run(&mut conn, &self.scripts, call),
+        )
+        .await
+        {
+            Ok(reply) => reply,
+            Err(_) => Err(CallError {
+                failure: crate::protocol::Failure::Lost,
+                error: self.timeout_error(),
+            }),
+        }
+    }
+
+    /// [`ClientInner::run`] for calls whose failures are simply reported.
+    pub(crate) async fn eval(&self, call: &Call) -> Result<Reply> {
+        self.run(call).await.map_err(|err| Error::Redis(err.error))
+    }
+
+    pub(crate) fn timeout_error(&self) -> redis::RedisError {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no reply from {} within {:?}",
+                self.addr, self.response_timeout
+            ),
+        )
+        .into()
     }
 }
 
@@ -322,7 +371,8 @@ impl LockClientBuilder {
 
         let shutdown = CancellationToken::new();
         let scripts = Arc::new(Scripts::new());
-        let registry = Arc::new(Registry::default());
+        let clock = Clock::new();
+        let registry = Arc::new(Registry::new(clock));
         let hub = Hub::start(
             client,
             self.connect_timeout,
@@ -340,9 +390,11 @@ impl LockClientBuilder {
         };
         tokio::spawn(watchdog.run());
 
+        let id = uuid::Uuid::new_v4();
         Ok(LockClient {
             inner: Arc::new(ClientInner {
-                id: uuid::Uuid::new_v4().to_string().into(),
+                id: id.to_string().into(),
+                tag: format!("{:016x}", id.as_u64_pair().1).into(),
                 conn,
                 scripts,
                 registry,
@@ -355,6 +407,8 @@ impl LockClientBuilder {
                 request_counter: AtomicU64::new(0),
                 shutdown,
                 background: Arc::default(),
+                lanes: Arc::default(),
+                clock,
             }),
         })
     }

@@ -54,6 +54,18 @@ pub enum Error {
         reason: LostReason,
     },
 
+    /// A release whose reply was lost was retried, and the retry found the hold already
+    /// gone: either the lost attempt gave it back, or the hold had ended before (expired,
+    /// force-unlocked, lost by Redis). Nothing else was touched, and the hold is not held
+    /// now; what cannot be confirmed is that the critical section was protected to the end.
+    #[error(
+        "lock {name:?}: the release's reply was lost and the hold is gone; cannot confirm that this release gave it back"
+    )]
+    ReleaseUnconfirmed {
+        /// The lock name.
+        name: String,
+    },
+
     /// A bounded wait ran out before the lock could be acquired.
     #[error("timed out after {waited:?} waiting for lock {name:?}")]
     Timeout {
@@ -105,11 +117,12 @@ pub enum Error {
 
 /// Why a held lock is considered lost. Carried by [`Error::LockLost`] and by a guard's
 /// [`lost_reason`](crate::LockGuard::lost_reason).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LostReason {
-    /// A renewal or release found that this owner's field no longer exists: the key was
-    /// deleted, flushed, expired, or Redis restarted without it.
+    /// A renewal, check or release found that this hold is no longer current: the key was
+    /// deleted, flushed or expired, Redis restarted without it, or the owner now holds a
+    /// newer hold.
     OwnerFieldGone,
     /// Renewals could not reach Redis until the lease must have run out.
     LeaseExpiredUnconfirmed,
@@ -120,7 +133,7 @@ pub enum LostReason {
 impl std::fmt::Display for LostReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            LostReason::OwnerFieldGone => "the owner's field is gone from Redis",
+            LostReason::OwnerFieldGone => "the hold is gone from Redis",
             LostReason::LeaseExpiredUnconfirmed => {
                 "Redis could not be reached to renew the lease before it ran out"
             }

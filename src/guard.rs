@@ -7,7 +7,12 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
+use crate::protocol::Millis;
+use crate::protocol::release::ReleaseOutcome;
 use crate::watchdog::{HoldEntry, LeaseMode};
+
+/// How many response timeouts [`LockGuard::release`] waits for its outcome.
+const RELEASE_WAIT_TIMEOUTS: u32 = 4;
 
 /// Proof of one hold of a lock. `Send` and `'static`, so it can move between tasks.
 ///
@@ -38,6 +43,7 @@ pub struct LockGuard {
     lock: Lock,
     owner: Arc<str>,
     entry: Arc<HoldEntry>,
+    hold: Arc<str>,
     count: u64,
     token: Option<u64>,
     armed: bool,
@@ -48,6 +54,7 @@ impl LockGuard {
         lock: Lock,
         owner: Arc<str>,
         entry: Arc<HoldEntry>,
+        hold: Arc<str>,
         count: u64,
         token: Option<u64>,
     ) -> Self {
@@ -55,6 +62,7 @@ impl LockGuard {
             lock,
             owner,
             entry,
+            hold,
             count,
             token,
             armed: true,
@@ -114,9 +122,16 @@ impl LockGuard {
         self.entry.lost_token().child_token()
     }
 
-    /// Whether the lock has been lost.
+    /// Whether the lock has been lost. Also checks the clock, so an elapsed lease is
+    /// reported even when the runtime has not run the watchdog lately.
     pub fn is_lost(&self) -> bool {
-        self.entry.lost_token().is_cancelled()
+        self.entry.is_lost(&self.lock.client.inner.registry)
+    }
+
+    /// The id of the hold this guard belongs to: the request id of the acquire that
+    /// created it. Nested guards of one hold share it; a fresh acquisition gets a new one.
+    pub fn hold_id(&self) -> &str {
+        &self.hold
     }
 
     /// Why the lock was lost, if it was.
@@ -125,45 +140,102 @@ impl LockGuard {
     }
 
     /// Gives this hold back. On the last hold the key is deleted and one waiter per
-    /// process is woken.
+    /// process is woken. Only this guard's own hold is given back: if the hold ended and the
+    /// owner has since taken a newer one, that newer hold is left alone.
     ///
-    /// Errors:
-    /// * [`Error::LockLost`] when the lock was lost before the release (the critical
+    /// `Ok` means this call gave the hold back while it was held. Errors:
+    /// * [`Error::LockLost`] when the hold was lost before the release (the critical
     ///   section was not protected to the end);
-    /// * [`Error::Redis`] when Redis could not be reached after retries; the hold then
-    ///   expires with its lease (renewal has already stopped).
+    /// * [`Error::ReleaseUnconfirmed`] when a reply was lost and the retry found the hold
+    ///   gone, so it cannot be told whether this release or an earlier loss ended it;
+    /// * [`Error::Redis`] when Redis could not be reached (retrying through lost replies
+    ///   and transient states such as `BUSY` and `LOADING`) until the lease ran out, or
+    ///   answered with a permanent error; the hold then expires with its lease (renewal
+    ///   has already stopped).
     ///
     /// # Cancel safety
     /// If the future is dropped before completing, the hold may or may not have been
     /// released; it is never released twice, renewal has stopped, and the lease bounds
     /// how long it can stay.
     pub async fn release(mut self) -> Result<()> {
+        let give_up_at = self.give_up_at();
         self.disarm();
-        let code = self.lock.release_hold(&self.owner).await?;
+        let outcome = self.release_detached(give_up_at).await?;
         let lost = |reason| Error::LockLost {
             name: self.lock.name().to_owned(),
             reason,
         };
-        match code {
-            remaining if remaining >= 0 => match self.entry.lost_reason() {
+        match outcome {
+            ReleaseOutcome::Released { .. } => match self.entry.lost_reason() {
                 Some(reason) => Err(lost(reason)),
                 None => Ok(()),
             },
-            -1 => {
+            ReleaseOutcome::NotHeld => {
+                // Tell every other guard of this hold, even if the watchdog had not noticed.
+                self.lock.client.inner.registry.gone(&self.entry);
                 let reason = self.entry.lost_reason().unwrap_or(match self.lock.mode {
                     LeaseMode::Fixed(_) => LostReason::LeaseElapsed,
                     LeaseMode::Watchdog => LostReason::OwnerFieldGone,
                 });
-                // Tell every clone of the lost token, even if the watchdog had not noticed.
-                self.lock
-                    .client
-                    .inner
-                    .registry
-                    .declare_lost(&self.entry, reason);
                 Err(lost(reason))
             }
-            _ => Err(self.lock.wrong_type("not a hash")),
+            ReleaseOutcome::Unconfirmed => match self.entry.lost_reason() {
+                Some(reason) => Err(lost(reason)),
+                None => Err(Error::ReleaseUnconfirmed {
+                    name: self.lock.name().to_owned(),
+                }),
+            },
+            ReleaseOutcome::NotALock => Err(self.lock.wrong_type("not a hash")),
+            ReleaseOutcome::Failed(failure) => Err(Error::UnexpectedReply(format!(
+                "release failed: {failure:?}"
+            ))),
         }
+    }
+
+    /// Runs the release in a background task and waits for it for at most
+    /// [`RELEASE_WAIT_TIMEOUTS`] response timeouts. If Redis is unreachable or busy for
+    /// longer, the caller gets an error and the task keeps retrying until the lease has
+    /// run out, so the lock is freed as soon as Redis answers again (never twice).
+    async fn release_detached(&self, give_up_at: Millis) -> Result<ReleaseOutcome> {
+        let inner = &self.lock.client.inner;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return self
+                .lock
+                .release_hold(&self.owner, &self.hold, give_up_at)
+                .await;
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (lock, owner, hold) = (self.lock.clone(), self.owner.clone(), self.hold.clone());
+        inner.background.spawn(&runtime, async move {
+            let outcome = lock.release_hold(&owner, &hold, give_up_at).await;
+            // The caller may have stopped waiting; the release is done either way.
+            let _ = tx.send(outcome);
+        });
+        let wait = inner.response_timeout * RELEASE_WAIT_TIMEOUTS;
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(Error::RuntimeShutdown),
+            Err(_) => Err(Error::Redis(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "release of {:?} not confirmed by {} within {wait:?}; still retrying \
+                         in the background until the lease runs out",
+                        self.lock.name(),
+                        inner.addr
+                    ),
+                )
+                .into(),
+            )),
+        }
+    }
+
+    /// Until when a release keeps retrying: the lease as last confirmed, and at least two
+    /// response timeouts.
+    fn give_up_at(&self) -> Millis {
+        let inner = &self.lock.client.inner;
+        let floor = inner.clock.now() + 2 * inner.response_timeout.as_millis() as Millis;
+        self.entry.deadline().max(floor)
     }
 
     /// Stops tracking this hold without releasing it: no more renewal, no release on
@@ -181,7 +253,7 @@ impl LockGuard {
                 .client
                 .inner
                 .registry
-                .unhold(&self.entry, self.lock.mode);
+                .leave(&self.entry, self.lock.mode);
         }
     }
 }
@@ -191,19 +263,22 @@ impl Drop for LockGuard {
         if !self.armed {
             return;
         }
+        let give_up_at = self.give_up_at();
         self.disarm();
         let inner = &self.lock.client.inner;
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 let lock = self.lock.clone();
                 let owner = self.owner.clone();
+                let hold = self.hold.clone();
                 let background = inner.background.clone();
                 background.spawn(&runtime, async move {
-                    match lock.release_hold(&owner).await {
-                        Ok(code) if code >= 0 => {}
-                        Ok(_) => tracing::debug!(
+                    match lock.release_hold(&owner, &hold, give_up_at).await {
+                        Ok(ReleaseOutcome::Released { .. }) => {}
+                        Ok(outcome) => tracing::debug!(
                             lock = lock.name(),
-                            "dropped guard: the hold was already gone"
+                            ?outcome,
+                            "dropped guard: the hold was not given back by this release"
                         ),
                         Err(err) => tracing::warn!(
                             lock = lock.name(),

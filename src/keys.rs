@@ -6,7 +6,6 @@
 //! | what | key or channel |
 //! |------|----------------|
 //! | lock hash (field = owner id, value = hold count) | `<prefix>:{<name>}` |
-//! | release latch (one per release request, short-lived) | `<prefix>:{<name>}:latch:<request-id>` |
 //! | wake-up channel | `<prefix>:{<name>}:db<n>:released` |
 //! | fencing counter (only once fencing was used) | `<prefix>:{<name>}:fence` |
 //!
@@ -30,14 +29,20 @@ pub const MAX_OWNER_LEN: usize = 256;
 /// signed 64-bit millisecond count; we stay far below that with a hundred years.
 pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// Resolved names for one lock.
+/// Resolved names for one lock: its name, and the keys and channel of the protocol core.
 #[derive(Debug, Clone)]
 pub(crate) struct LockKeys {
     pub(crate) name: Arc<str>,
-    pub(crate) hash: Arc<str>,
-    pub(crate) channel: Arc<str>,
-    pub(crate) fence: Arc<str>,
-    latch_prefix: Arc<str>,
+    /// The lock hash, fencing counter and release channel, as the protocol core takes them.
+    pub(crate) protocol: crate::protocol::LockKeys,
+}
+
+impl std::ops::Deref for LockKeys {
+    type Target = crate::protocol::LockKeys;
+
+    fn deref(&self) -> &Self::Target {
+        &self.protocol
+    }
 }
 
 impl LockKeys {
@@ -46,18 +51,12 @@ impl LockKeys {
         let hash: Arc<str> = format!("{prefix}:{{{name}}}").into();
         Ok(LockKeys {
             name: name.into(),
-            channel: format!("{hash}:db{db}:released").into(),
-            latch_prefix: format!("{hash}:latch:").into(),
-            fence: format!("{hash}:fence").into(),
-            hash,
+            protocol: crate::protocol::LockKeys {
+                channel: format!("{hash}:db{db}:released").into(),
+                fence: format!("{hash}:fence").into(),
+                hash,
+            },
         })
-    }
-
-    pub(crate) fn latch(&self, request_id: &str) -> String {
-        let mut key = String::with_capacity(self.latch_prefix.len() + request_id.len());
-        key.push_str(&self.latch_prefix);
-        key.push_str(request_id);
-        key
     }
 }
 
@@ -166,7 +165,6 @@ mod tests {
         let keys = LockKeys::new("app", 3, "orders:42").unwrap();
         assert_eq!(&*keys.hash, "app:{orders:42}");
         assert_eq!(&*keys.channel, "app:{orders:42}:db3:released");
-        assert_eq!(keys.latch("r1"), "app:{orders:42}:latch:r1");
         assert_eq!(&*keys.fence, "app:{orders:42}:fence");
     }
 

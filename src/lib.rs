@@ -29,7 +29,8 @@
 //!
 //! ## Key layout
 //! For lock `name` under prefix `p` (default `redis-locks`): the hash `p:{name}`, the
-//! release latches `p:{name}:latch:<request>`, and the channel `p:{name}:db<n>:released`.
+//! fencing counter `p:{name}:fence` (only once fencing was used), and the channel
+//! `p:{name}:db<n>:released`. Nothing else: no key outlives a released lock.
 //! The `{name}` hash tag keeps them in one Redis Cluster slot.
 
 #![warn(missing_docs)]
@@ -38,8 +39,11 @@ mod client;
 mod error;
 mod guard;
 mod keys;
+mod lanes;
 mod lock;
 mod owner;
+#[doc(hidden)]
+pub mod protocol;
 mod pubsub;
 mod scripts;
 mod watchdog;

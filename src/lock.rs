@@ -9,17 +9,26 @@ use std::time::Duration;
 use redis::{FromRedisValue, Value};
 use tokio::time::Instant;
 
-use crate::client::{Background, LockClient, RELEASE_ATTEMPTS};
+use crate::client::{Background, LockClient};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, LockKeys};
+use crate::lanes::{LaneGuard, PendingAcquire};
 use crate::owner::current_owner;
+use crate::protocol::acquire::{
+    AcquireReply, AcquireRequest, AfterFailure, Granted, Probed, Reconcile, ReconcileStep,
+    after_failure,
+};
+use crate::protocol::release::{ReleaseOp, ReleaseOutcome, ReleaseStep};
+use crate::protocol::{Failure, Millis, Reply, force_unlock_call};
 use crate::pubsub::Listener;
-use crate::scripts::{evalsha, may_have_run};
+use crate::scripts::CallError;
 use crate::watchdog::LeaseMode;
 
 /// The reserved hash field holding the current hold's fencing token (see `lua/acquire.lua`).
 const TOKEN_FIELD: &str = "\u{1}fence";
+/// The reserved hash field holding the current hold's id.
+pub(crate) const HOLD_FIELD: &str = "\u{1}h";
 
 /// A handle to one named lock. Cheap to clone; creating it does not touch Redis.
 ///
@@ -363,39 +372,87 @@ impl Lock {
 
     async fn attempt_here(&self, owner: &Arc<str>) -> Result<Attempt> {
         let inner = &self.client.inner;
-        let request = inner.next_request_id();
-        let latch = self.keys.latch(&request);
-        let cmd = self.acquire_cmd(owner, &latch, false);
-        let sent_at = Instant::now();
-        match inner.eval::<Vec<Value>>(&inner.scripts.acquire, &cmd).await {
-            Ok(reply) => self.decode_acquire(owner, reply, sent_at),
-            Err(Error::Redis(err)) if may_have_run(&err) => {
-                // The reply was lost, but the acquire may have run. Find out in the
-                // background (asking with the same request id answers from its latch,
-                // and never acquires) and give back a hold it took, so none is left
-                // without an owner.
-                self.reconcile_lost_acquire(owner.clone(), latch, sent_at);
-                Err(Error::Redis(err))
+        let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
+        // An earlier acquire of this (lock, owner) whose reply was lost comes first: a hold
+        // it took is this attempt's result.
+        match self.resolve_pending(&mut lane).await {
+            Ok(Some((granted, sent_at))) => {
+                return Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)));
             }
-            Err(err) => Err(err),
+            Ok(None) => {}
+            Err(err) => return Err(Error::Redis(err.error)),
+        }
+        let request = AcquireRequest {
+            owner: owner.clone(),
+            lease_ms: self.lease_ms(),
+            request: inner.next_request_id(),
+            fenced: self.fenced,
+        };
+        let sent_at = inner.clock.now();
+        match inner.run(&request.call(&self.keys.protocol)).await {
+            Ok(reply) => {
+                let decoded = request.decode(&reply).map_err(Error::UnexpectedReply)?;
+                self.on_acquire_reply(owner, decoded, sent_at)
+            }
+            Err(CallError { failure, error }) => match after_failure(&failure) {
+                AfterFailure::Reconcile => {
+                    // The reply was lost, but the acquire may have run. Nothing else is
+                    // sent for this (lock, owner) before finding out what it did: ask now,
+                    // and if that fails too, keep asking in the background.
+                    lane.state().pending = Some(PendingAcquire {
+                        reconcile: Reconcile::new(request, inner.clock.now()),
+                        sent_at,
+                    });
+                    match self.resolve_pending(&mut lane).await {
+                        Ok(Some((granted, sent_at))) => {
+                            tracing::debug!(
+                                lock = self.name(),
+                                "adopted a hold whose reply was lost"
+                            );
+                            Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)))
+                        }
+                        Ok(None) => Err(Error::Redis(error)),
+                        Err(_) => {
+                            drop(lane);
+                            self.reconcile_in_background(owner.clone());
+                            Err(Error::Redis(error))
+                        }
+                    }
+                }
+                AfterFailure::DidNotRun | AfterFailure::Fail => Err(Error::Redis(error)),
+            },
         }
     }
 
-    fn acquire_cmd(&self, owner: &str, latch: &str, probe: bool) -> redis::Cmd {
+    /// Finds out what the lane's pending acquire (if any) did: the hold it took, to be
+    /// adopted or given back, or nothing. The pending acquire is cleared unless the probe
+    /// got no reply (the caller then reports the error; the background task asks again).
+    async fn resolve_pending(
+        &self,
+        lane: &mut LaneGuard,
+    ) -> std::result::Result<Option<(Granted, Millis)>, CallError> {
+        let Some(pending) = lane.state().pending.clone() else {
+            return Ok(None);
+        };
         let inner = &self.client.inner;
-        let mut cmd = evalsha(
-            &inner.scripts.acquire,
-            &[&self.keys.hash, &self.keys.fence, latch],
-        );
-        cmd.arg(owner)
-            .arg(self.lease_ms())
-            .arg(if self.fenced { "1" } else { "0" })
-            .arg(if probe { "1" } else { "0" })
-            .arg(inner.latch_ttl().as_millis() as u64);
-        cmd
+        let reply = inner
+            .run(&pending.reconcile.call(&self.keys.protocol))
+            .await?;
+        lane.state().pending = None;
+        match pending.reconcile.decode(&reply) {
+            Ok(Probed::Holds(granted)) => Ok(Some((granted, pending.sent_at))),
+            Ok(Probed::Nothing) => Ok(None),
+            Err(unexpected) => {
+                tracing::error!(lock = self.name(), %unexpected, "probe: unreadable reply");
+                Ok(None)
+            }
+        }
     }
 
-    fn reconcile_lost_acquire(&self, owner: Arc<str>, latch: String, sent_at: Instant) {
+    /// Keeps asking what a lost acquire did, for as long as a hold it took could exist,
+    /// and gives such a hold back. Takes the lane only for each probe, so other requests of
+    /// the owner are not held up (they resolve the pending acquire themselves first).
+    fn reconcile_in_background(&self, owner: Arc<str>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -403,72 +460,92 @@ impl Lock {
         let background = self.client.inner.background.clone();
         background.spawn(&runtime, async move {
             let inner = &lock.client.inner;
-            let cmd = lock.acquire_cmd(&owner, &latch, true);
-            let mut delay = Duration::from_millis(50);
-            for _ in 0..RELEASE_ATTEMPTS + 1 {
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-                match inner.eval::<Vec<Value>>(&inner.scripts.acquire, &cmd).await {
-                    // {3, ..}: the lost request never ran. Otherwise its replayed result:
-                    // a guard for the hold it took, whose drop releases that hold.
-                    Ok(reply) => {
-                        if let Ok(Attempt::Acquired(guard)) =
-                            lock.decode_acquire(&owner, reply, sent_at)
-                        {
-                            tracing::debug!(
-                                lock = lock.name(),
-                                "releasing a hold whose reply was lost"
-                            );
-                            drop(guard);
-                        }
+            let mut attempt = 1;
+            loop {
+                let delay = crate::protocol::backoff(attempt, inner.jitter());
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                attempt += 1;
+                let mut lane = inner.lanes.enter(&lock.keys.hash, &owner).await;
+                let Some(mut pending) = lane.state().pending.clone() else {
+                    return; // resolved by the next request of this owner
+                };
+                match lock.resolve_pending(&mut lane).await {
+                    Ok(Some((granted, _))) => {
+                        tracing::debug!(
+                            lock = lock.name(),
+                            "giving back a hold whose reply was lost"
+                        );
+                        let give_up_at = inner.clock.now() + lock.lease_ms();
+                        let _ = lock
+                            .release_in_lane(&mut lane, &owner, &granted.hold, give_up_at)
+                            .await;
                         return;
                     }
-                    Err(Error::Redis(err)) if is_transient(&err) => continue,
-                    Err(_) => return,
+                    Ok(None) => return,
+                    Err(err) => {
+                        let now = inner.clock.now();
+                        match pending
+                            .reconcile
+                            .on_failure(&err.failure, now, inner.jitter())
+                        {
+                            ReconcileStep::RetryAt(_) => {
+                                lane.state().pending = Some(pending);
+                            }
+                            ReconcileStep::GiveUp => {
+                                lane.state().pending = None;
+                                tracing::warn!(
+                                    lock = lock.name(),
+                                    "could not learn whether an acquire whose reply was lost \
+                                     took the lock before its lease ran out; if it did, it \
+                                     has expired"
+                                );
+                                return;
+                            }
+                        }
+                    }
                 }
             }
-            tracing::warn!(
-                lock = lock.name(),
-                "could not learn whether an acquire whose reply was lost took the lock; \
-                 if it did, the hold expires with its lease"
-            );
         });
     }
 
-    fn decode_acquire(
+    fn on_acquire_reply(
         &self,
         owner: &Arc<str>,
-        reply: Vec<Value>,
-        sent_at: Instant,
+        reply: AcquireReply,
+        sent_at: Millis,
     ) -> Result<Attempt> {
-        let inner = &self.client.inner;
-        match reply.as_slice() {
-            [Value::Int(1), Value::Int(count), Value::Int(token)] => {
-                let entry = inner.registry.hold(
-                    &self.keys.hash,
-                    owner,
-                    self.mode,
-                    inner.watchdog_timeout,
-                    sent_at,
-                );
-                Ok(Attempt::Acquired(LockGuard::new(
-                    self.clone(),
-                    owner.clone(),
-                    entry,
-                    *count as u64,
-                    (self.fenced && *token > 0).then_some(*token as u64),
-                )))
+        match reply {
+            AcquireReply::Granted(granted) => {
+                Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)))
             }
-            [Value::Int(0), Value::Int(pttl), _] => Ok(Attempt::Held {
-                // At least 1 ms so a lock on the verge of expiry cannot make us spin.
-                pttl: Duration::from_millis((*pttl).max(1) as u64),
+            AcquireReply::Held { pttl_ms } => Ok(Attempt::Held {
+                pttl: Duration::from_millis(pttl_ms),
             }),
-            [Value::Int(2), found, _] => Err(Error::WrongType {
+            AcquireReply::NotALock(found) => Err(Error::WrongType {
                 key: self.keys.hash.to_string(),
-                found: String::from_redis_value(found.clone()).unwrap_or_default(),
+                found,
             }),
-            other => Err(Error::UnexpectedReply(format!("acquire: {other:?}"))),
         }
+    }
+
+    fn guard_for(&self, owner: &Arc<str>, granted: &Granted, sent_at: Millis) -> LockGuard {
+        let inner = &self.client.inner;
+        let entry = inner.registry.grant(
+            &self.keys.hash,
+            owner,
+            granted,
+            self.mode,
+            self.lease_ms(),
+            sent_at,
+        );
+        LockGuard::new(
+            self.clone(),
+            owner.clone(),
+            entry,
+            granted.hold.clone(),
+            granted.count,
+            granted.token,
+        )
     }
 
     /// Releases one hold of this handle's owner without a guard: for owners that took the
@@ -483,13 +560,38 @@ impl Lock {
     /// the hold; it never releases twice.
     pub async fn unlock(&self) -> Result<u64> {
         let owner = self.resolve_owner();
-        match self.release_hold(&owner).await? {
-            remaining if remaining >= 0 => Ok(remaining as u64),
-            -1 => Err(Error::NotHeld {
+        let inner = &self.client.inner;
+        let not_held = || Error::NotHeld {
+            name: self.keys.name.to_string(),
+            owner: owner.to_string(),
+        };
+        // The owner's current hold, whichever it is: a guardless release acts for the owner.
+        let mut conn = inner.conn.clone();
+        let hold: Option<String> = tokio::time::timeout(
+            inner.response_timeout,
+            redis::cmd("HGET")
+                .arg(&*self.keys.hash)
+                .arg(HOLD_FIELD)
+                .query_async(&mut conn),
+        )
+        .await
+        .map_err(|_| Error::Redis(inner.timeout_error()))?
+        .map_err(|err| match err.code() {
+            Some("WRONGTYPE") => self.wrong_type("not a hash"),
+            _ => Error::Redis(err),
+        })?;
+        let Some(hold) = hold else {
+            return Err(not_held());
+        };
+        let give_up_at = inner.clock.now() + 2 * inner.response_timeout.as_millis() as Millis;
+        match self.release_hold(&owner, &hold.into(), give_up_at).await? {
+            ReleaseOutcome::Released { remaining } => Ok(remaining.unwrap_or(0)),
+            ReleaseOutcome::NotHeld => Err(not_held()),
+            ReleaseOutcome::Unconfirmed => Err(Error::ReleaseUnconfirmed {
                 name: self.keys.name.to_string(),
-                owner: owner.to_string(),
             }),
-            _ => Err(self.wrong_type("not a hash")),
+            ReleaseOutcome::NotALock => Err(self.wrong_type("not a hash")),
+            ReleaseOutcome::Failed(_) => Err(Error::Redis(inner.timeout_error())),
         }
     }
 
@@ -500,11 +602,10 @@ impl Lock {
     /// A cancelled call may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
         let inner = &self.client.inner;
-        let mut cmd = evalsha(&inner.scripts.force_unlock, &[&self.keys.hash]);
-        cmd.arg(&*self.keys.channel);
-        match inner.eval::<i64>(&inner.scripts.force_unlock, &cmd).await? {
-            -2 => Err(self.wrong_type("not a hash")),
-            deleted => Ok(deleted > 0),
+        match inner.eval(&force_unlock_call(&self.keys.protocol)).await? {
+            Reply::Int(-2) => Err(self.wrong_type("not a hash")),
+            Reply::Int(deleted) => Ok(deleted > 0),
+            other => Err(Error::UnexpectedReply(format!("force_unlock: {other:?}"))),
         }
     }
 
@@ -514,8 +615,15 @@ impl Lock {
     /// Cancel-safe: read-only.
     pub async fn state(&self) -> Result<LockState> {
         let inner = &self.client.inner;
-        let cmd = evalsha(&inner.scripts.inspect, &[&self.keys.hash, &self.keys.fence]);
-        let reply: Vec<Value> = inner.eval(&inner.scripts.inspect, &cmd).await?;
+        let call = crate::protocol::Call {
+            script: crate::protocol::ScriptId::Inspect,
+            keys: vec![self.keys.hash.clone(), self.keys.fence.clone()],
+            args: Vec::new(),
+        };
+        let reply: Vec<Value> = match inner.eval(&call).await? {
+            Reply::Array(items) => items.into_iter().map(to_value).collect(),
+            other => return Err(Error::UnexpectedReply(format!("inspect: {other:?}"))),
+        };
         let bad = || Error::UnexpectedReply(format!("inspect: {reply:?}"));
         let (kind, pttl, fence) = match reply.as_slice() {
             [kind, Value::Int(pttl), Value::Int(fence), ..] => (
@@ -544,6 +652,10 @@ impl Lock {
                         hold_token = String::from_redis_value(count.clone())
                             .ok()
                             .and_then(|t| t.parse::<u64>().ok());
+                        continue;
+                    }
+                    if field.starts_with('\u{1}') {
+                        // The hold id and the per-client request records.
                         continue;
                     }
                     let count = String::from_redis_value(count.clone())
@@ -626,49 +738,91 @@ impl Lock {
         }
     }
 
-    /// Gives back one hold of `owner`: sends the release script, retrying with the same
-    /// request id when the reply was lost, so the hold is decremented at most once.
-    /// Returns the script's code; a retry that finds the hold gone reports 0, because
-    /// only the lost first attempt can have released it.
-    pub(crate) async fn release_hold(&self, owner: &str) -> Result<i64> {
+    /// Gives back one hold: the protocol core's [`ReleaseOp`], driven until it is done.
+    /// Every retry sends the same request id, so the hold is given back at most once, and
+    /// only if it is still the named hold. Retries through lost replies and transient
+    /// server states stop at `give_up_at`.
+    pub(crate) async fn release_hold(
+        &self,
+        owner: &Arc<str>,
+        hold: &Arc<str>,
+        give_up_at: Millis,
+    ) -> Result<ReleaseOutcome> {
         let inner = &self.client.inner;
-        let keys = &self.keys;
-        let request = inner.next_request_id();
-        let latch = keys.latch(&request);
-        let latch_ms = inner.latch_ttl().as_millis() as u64;
-        let command = |retry: bool| {
-            let mut cmd = evalsha(&inner.scripts.release, &[&keys.hash, &latch]);
-            cmd.arg(owner)
-                .arg(self.lease_ms())
-                .arg(&*keys.channel)
-                .arg(latch_ms)
-                .arg(if retry { "1" } else { "0" });
-            cmd
-        };
-        let mut attempt = 1;
+        let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
+        // A pending lost acquire of this owner is resolved first (its hold given back), so
+        // this release's record cannot hide it.
         loop {
-            match inner
-                .eval::<i64>(&inner.scripts.release, &command(attempt > 1))
-                .await
-            {
-                Err(Error::Redis(err)) if attempt < RELEASE_ATTEMPTS && may_have_run(&err) => {
-                    tracing::debug!(error = %err, attempt, "release reply lost; retrying");
-                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
-                    attempt += 1;
+            match self.resolve_pending(&mut lane).await {
+                Ok(Some((granted, _))) => {
+                    self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at)
+                        .await?;
                 }
-                Ok(-1) if attempt > 1 => return Ok(0),
-                other => return other,
+                Ok(None) => break,
+                Err(err) => {
+                    if inner.clock.now() >= give_up_at {
+                        return Err(Error::Redis(err.error));
+                    }
+                    let delay = crate::protocol::backoff(1, inner.jitter());
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+            }
+        }
+        self.release_in_lane(&mut lane, owner, hold, give_up_at)
+            .await
+    }
+
+    /// The release loop, for a caller that holds the lane.
+    async fn release_in_lane(
+        &self,
+        _lane: &mut LaneGuard,
+        owner: &Arc<str>,
+        hold: &Arc<str>,
+        give_up_at: Millis,
+    ) -> Result<ReleaseOutcome> {
+        let inner = &self.client.inner;
+        let mut op = ReleaseOp::new(
+            owner.clone(),
+            hold.clone(),
+            inner.next_request_id(),
+            give_up_at,
+        );
+        let call = op.call(&self.keys.protocol);
+        loop {
+            let failure = match inner.run(&call).await {
+                Ok(reply) => return op.on_reply(&reply).map_err(Error::UnexpectedReply),
+                Err(err) => {
+                    tracing::debug!(lock = self.name(), error = %err.error, "release: no reply");
+                    err
+                }
+            };
+            match op.on_failure(&failure.failure, inner.clock.now(), inner.jitter()) {
+                ReleaseStep::Done(ReleaseOutcome::Failed(_)) => {
+                    return Err(Error::Redis(failure.error));
+                }
+                ReleaseStep::Done(outcome) => return Ok(outcome),
+                ReleaseStep::RetryAt(at) => {
+                    tokio::time::sleep_until(inner.clock.instant(at)).await;
+                }
             }
         }
     }
 }
 
-/// Errors a waiter retries through: the connection, not the request, failed.
+fn to_value(reply: Reply) -> Value {
+    match reply {
+        Reply::Nil => Value::Nil,
+        Reply::Int(n) => Value::Int(n),
+        Reply::Bulk(bytes) => Value::BulkString(bytes),
+        Reply::Status(text) | Reply::Error(text) => Value::SimpleString(text),
+        Reply::Array(items) => Value::Array(items.into_iter().map(to_value).collect()),
+    }
+}
+
+/// Errors a waiter retries through: the connection failed, or the server is in a transient
+/// state (`BUSY`, `LOADING`, ...).
 fn is_transient(err: &redis::RedisError) -> bool {
-    err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
+    !matches!(crate::scripts::classify(err), Failure::Permanent(_))
 }
 
 /// An acquire attempt that finishes in the background if its caller drops it after it

@@ -1,17 +1,18 @@
-//! The script registry: every Lua script the library runs, compiled in from `lua/`, and
-//! the one way they are sent.
+//! The script registry and the one way a [`Call`] of the protocol core reaches Redis.
 //!
 //! Scripts run with `EVALSHA`. Redis forgets loaded scripts on restart, failover and
 //! `SCRIPT FLUSH`; a `NOSCRIPT` reply means the script did not run, so the same call is
 //! sent once more as `EVAL` with the script's body, which runs it (and caches it) in one
 //! step: no window for another flush to land in, as there would be between a
 //! `SCRIPT LOAD` and a second `EVALSHA`. Callers never see `NOSCRIPT`.
+//!
+//! Errors are classified here into the core's [`Failure`]: never sent, reply lost (may
+//! have run), a transient server state (did not run), or permanent.
 
 use redis::aio::ConnectionManager;
-use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
+use redis::{Arg, Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
-use crate::client::ClientInner;
-use crate::error::{Error, Result};
+use crate::protocol::{Call, Failure, Reply, ScriptId};
 
 /// One Lua script: its body and its SHA1.
 #[derive(Debug)]
@@ -20,61 +21,91 @@ pub(crate) struct Script {
     hashed: redis::Script,
 }
 
-impl Script {
-    fn new(body: &'static str) -> Self {
-        Script {
-            body,
-            hashed: redis::Script::new(body),
-        }
-    }
+/// All scripts, hashed once per client.
+pub(crate) struct Scripts {
+    scripts: Vec<(ScriptId, Script)>,
 }
 
-/// All scripts, hashed once per client.
-#[derive(Debug)]
-pub(crate) struct Scripts {
-    pub(crate) acquire: Script,
-    pub(crate) release: Script,
-    pub(crate) renew: Script,
-    pub(crate) force_unlock: Script,
-    pub(crate) inspect: Script,
+impl std::fmt::Debug for Scripts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The bodies are long; logging a client must not print them.
+        f.debug_struct("Scripts")
+            .field("count", &self.scripts.len())
+            .finish()
+    }
 }
 
 impl Scripts {
     pub(crate) fn new() -> Self {
         Scripts {
-            acquire: Script::new(include_str!("../lua/acquire.lua")),
-            release: Script::new(include_str!("../lua/release.lua")),
-            renew: Script::new(include_str!("../lua/renew.lua")),
-            force_unlock: Script::new(include_str!("../lua/force_unlock.lua")),
-            inspect: Script::new(include_str!("../lua/inspect.lua")),
+            scripts: ScriptId::ALL
+                .iter()
+                .map(|&id| {
+                    let body = id.source();
+                    (
+                        id,
+                        Script {
+                            body,
+                            hashed: redis::Script::new(body),
+                        },
+                    )
+                })
+                .collect(),
         }
+    }
+
+    fn get(&self, id: ScriptId) -> &Script {
+        // ALL lists every id, so the lookup cannot miss; fall back to the first script
+        // rather than panic if it ever did (the server would then reject the arguments).
+        self.scripts
+            .iter()
+            .find(|(candidate, _)| *candidate == id)
+            .map_or(&self.scripts[0].1, |(_, script)| script)
     }
 }
 
-/// Starts `EVALSHA <sha> <numkeys> <keys...>`; the caller appends ARGV with `.arg()`.
-/// Building a plain `Cmd` writes every argument into one buffer (a `ScriptInvocation`
-/// allocates per argument), which matters for the watchdog's large batches.
-pub(crate) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
+/// A failed call: the core's classification and the error as Redis reported it.
+#[derive(Debug)]
+pub(crate) struct CallError {
+    pub(crate) failure: Failure,
+    pub(crate) error: RedisError,
+}
+
+/// `EVALSHA <sha> <numkeys> <keys...> <args...>` for a call. Building a plain `Cmd` writes
+/// every argument into one buffer, which matters for the watchdog's large batches.
+fn evalsha(script: &Script, call: &Call) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.hashed.get_hash()).arg(keys.len());
-    for key in keys {
-        cmd.arg(*key);
+    cmd.arg(script.hashed.get_hash()).arg(call.keys.len());
+    for key in &call.keys {
+        cmd.arg(&**key);
+    }
+    for arg in &call.args {
+        cmd.arg(arg);
     }
     cmd
 }
 
-/// Sends a prepared `EVALSHA`; on `NOSCRIPT` sends the same call as `EVAL`.
-pub(crate) async fn call<T: FromRedisValue>(
+/// Sends `call`; on `NOSCRIPT` sends the same call as `EVAL`.
+pub(crate) async fn run(
     conn: &mut ConnectionManager,
-    script: &Script,
-    cmd: &Cmd,
-) -> RedisResult<T> {
-    match cmd.query_async::<T>(conn).await {
+    scripts: &Scripts,
+    call: &Call,
+) -> Result<Reply, CallError> {
+    let script = scripts.get(call.script);
+    let cmd = evalsha(script, call);
+    let reply = match cmd.query_async::<Value>(conn).await {
         Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             tracing::debug!(sha = script.hashed.get_hash(), "NOSCRIPT: sending the body");
-            as_eval(script, cmd).query_async::<T>(conn).await
+            as_eval(script, &cmd).query_async::<Value>(conn).await
         }
         other => other,
+    };
+    match reply {
+        Ok(value) => Ok(to_reply(value)),
+        Err(error) => Err(CallError {
+            failure: classify(&error),
+            error,
+        }),
     }
 }
 
@@ -91,46 +122,53 @@ fn as_eval(script: &Script, evalsha: &Cmd) -> Cmd {
     eval
 }
 
-impl ClientInner {
-    /// Runs a script call on the command connection, bounded by the response timeout
-    /// (which also bounds waiting for a reconnect).
-    pub(crate) async fn eval<T: FromRedisValue>(&self, script: &Script, cmd: &Cmd) -> Result<T> {
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(self.response_timeout, call(&mut conn, script, cmd)).await {
-            Ok(reply) => reply.map_err(Error::Redis),
-            Err(_) => Err(Error::Redis(self.timeout_error())),
+fn to_reply(value: Value) -> Reply {
+    match value {
+        Value::Nil => Reply::Nil,
+        Value::Int(n) => Reply::Int(n),
+        Value::BulkString(bytes) => Reply::Bulk(bytes),
+        Value::SimpleString(text) => Reply::Status(text),
+        Value::Okay => Reply::Status("OK".into()),
+        Value::Array(items) | Value::Set(items) => {
+            Reply::Array(items.into_iter().map(to_reply).collect())
         }
-    }
-
-    pub(crate) fn timeout_error(&self) -> redis::RedisError {
-        std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!(
-                "no reply from {} within {:?}",
-                self.addr, self.response_timeout
-            ),
-        )
-        .into()
+        Value::Boolean(b) => Reply::Int(i64::from(b)),
+        Value::ServerError(err) => Reply::Error(format!("{err:?}")),
+        other => Reply::Error(format!("unexpected value {other:?}")),
     }
 }
 
-/// Whether a failed call may still have run on the server (its reply was lost), as
-/// opposed to failing before it was sent or being refused.
-pub(crate) fn may_have_run(err: &redis::RedisError) -> bool {
-    !err.is_connection_refusal()
-        && (err.is_timeout() || err.is_io_error() || err.is_connection_dropped())
+/// The core's view of an error.
+pub(crate) fn classify(err: &RedisError) -> Failure {
+    if err.is_connection_refusal() {
+        return Failure::NotSent;
+    }
+    if err.is_timeout() || err.is_io_error() || err.is_connection_dropped() {
+        return Failure::Lost;
+    }
+    match err.code() {
+        Some(code) => Failure::from_server_error(&format!("{code} {}", err.detail().unwrap_or(""))),
+        None => Failure::Permanent(err.to_string()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn evalsha_becomes_eval_with_the_same_keys_and_arguments() {
-        let script = Script::new("return 1");
-        let mut cmd = evalsha(&script, &["k1", "k2"]);
-        cmd.arg("owner").arg(30_000u64);
-        let eval = as_eval(&script, &cmd);
+        let script = Script {
+            body: "return 1",
+            hashed: redis::Script::new("return 1"),
+        };
+        let call = Call {
+            script: ScriptId::Acquire,
+            keys: vec![Arc::from("k1"), Arc::from("k2")],
+            args: vec!["owner".into(), "30000".into()],
+        };
+        let eval = as_eval(&script, &evalsha(&script, &call));
         let args: Vec<Vec<u8>> = eval
             .args_iter()
             .map(|arg| match arg {
@@ -141,5 +179,10 @@ mod tests {
         let expected: Vec<&[u8]> =
             vec![b"EVAL", b"return 1", b"2", b"k1", b"k2", b"owner", b"30000"];
         assert_eq!(args, expected);
+    }
+
+    #[test]
+    fn scripts_debug_is_short() {
+        assert!(format!("{:?}", Scripts::new()).len() < 100);
     }
 }

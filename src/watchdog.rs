@@ -1,19 +1,14 @@
-//! The watchdog: one task per client that keeps every held lease alive and tells holders
-//! when a lock is lost.
+//! The watchdog: one task per client that keeps every watchdog-leased hold alive, checks
+//! every fixed-lease hold, and tells holders when a hold is lost.
 //!
 //! Every hold taken through this client is recorded in the [`Registry`], one
-//! [`HoldEntry`] per (lock key, owner). Entries with at least one watchdog-leased hold are
-//! renewed every `timeout / 3`, in batches of many keys per script call, all batches sent
-//! at once over the multiplexed connection (so a tick costs about one round trip whatever
-//! the number of locks). Entries with only explicit leases are not renewed.
-//!
-//! Each entry remembers until when its lease is *confirmed*: the send time of the last
-//! acquire or renewal that Redis acknowledged, plus the lease. Measuring from the send
-//! time (not the reply) keeps the estimate on the safe side. A lock is declared lost, its
-//! token cancelled and its renewal stopped, when
-//! * a renewal reports that the owner's field is gone, or
-//! * the confirmed deadline (minus a small drift margin) passes without a newer
-//!   confirmation: Redis was unreachable, or the explicit lease ran out.
+//! [`HoldEntry`] per (lock key, owner) and current hold id. The decisions (what a grant
+//! joins, when a hold is lost, what a renewal confirms) are the protocol core's
+//! ([`HoldState`]); this module only keeps the entries and does the I/O. Every
+//! `timeout / 3` one tick sends all entries in batches of many keys per script call, all
+//! batches at once over the multiplexed connection, so a tick costs about one round trip
+//! whatever the number of locks. Watchdog-leased holds are renewed, fixed-lease holds only
+//! checked, so a fixed lease also learns of a loss within one tick and is never extended.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,7 +22,32 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::LostReason;
-use crate::scripts::{self, Scripts, evalsha};
+use crate::protocol::hold::{HoldState, Joining};
+use crate::protocol::renew::{RenewItem, decode_renew, renew_call};
+use crate::protocol::{Millis, acquire::Granted};
+use crate::scripts::{self, Scripts};
+
+/// The driver's monotonic clock, in the core's milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    epoch: Instant,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Self {
+        Clock {
+            epoch: Instant::now(),
+        }
+    }
+
+    pub(crate) fn now(&self) -> Millis {
+        self.epoch.elapsed().as_millis() as Millis
+    }
+
+    pub(crate) fn instant(&self, at: Millis) -> Instant {
+        self.epoch + Duration::from_millis(at)
+    }
+}
 
 /// How a hold's lease is maintained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,28 +58,14 @@ pub(crate) enum LeaseMode {
     Fixed(Duration),
 }
 
-/// Safety margin subtracted from a confirmed deadline before a lock is declared lost,
-/// covering clock-rate drift between this host and Redis (the RedLock rule: 1 % + 2 ms).
-pub(crate) fn drift(lease: Duration) -> Duration {
-    lease / 100 + Duration::from_millis(2)
-}
-
-#[derive(Debug)]
-struct HoldState {
-    local_holds: usize,
-    watchdog_holds: usize,
-    confirmed_until: Instant,
-    lease: Duration,
-}
-
-/// Local bookkeeping for one (lock key, owner) pair held through this client.
+/// Local bookkeeping for one hold held through this client.
 #[derive(Debug)]
 pub(crate) struct HoldEntry {
     pub(crate) key: Arc<str>,
     pub(crate) owner: Arc<str>,
     lost: CancellationToken,
-    lost_reason: Mutex<Option<LostReason>>,
     state: Mutex<HoldState>,
+    clock: Clock,
 }
 
 impl HoldEntry {
@@ -68,59 +74,50 @@ impl HoldEntry {
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        *self.lost_reason.lock()
+        self.state.lock().lost()
+    }
+
+    /// When a release of this hold should stop retrying: by then the lease has run out.
+    pub(crate) fn deadline(&self) -> Millis {
+        self.state.lock().deadline()
+    }
+
+    /// Whether the hold is lost, checking the clock too (so it is right even when the
+    /// runtime has not run the watchdog lately).
+    pub(crate) fn is_lost(&self, registry: &Registry) -> bool {
+        if self.lost.is_cancelled() {
+            return true;
+        }
+        let overdue = self.state.lock().on_clock(self.clock.now());
+        if let Some(reason) = overdue {
+            registry.told_lost(self, reason);
+            return true;
+        }
+        false
     }
 
     /// The time left on the lease as last confirmed by Redis, or zero once lost.
     pub(crate) fn remaining_lease(&self) -> Duration {
-        if self.lost.is_cancelled() {
-            return Duration::ZERO;
-        }
-        let state = self.state.lock();
-        state
-            .confirmed_until
-            .saturating_duration_since(Instant::now())
-    }
-
-    pub(crate) fn confirm(&self, sent_at: Instant, lease: Duration) {
-        let mut state = self.state.lock();
-        let until = sent_at + lease;
-        if until > state.confirmed_until || lease != state.lease {
-            state.confirmed_until = until;
-            state.lease = lease;
-        }
-    }
-
-    fn mark_lost(&self, reason: LostReason) {
-        {
-            let mut slot = self.lost_reason.lock();
-            if slot.is_none() {
-                *slot = Some(reason);
-            }
-        }
-        self.lost.cancel();
-    }
-
-    fn deadline(&self) -> Instant {
-        let state = self.state.lock();
-        state.confirmed_until - drift(state.lease)
+        Duration::from_millis(self.state.lock().remaining(self.clock.now()))
     }
 }
 
 /// Counters describing the watchdog's work, for monitoring and the benchmark.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WatchdogStats {
-    /// Renewal ticks that had at least one lock to renew.
+    /// Renewal ticks that had at least one lock to renew or check.
     pub ticks: u64,
     /// Renew script calls sent, over all ticks.
     pub renew_calls: u64,
     /// Lock renewals that Redis confirmed, over all ticks.
     pub renewed: u64,
+    /// Fixed-lease holds that a tick found still held (checked, not extended).
+    pub checked: u64,
     /// Locks declared lost, for any reason.
     pub lost: u64,
     /// Renew script calls that failed (connection error or timeout).
     pub failed_calls: u64,
-    /// Locks renewed in the most recent tick.
+    /// Locks renewed or checked in the most recent tick.
     pub last_tick_locks: u64,
     /// Script calls in the most recent tick.
     pub last_tick_calls: u64,
@@ -133,6 +130,7 @@ struct Counters {
     ticks: AtomicU64,
     renew_calls: AtomicU64,
     renewed: AtomicU64,
+    checked: AtomicU64,
     lost: AtomicU64,
     failed_calls: AtomicU64,
     last_tick_locks: AtomicU64,
@@ -143,85 +141,83 @@ struct Counters {
 type HoldKey = (Arc<str>, Arc<str>);
 
 /// All holds of one client.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Registry {
     holds: Mutex<HashMap<HoldKey, Arc<HoldEntry>>>,
     counters: Counters,
-    /// Wakes the watchdog when a hold with a fixed lease may now expire before the
-    /// watchdog's next planned wake-up.
+    pub(crate) clock: Clock,
+    /// Wakes the watchdog when a hold may now expire before its next planned wake-up.
     deadline_added: tokio::sync::Notify,
 }
 
 impl Registry {
-    /// Records one successful acquire. A live entry for the same (key, owner) is joined;
-    /// a lost one is left to the guards that still point at it and replaced.
-    pub(crate) fn hold(
+    pub(crate) fn new(clock: Clock) -> Self {
+        Registry {
+            holds: Mutex::default(),
+            counters: Counters::default(),
+            clock,
+            deadline_added: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Records one grant, to a request sent at `sent_at`. The live entry of the same hold
+    /// is joined; an entry of another (older) hold of the same (key, owner) is lost (its
+    /// hold ended and was replaced) and the grant gets an entry of its own.
+    pub(crate) fn grant(
         &self,
         key: &Arc<str>,
         owner: &Arc<str>,
+        granted: &Granted,
         mode: LeaseMode,
-        watchdog_lease: Duration,
-        sent_at: Instant,
+        lease_ms: Millis,
+        sent_at: Millis,
     ) -> Arc<HoldEntry> {
-        let lease = match mode {
-            LeaseMode::Watchdog => watchdog_lease,
-            LeaseMode::Fixed(lease) => lease,
-        };
+        let watchdog = mode == LeaseMode::Watchdog;
         let mut holds = self.holds.lock();
         let map_key = (key.clone(), owner.clone());
-        // Join the live entry whatever `count` says: replies of concurrent attempts by the
-        // same owner are processed in any order, so a count of 1 may arrive after a 2.
-        let joinable = holds
-            .get(&map_key)
-            .filter(|entry| !entry.lost.is_cancelled())
-            .cloned();
-        let entry = match joinable {
-            Some(entry) => entry,
-            None => {
-                let entry = Arc::new(HoldEntry {
-                    key: key.clone(),
-                    owner: owner.clone(),
-                    lost: CancellationToken::new(),
-                    lost_reason: Mutex::new(None),
-                    state: Mutex::new(HoldState {
-                        local_holds: 0,
-                        watchdog_holds: 0,
-                        confirmed_until: sent_at + lease,
-                        lease,
-                    }),
-                });
-                holds.insert(map_key, entry.clone());
-                entry
-            }
-        };
-        {
+        if let Some(entry) = holds.get(&map_key).cloned() {
             let mut state = entry.state.lock();
-            state.local_holds += 1;
-            if mode == LeaseMode::Watchdog {
-                state.watchdog_holds += 1;
+            match state.joining(&granted.hold) {
+                Joining::Join => {
+                    state.join(sent_at, lease_ms, watchdog);
+                    drop(state);
+                    drop(holds);
+                    self.deadline_added.notify_one();
+                    return entry;
+                }
+                Joining::Replace => {
+                    let reason = state.on_gone();
+                    drop(state);
+                    holds.remove(&map_key);
+                    if let Some(reason) = reason {
+                        self.announce_lost(&entry, reason);
+                    }
+                }
             }
-            // Every acquire re-sets the key's TTL to its own lease.
-            state.confirmed_until = sent_at + lease;
-            state.lease = lease;
         }
+        let entry = Arc::new(HoldEntry {
+            key: key.clone(),
+            owner: owner.clone(),
+            lost: CancellationToken::new(),
+            state: Mutex::new(HoldState::new(
+                granted.hold.clone(),
+                sent_at,
+                lease_ms,
+                watchdog,
+            )),
+            clock: self.clock,
+        });
+        holds.insert(map_key, entry.clone());
         drop(holds);
-        if matches!(mode, LeaseMode::Fixed(_)) {
-            self.deadline_added.notify_one();
-        }
+        self.deadline_added.notify_one();
         entry
     }
 
-    /// Forgets one local hold. When the entry has no holds left it leaves the registry, so
+    /// Forgets one local guard. When the entry has none left it leaves the registry, so
     /// the watchdog stops renewing it.
-    pub(crate) fn unhold(&self, entry: &Arc<HoldEntry>, mode: LeaseMode) {
+    pub(crate) fn leave(&self, entry: &Arc<HoldEntry>, mode: LeaseMode) {
         let mut holds = self.holds.lock();
-        let mut state = entry.state.lock();
-        state.local_holds = state.local_holds.saturating_sub(1);
-        if mode == LeaseMode::Watchdog {
-            state.watchdog_holds = state.watchdog_holds.saturating_sub(1);
-        }
-        if state.local_holds == 0 {
-            drop(state);
+        if entry.state.lock().leave(mode == LeaseMode::Watchdog) {
             Self::remove_locked(&mut holds, entry);
         }
     }
@@ -236,15 +232,31 @@ impl Registry {
         }
     }
 
-    /// Marks a hold lost (fires its signal) and stops renewing it.
-    pub(crate) fn declare_lost(&self, entry: &Arc<HoldEntry>, reason: LostReason) {
-        if entry.lost.is_cancelled() {
-            return;
+    /// A renewal or release found the hold gone: lost, if it is still active.
+    pub(crate) fn gone(&self, entry: &Arc<HoldEntry>) {
+        let reason = entry.state.lock().on_gone();
+        if let Some(reason) = reason {
+            self.told_lost(entry, reason);
         }
+    }
+
+    /// Tells the guards of a hold that the core declared lost, and stops renewing it.
+    fn told_lost(&self, entry: &HoldEntry, reason: LostReason) {
+        self.announce_lost(entry, reason);
+        let mut holds = self.holds.lock();
+        let map_key = (entry.key.clone(), entry.owner.clone());
+        if holds
+            .get(&map_key)
+            .is_some_and(|current| std::ptr::eq(&**current, entry))
+        {
+            holds.remove(&map_key);
+        }
+    }
+
+    fn announce_lost(&self, entry: &HoldEntry, reason: LostReason) {
         tracing::warn!(key = %entry.key, owner = %entry.owner, %reason, "lock lost");
-        entry.mark_lost(reason);
         self.counters.lost.fetch_add(1, Ordering::Relaxed);
-        Self::remove_locked(&mut self.holds.lock(), entry);
+        entry.lost.cancel();
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -257,6 +269,7 @@ impl Registry {
             ticks: c.ticks.load(Ordering::Relaxed),
             renew_calls: c.renew_calls.load(Ordering::Relaxed),
             renewed: c.renewed.load(Ordering::Relaxed),
+            checked: c.checked.load(Ordering::Relaxed),
             lost: c.lost.load(Ordering::Relaxed),
             failed_calls: c.failed_calls.load(Ordering::Relaxed),
             last_tick_locks: c.last_tick_locks.load(Ordering::Relaxed),
@@ -265,35 +278,26 @@ impl Registry {
         }
     }
 
-    fn renewable(&self) -> Vec<Arc<HoldEntry>> {
-        self.holds
-            .lock()
-            .values()
-            .filter(|entry| entry.state.lock().watchdog_holds > 0)
-            .cloned()
-            .collect()
+    fn entries(&self) -> Vec<Arc<HoldEntry>> {
+        self.holds.lock().values().cloned().collect()
     }
 
     /// Declares lost every entry whose confirmed deadline has passed; returns the earliest
     /// deadline among the others.
-    fn expire_overdue(&self, now: Instant) -> Option<Instant> {
-        let mut overdue = Vec::new();
-        let mut earliest: Option<Instant> = None;
-        for entry in self.holds.lock().values() {
-            let deadline = entry.deadline();
-            if deadline <= now {
-                overdue.push(entry.clone());
-            } else {
-                earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+    fn expire_overdue(&self, now: Millis) -> Option<Millis> {
+        let mut earliest: Option<Millis> = None;
+        for entry in self.entries() {
+            let mut state = entry.state.lock();
+            match state.on_clock(now) {
+                Some(reason) => {
+                    drop(state);
+                    self.told_lost(&entry, reason);
+                }
+                None => {
+                    let deadline = state.deadline();
+                    earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+                }
             }
-        }
-        for entry in overdue {
-            let reason = if entry.state.lock().watchdog_holds > 0 {
-                LostReason::LeaseExpiredUnconfirmed
-            } else {
-                LostReason::LeaseElapsed
-            };
-            self.declare_lost(&entry, reason);
         }
         earliest
     }
@@ -319,16 +323,20 @@ impl Watchdog {
     /// Runs until the client's shutdown token is cancelled.
     pub(crate) async fn run(self) {
         let period = self.period();
+        let clock = self.registry.clock;
         let mut next_tick = Instant::now() + period;
-        // The earliest confirmed deadline seen by the last scan. Renewals only move
-        // deadlines later, so until then no hold can be overdue and scanning (which visits
-        // every hold) is skipped; a new fixed-lease hold forces a scan.
+        // The earliest confirmed deadline seen by the last scan. Until then no hold can be
+        // overdue and scanning (which visits every hold) is skipped; a new hold forces a
+        // scan.
         let mut next_scan = Instant::now();
         let mut ticks: JoinSet<()> = JoinSet::new();
         loop {
             let now = Instant::now();
             if now >= next_scan {
-                next_scan = self.registry.expire_overdue(now).unwrap_or(next_tick);
+                next_scan = self
+                    .registry
+                    .expire_overdue(clock.now())
+                    .map_or(next_tick, |at| clock.instant(at));
             }
             let wake_at = next_scan.min(next_tick);
             tokio::select! {
@@ -353,13 +361,13 @@ impl Watchdog {
         }
     }
 
-    /// Renews every watchdog-leased hold once: all batches concurrently.
+    /// Renews (or checks) every hold once: all batches concurrently.
     fn tick(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let entries = self.registry.renewable();
+        let entries = self.registry.entries();
         let registry = self.registry.clone();
         let conn = self.conn.clone();
         let scripts = self.scripts.clone();
-        let lease = self.lease;
+        let lease_ms = self.lease.as_millis() as Millis;
         let batch = self.batch.max(1);
         let call_timeout = self.call_timeout.min(self.period());
         async move {
@@ -367,10 +375,8 @@ impl Watchdog {
                 return;
             }
             let started = Instant::now();
-            let lease_ms = lease.as_millis() as u64;
             let mut calls = JoinSet::new();
             let mut call_count = 0u64;
-            // Move the entries into the batches: no second reference count per lock.
             let mut entries = entries.into_iter();
             loop {
                 let chunk: Vec<Arc<HoldEntry>> = entries.by_ref().take(batch).collect();
@@ -382,72 +388,73 @@ impl Watchdog {
                 let registry = registry.clone();
                 call_count += 1;
                 calls.spawn(async move {
-                    let keys: Vec<&str> = chunk.iter().map(|entry| &*entry.key).collect();
-                    let mut cmd = evalsha(&scripts.renew, &keys);
-                    cmd.arg(lease_ms);
-                    for entry in &chunk {
-                        cmd.arg(&*entry.owner);
-                    }
-                    let sent_at = Instant::now();
+                    let items = chunk
+                        .iter()
+                        .map(|entry| {
+                            let state = entry.state.lock();
+                            RenewItem {
+                                key: entry.key.clone(),
+                                hold: state.hold().clone(),
+                                renew: state.renews(),
+                            }
+                        })
+                        .collect();
+                    let (call, items) = renew_call(lease_ms, items);
+                    // Map the reply's order back to the entries.
+                    let mut by_key: HashMap<(Arc<str>, Arc<str>), Arc<HoldEntry>> = chunk
+                        .into_iter()
+                        .map(|entry| {
+                            let hold = entry.state.lock().hold().clone();
+                            ((entry.key.clone(), hold), entry)
+                        })
+                        .collect();
+                    let ordered: Vec<Option<Arc<HoldEntry>>> = items
+                        .iter()
+                        .map(|item| by_key.remove(&(item.key.clone(), item.hold.clone())))
+                        .collect();
+                    let sent_at = registry.clock.now();
                     let reply = tokio::time::timeout(
                         call_timeout,
-                        scripts::call::<Vec<usize>>(&mut conn, &scripts.renew, &cmd),
+                        scripts::run(&mut conn, &scripts, &call),
                     )
                     .await;
-                    registry
-                        .counters
-                        .renew_calls
-                        .fetch_add(1, Ordering::Relaxed);
-                    match reply {
-                        Ok(Ok(lost)) if lost.iter().all(|&i| i >= 1 && i <= chunk.len()) => {
-                            let mut gone = vec![false; chunk.len()];
-                            for &i in &lost {
-                                gone[i - 1] = true;
+                    let c = &registry.counters;
+                    c.renew_calls.fetch_add(1, Ordering::Relaxed);
+                    let gone = match reply {
+                        Ok(Ok(reply)) => match decode_renew(&reply, ordered.len()) {
+                            Ok(gone) => gone,
+                            Err(err) => {
+                                tracing::error!(error = %err, "watchdog: unreadable renew reply");
+                                c.failed_calls.fetch_add(1, Ordering::Relaxed);
+                                return 0;
                             }
-                            let mut renewed = 0;
-                            for (entry, gone) in chunk.iter().zip(gone) {
-                                if gone {
-                                    registry.declare_lost(entry, LostReason::OwnerFieldGone);
-                                } else {
-                                    entry.confirm(sent_at, lease);
-                                    renewed += 1;
-                                }
-                            }
-                            registry
-                                .counters
-                                .renewed
-                                .fetch_add(renewed, Ordering::Relaxed);
-                            renewed
-                        }
-                        Ok(Ok(lost)) => {
-                            tracing::error!(
-                                batch = chunk.len(),
-                                ?lost,
-                                "watchdog: renew reply names positions outside the batch"
-                            );
-                            registry
-                                .counters
-                                .failed_calls
-                                .fetch_add(1, Ordering::Relaxed);
-                            0
-                        }
+                        },
                         Ok(Err(err)) => {
-                            tracing::warn!(error = %err, "watchdog: renewal failed; will retry");
-                            registry
-                                .counters
-                                .failed_calls
-                                .fetch_add(1, Ordering::Relaxed);
-                            0
+                            tracing::warn!(error = %err.error, "watchdog: renewal failed; will retry");
+                            c.failed_calls.fetch_add(1, Ordering::Relaxed);
+                            return 0;
                         }
                         Err(_) => {
                             tracing::warn!("watchdog: renewal timed out; will retry");
-                            registry
-                                .counters
-                                .failed_calls
-                                .fetch_add(1, Ordering::Relaxed);
-                            0
+                            c.failed_calls.fetch_add(1, Ordering::Relaxed);
+                            return 0;
+                        }
+                    };
+                    let (mut renewed, mut checked) = (0, 0);
+                    for ((entry, item), gone) in ordered.iter().zip(&items).zip(gone) {
+                        let Some(entry) = entry else { continue };
+                        if gone {
+                            registry.gone(entry);
+                        } else if item.renew {
+                            entry.state.lock().on_renewed(sent_at, lease_ms);
+                            renewed += 1;
+                        } else {
+                            checked += 1;
                         }
                     }
+                    c.renewed.fetch_add(renewed, Ordering::Relaxed);
+                    c.checked.fetch_add(checked, Ordering::Relaxed);
+                    renewed + checked
                 });
             }
             let mut renewed = 0;
@@ -468,69 +475,39 @@ impl Watchdog {
 mod tests {
     use super::*;
 
-    fn key(s: &str) -> Arc<str> {
-        s.into()
+    fn granted(hold: &str) -> Granted {
+        Granted {
+            count: 1,
+            hold: hold.into(),
+            token: None,
+        }
     }
 
     #[tokio::test(start_paused = true)]
-    async fn reentrant_holds_share_one_entry_until_the_last_leaves() {
-        let registry = Registry::default();
-        let (k, o) = (key("k"), key("o"));
-        let lease = Duration::from_secs(30);
-        let now = Instant::now();
-        let a = registry.hold(&k, &o, LeaseMode::Watchdog, lease, now);
-        let b = registry.hold(&k, &o, LeaseMode::Watchdog, lease, now);
+    async fn nested_grants_share_one_entry_until_the_last_leaves() {
+        let registry = Registry::new(Clock::new());
+        let (k, o) = (Arc::from("k"), Arc::from("o"));
+        let a = registry.grant(&k, &o, &granted("h1"), LeaseMode::Watchdog, 30_000, 0);
+        let b = registry.grant(&k, &o, &granted("h1"), LeaseMode::Watchdog, 30_000, 0);
         assert!(Arc::ptr_eq(&a, &b));
-        assert_eq!(registry.renewable().len(), 1);
-        registry.unhold(&b, LeaseMode::Watchdog);
+        registry.leave(&b, LeaseMode::Watchdog);
         assert_eq!(registry.len(), 1);
-        registry.unhold(&a, LeaseMode::Watchdog);
+        registry.leave(&a, LeaseMode::Watchdog);
         assert_eq!(registry.len(), 0);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn fresh_acquire_replaces_a_lost_entry() {
-        let registry = Registry::default();
-        let (k, o) = (key("k"), key("o"));
-        let lease = Duration::from_secs(3);
-        let old = registry.hold(&k, &o, LeaseMode::Watchdog, lease, Instant::now());
-        registry.declare_lost(&old, LostReason::OwnerFieldGone);
-        assert!(old.lost_token().is_cancelled());
-        assert_eq!(registry.len(), 0);
-        let new = registry.hold(&k, &o, LeaseMode::Watchdog, lease, Instant::now());
+    async fn a_newer_hold_replaces_and_loses_the_stale_entry() {
+        let registry = Registry::new(Clock::new());
+        let (k, o) = (Arc::from("k"), Arc::from("o"));
+        let old = registry.grant(&k, &o, &granted("h1"), LeaseMode::Watchdog, 3_000, 0);
+        let new = registry.grant(&k, &o, &granted("h2"), LeaseMode::Watchdog, 3_000, 0);
         assert!(!Arc::ptr_eq(&old, &new));
+        assert_eq!(old.lost_reason(), Some(LostReason::OwnerFieldGone));
+        assert!(old.lost_token().is_cancelled());
         assert!(!new.lost_token().is_cancelled());
-        // Releasing the stale guard must not remove the fresh entry.
-        registry.unhold(&old, LeaseMode::Watchdog);
+        // Leaving the stale entry must not remove the fresh one.
+        registry.leave(&old, LeaseMode::Watchdog);
         assert_eq!(registry.len(), 1);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn unconfirmed_leases_expire_with_the_right_reason() {
-        let registry = Registry::default();
-        let lease = Duration::from_secs(1);
-        let start = Instant::now();
-        let watched = registry.hold(&key("a"), &key("o"), LeaseMode::Watchdog, lease, start);
-        let fixed = registry.hold(
-            &key("b"),
-            &key("o"),
-            LeaseMode::Fixed(Duration::from_millis(500)),
-            lease,
-            start,
-        );
-        let next = registry.expire_overdue(start + Duration::from_millis(100));
-        assert_eq!(
-            next,
-            Some(start + Duration::from_millis(500) - drift(Duration::from_millis(500)))
-        );
-        registry.expire_overdue(start + Duration::from_millis(600));
-        assert_eq!(fixed.lost_reason(), Some(LostReason::LeaseElapsed));
-        assert_eq!(watched.lost_reason(), None);
-        registry.expire_overdue(start + lease);
-        assert_eq!(
-            watched.lost_reason(),
-            Some(LostReason::LeaseExpiredUnconfirmed)
-        );
-        assert_eq!(registry.len(), 0);
     }
 }

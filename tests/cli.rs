@@ -451,6 +451,7 @@ async fn status_shows_holders_waiters_and_fence() {
         .unwrap()
         .with_fencing();
     let guard = lock.acquire().await.unwrap();
+    let token = guard.fencing_token().expect("a token");
     let waiter = cli(&url)
         .args(["run", "report", "--wait", "20s", "--", "true"])
         .spawn()
@@ -471,7 +472,7 @@ async fn status_shows_holders_waiters_and_fence() {
     );
     let ttl = seen["ttl_ms"].as_u64().unwrap();
     assert!(ttl > 0 && ttl <= 30_000, "{ttl}");
-    assert_eq!(seen["fence"], 1);
+    assert_eq!(seen["fence"], token);
     assert_eq!(seen["channel"], "redis-locks:{report}:db0:released");
 
     let out = output(cli(&url).args(["status", "report"])).await;
@@ -481,7 +482,7 @@ async fn status_shows_holders_waiters_and_fence() {
         "the-holder (1 hold)",
         "expires: in ",
         "waiting: 1 ",
-        "fence:   1",
+        &format!("fence:   {token}"),
     ] {
         assert!(text.contains(expected), "{expected:?} in {text}");
     }
@@ -494,7 +495,7 @@ async fn status_shows_holders_waiters_and_fence() {
     let after = status_json(&url, "report").await;
     assert_eq!(after["held"], false);
     assert_eq!(
-        after["fence"], 1,
+        after["fence"], token,
         "an unfenced acquisition does not take a token"
     );
 
@@ -552,8 +553,8 @@ async fn the_command_gets_name_owner_and_token() {
         status["holders"][0]["owner"], lines[1],
         "REDIS_LOCK_OWNER is the field in Redis"
     );
-    assert_eq!(lines[2], "1");
-    assert_eq!(status["fence"], 1);
+    let token: u64 = lines[2].parse().expect("a numeric token");
+    assert_eq!(status["fence"], token);
 
     let out = output(&mut run(false)).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));

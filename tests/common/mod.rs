@@ -195,3 +195,23 @@ pub async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str)
         .unwrap();
     reply.first().map_or(0, |(_, n)| *n)
 }
+
+/// Retries `attempt` until it succeeds or `limit` passes (then panics with the last error).
+#[allow(dead_code)]
+pub async fn eventually_ok<T, E, F, Fut>(limit: Duration, mut attempt: F) -> T
+where
+    E: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match attempt().await {
+            Ok(value) => return value,
+            Err(err) if tokio::time::Instant::now() >= deadline => {
+                panic!("still failing after {limit:?}: {err:?}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}

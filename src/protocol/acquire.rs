@@ -1,0 +1,246 @@
+//! One acquire attempt, and the reconciliation of an attempt whose reply was lost.
+//!
+//! An attempt is not retried blindly when its reply is lost: it may have run. The client
+//! instead sends nothing else for that (lock, owner) and asks `lua/probe.lua` what the
+//! request did ([`Reconcile`]). A hold it took is then adopted by a caller who still
+//! waits, or given back, so no orphan is left ("no orphans"), however long the partition
+//! lasts, for as long as the hold could still exist.
+
+use std::sync::Arc;
+
+use super::{Call, Failure, LockKeys, Millis, Reply, ScriptId, backoff};
+
+/// One acquire request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AcquireRequest {
+    /// The owner id (hash field).
+    pub owner: Arc<str>,
+    /// The lease in ms that the script sets (fresh) or lengthens to (re-entry).
+    pub lease_ms: Millis,
+    /// The request id; the hold id when it creates a fresh hold.
+    pub request: String,
+    /// Whether a fencing token is asked for.
+    pub fenced: bool,
+}
+
+/// A hold that a request got.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Granted {
+    /// The owner's hold count after the acquire (1 for a fresh hold).
+    pub count: u64,
+    /// The hold id.
+    pub hold: Arc<str>,
+    /// The hold's fencing token, when it has one.
+    pub token: Option<u64>,
+}
+
+/// What an acquire attempt found.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AcquireReply {
+    /// Acquired or re-entered.
+    Granted(Granted),
+    /// Another owner holds the lock for `pttl_ms` more.
+    Held {
+        /// The key's remaining TTL (at least 1).
+        pttl_ms: Millis,
+    },
+    /// The key is not one of our locks; nothing was written.
+    NotALock(String),
+}
+
+/// What to do after an attempt failed without a reply.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AfterFailure {
+    /// It did not run: try again (after a back-off) or give up, as the wait allows.
+    DidNotRun,
+    /// It may have run: reconcile ([`Reconcile`]) before anything else is sent for this
+    /// (lock, owner).
+    Reconcile,
+    /// A permanent error: report it.
+    Fail,
+}
+
+impl AcquireRequest {
+    /// The `acquire.lua` call.
+    pub fn call(&self, keys: &LockKeys) -> Call {
+        Call {
+            script: ScriptId::Acquire,
+            keys: vec![keys.hash.clone(), keys.fence.clone()],
+            args: vec![
+                self.owner.to_string(),
+                self.lease_ms.to_string(),
+                self.request.clone(),
+                if self.fenced { "1" } else { "0" }.to_owned(),
+            ],
+        }
+    }
+
+    /// Reads `acquire.lua`'s reply.
+    pub fn decode(&self, reply: &Reply) -> Result<AcquireReply, String> {
+        let bad = || format!("acquire: {reply:?}");
+        let Reply::Array(items) = reply else {
+            return Err(bad());
+        };
+        match items.as_slice() {
+            [Reply::Int(1), Reply::Int(count), hold, Reply::Int(token)] if *count >= 1 => {
+                Ok(AcquireReply::Granted(Granted {
+                    count: *count as u64,
+                    hold: hold.text().ok_or_else(bad)?.into(),
+                    token: (self.fenced && *token > 0).then_some(*token as u64),
+                }))
+            }
+            [Reply::Int(0), Reply::Int(pttl)] => Ok(AcquireReply::Held {
+                // At least 1 ms, so a lock on the verge of expiry cannot make a waiter spin.
+                pttl_ms: (*pttl).max(1) as Millis,
+            }),
+            [Reply::Int(2), what] => Ok(AcquireReply::NotALock(what.text().unwrap_or_default())),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// What to do when an attempt got no reply.
+pub fn after_failure(failure: &Failure) -> AfterFailure {
+    match failure {
+        Failure::NotSent | Failure::Transient(_) => AfterFailure::DidNotRun,
+        Failure::Lost => AfterFailure::Reconcile,
+        Failure::Permanent(_) => AfterFailure::Fail,
+    }
+}
+
+/// Finding out what an acquire whose reply was lost did.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Reconcile {
+    request: AcquireRequest,
+    /// Until when a hold the request took could still exist: when the loss was noticed
+    /// plus the lease (the script ran before the loss was noticed).
+    hold_could_exist_until: Millis,
+    attempts: u32,
+}
+
+/// What a probe found.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Probed {
+    /// The request holds this hold now: adopt it or give it back.
+    Holds(Granted),
+    /// The request holds nothing now.
+    Nothing,
+}
+
+/// The next step of a reconciliation that got no reply.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ReconcileStep {
+    /// Probe again at this time.
+    RetryAt(Millis),
+    /// Stop: a hold the request took has expired by now (or the error is permanent).
+    GiveUp,
+}
+
+impl Reconcile {
+    /// Starts reconciling `request`, whose reply was found lost at `noticed_at`.
+    pub fn new(request: AcquireRequest, noticed_at: Millis) -> Self {
+        let hold_could_exist_until = noticed_at.saturating_add(request.lease_ms);
+        Reconcile {
+            request,
+            hold_could_exist_until,
+            attempts: 0,
+        }
+    }
+
+    /// The request being reconciled.
+    pub fn request(&self) -> &AcquireRequest {
+        &self.request
+    }
+
+    /// Until when a hold the request took could still exist.
+    pub fn hold_could_exist_until(&self) -> Millis {
+        self.hold_could_exist_until
+    }
+
+    /// The `probe.lua` call.
+    pub fn call(&self, keys: &LockKeys) -> Call {
+        Call {
+            script: ScriptId::Probe,
+            keys: vec![keys.hash.clone()],
+            args: vec![self.request.owner.to_string(), self.request.request.clone()],
+        }
+    }
+
+    /// Reads `probe.lua`'s reply.
+    pub fn decode(&self, reply: &Reply) -> Result<Probed, String> {
+        let bad = || format!("probe: {reply:?}");
+        let Reply::Array(items) = reply else {
+            return Err(bad());
+        };
+        match items.as_slice() {
+            [Reply::Int(0)] => Ok(Probed::Nothing),
+            [Reply::Int(1), Reply::Int(count), hold, Reply::Int(token)] if *count >= 1 => {
+                Ok(Probed::Holds(Granted {
+                    count: *count as u64,
+                    hold: hold.text().ok_or_else(bad)?.into(),
+                    token: (self.request.fenced && *token > 0).then_some(*token as u64),
+                }))
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    /// A probe got no reply at `now`: try again while a hold could still exist.
+    pub fn on_failure(&mut self, failure: &Failure, now: Millis, jitter: u64) -> ReconcileStep {
+        if matches!(failure, Failure::Permanent(_)) || now >= self.hold_could_exist_until {
+            return ReconcileStep::GiveUp;
+        }
+        self.attempts += 1;
+        let at = now + backoff(self.attempts, jitter);
+        ReconcileStep::RetryAt(at.min(self.hold_could_exist_until))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> AcquireRequest {
+        AcquireRequest {
+            owner: "o".into(),
+            lease_ms: 1_000,
+            request: "c.1".into(),
+            fenced: true,
+        }
+    }
+
+    #[test]
+    fn decodes_every_acquire_reply() {
+        let req = request();
+        let granted = Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Int(2),
+            Reply::Bulk(b"c.0".to_vec()),
+            Reply::Int(7),
+        ]);
+        assert_eq!(
+            req.decode(&granted),
+            Ok(AcquireReply::Granted(Granted {
+                count: 2,
+                hold: "c.0".into(),
+                token: Some(7)
+            }))
+        );
+        let held = Reply::Array(vec![Reply::Int(0), Reply::Int(0)]);
+        assert_eq!(req.decode(&held), Ok(AcquireReply::Held { pttl_ms: 1 }));
+        assert!(req.decode(&Reply::Int(3)).is_err());
+    }
+
+    #[test]
+    fn reconciliation_stops_once_the_hold_must_have_expired() {
+        let mut rec = Reconcile::new(request(), 100);
+        assert!(matches!(
+            rec.on_failure(&Failure::Lost, 200, 0),
+            ReconcileStep::RetryAt(_)
+        ));
+        assert_eq!(
+            rec.on_failure(&Failure::Lost, 1_100, 0),
+            ReconcileStep::GiveUp
+        );
+    }
+}

@@ -1,0 +1,201 @@
+//! What a client knows about one hold: its id, how many local guards share it, until when
+//! its lease is confirmed, and whether it is lost.
+//!
+//! The lease is *confirmed* until the send time of the last acquire or renewal that Redis
+//! acknowledged, plus the lease: measuring from the send time keeps the estimate on the
+//! safe side of Redis's own clock. A hold is lost, and its guards are told, when
+//! * a renewal or check finds that the hold is no longer current (deleted, expired,
+//!   replaced by a newer hold of the same owner), within one watchdog tick for every
+//!   hold, fixed leases included, or
+//! * its confirmed deadline, less a drift margin, passes: Redis could not be reached, or
+//!   the fixed lease ran out.
+
+use std::sync::Arc;
+
+use crate::error::LostReason;
+
+use super::Millis;
+
+/// Safety margin subtracted from a confirmed deadline before a hold is declared lost,
+/// covering clock-rate drift between this host and Redis (the RedLock rule: 1 % + 2 ms).
+pub fn drift(lease_ms: Millis) -> Millis {
+    lease_ms / 100 + 2
+}
+
+/// One hold as this client knows it. Guards of the same (lock, owner) in this client share
+/// one `HoldState` while the hold id stays the same.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HoldState {
+    hold: Arc<str>,
+    local_holds: usize,
+    watchdog_holds: usize,
+    confirmed_until: Millis,
+    lease_ms: Millis,
+    lost: Option<LostReason>,
+}
+
+/// How a grant relates to the hold this client already tracks for the same (lock, owner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Joining {
+    /// The same hold: join it.
+    Join,
+    /// Another hold (the tracked one ended and the owner holds a newer one): the tracked
+    /// one is lost; track the new one.
+    Replace,
+}
+
+impl HoldState {
+    /// A hold granted to a request sent at `sent_at` with `lease_ms`.
+    pub fn new(hold: Arc<str>, sent_at: Millis, lease_ms: Millis, watchdog: bool) -> Self {
+        HoldState {
+            hold,
+            local_holds: 1,
+            watchdog_holds: usize::from(watchdog),
+            confirmed_until: sent_at.saturating_add(lease_ms),
+            lease_ms,
+            lost: None,
+        }
+    }
+
+    /// The hold id.
+    pub fn hold(&self) -> &Arc<str> {
+        &self.hold
+    }
+
+    /// Whether a grant of `hold` joins this state or replaces it.
+    pub fn joining(&self, hold: &str) -> Joining {
+        if self.lost.is_none() && &*self.hold == hold {
+            Joining::Join
+        } else {
+            Joining::Replace
+        }
+    }
+
+    /// One more local guard of this hold, granted to a request sent at `sent_at`. The
+    /// script only lengthens the expiry, so the confirmed deadline only moves later.
+    pub fn join(&mut self, sent_at: Millis, lease_ms: Millis, watchdog: bool) {
+        self.local_holds += 1;
+        if watchdog {
+            self.watchdog_holds += 1;
+        }
+        let until = sent_at.saturating_add(lease_ms);
+        if until > self.confirmed_until {
+            self.confirmed_until = until;
+            self.lease_ms = lease_ms;
+        }
+    }
+
+    /// One local guard left (released, dropped or detached). Returns whether none is left.
+    pub fn leave(&mut self, watchdog: bool) -> bool {
+        self.local_holds = self.local_holds.saturating_sub(1);
+        if watchdog {
+            self.watchdog_holds = self.watchdog_holds.saturating_sub(1);
+        }
+        self.local_holds == 0
+    }
+
+    /// Whether local guards remain and the hold is not known to be lost.
+    pub fn is_active(&self) -> bool {
+        self.local_holds > 0 && self.lost.is_none()
+    }
+
+    /// Whether the watchdog lengthens the lease (some guard has the watchdog lease), as
+    /// opposed to only checking that the hold still exists.
+    pub fn renews(&self) -> bool {
+        self.watchdog_holds > 0
+    }
+
+    /// A renewal with `lease_ms`, sent at `sent_at`, found the hold current.
+    pub fn on_renewed(&mut self, sent_at: Millis, lease_ms: Millis) {
+        let until = sent_at.saturating_add(lease_ms);
+        if self.renews() && until > self.confirmed_until {
+            self.confirmed_until = until;
+            self.lease_ms = lease_ms;
+        }
+    }
+
+    /// A renewal, check or release found the hold no longer current. Returns the reason
+    /// when this newly makes the hold lost (only active holds can be lost: a release that
+    /// raced a renewal must not count as a loss).
+    pub fn on_gone(&mut self) -> Option<LostReason> {
+        self.lose(LostReason::OwnerFieldGone)
+    }
+
+    /// Marks the hold lost for `reason`, if it is active and not lost yet.
+    pub fn lose(&mut self, reason: LostReason) -> Option<LostReason> {
+        if !self.is_active() {
+            return None;
+        }
+        self.lost = Some(reason);
+        Some(reason)
+    }
+
+    /// Why the hold is lost, if it is.
+    pub fn lost(&self) -> Option<LostReason> {
+        self.lost
+    }
+
+    /// When the hold must be declared lost unless a renewal confirms it first.
+    pub fn deadline(&self) -> Millis {
+        self.confirmed_until.saturating_sub(drift(self.lease_ms))
+    }
+
+    /// The lease left at `now` as last confirmed (0 once lost). The hold is declared lost
+    /// a drift margin before this runs out.
+    pub fn remaining(&self, now: Millis) -> Millis {
+        if self.lost.is_some() {
+            return 0;
+        }
+        self.confirmed_until.saturating_sub(now)
+    }
+
+    /// The clock reached `now`: declares the hold lost when its deadline has passed.
+    pub fn on_clock(&mut self, now: Millis) -> Option<LostReason> {
+        if now < self.deadline() {
+            return None;
+        }
+        let reason = if self.renews() {
+            LostReason::LeaseExpiredUnconfirmed
+        } else {
+            LostReason::LeaseElapsed
+        };
+        self.lose(reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_holds_share_the_state_and_never_shorten_the_deadline() {
+        let mut hold = HoldState::new("c.1".into(), 0, 30_000, true);
+        hold.join(10, 1_000, false);
+        assert_eq!(hold.deadline(), 30_000 - drift(30_000));
+        assert!(!hold.leave(false));
+        assert!(hold.renews());
+        assert!(hold.leave(true));
+        assert!(!hold.is_active());
+    }
+
+    #[test]
+    fn a_release_racing_a_renewal_is_not_a_loss() {
+        let mut hold = HoldState::new("c.1".into(), 0, 30_000, true);
+        assert!(hold.leave(true));
+        assert_eq!(hold.on_gone(), None);
+        assert_eq!(hold.lost(), None);
+    }
+
+    #[test]
+    fn leases_run_out_with_the_right_reason() {
+        let mut fixed = HoldState::new("c.1".into(), 0, 500, false);
+        assert_eq!(fixed.on_clock(400), None);
+        assert_eq!(fixed.on_clock(500), Some(LostReason::LeaseElapsed));
+        let mut watched = HoldState::new("c.2".into(), 0, 500, true);
+        assert_eq!(
+            watched.on_clock(500),
+            Some(LostReason::LeaseExpiredUnconfirmed)
+        );
+        assert_eq!(watched.joining("c.2"), Joining::Replace);
+    }
+}

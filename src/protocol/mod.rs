@@ -1,0 +1,235 @@
+//! The lock protocol as a sans-IO core: every decision the client makes, with no I/O, no
+//! clock and no tokio.
+//!
+//! The async client ([`crate::Lock`], [`crate::LockGuard`], the watchdog) drives these
+//! types against Redis; the protocol checker (`tests/protocol_check.rs`) drives the same
+//! types inside a model that runs the real scripts of `lua/` against an in-memory keyspace
+//! and explores every interleaving of users, replies, faults and time. So the code that is
+//! checked is the code that runs.
+//!
+//! The cut, after quinn-proto: a request type builds the script [`Call`] to send; the
+//! driver sends it and feeds back what happened, a [`Reply`] or a [`Failure`]; the core
+//! answers with the outcome to report or the next call to make. Time enters only as
+//! arguments ([`Millis`], the driver's monotonic clock).
+//!
+//! * [`acquire`]: one acquire attempt, and the reconciliation of an attempt whose reply
+//!   was lost.
+//! * [`release`]: giving back one hold, exactly once, retrying through lost replies and
+//!   transient server states.
+//! * [`hold`]: what a client knows about one hold: until when its lease is confirmed, and
+//!   whether it is lost.
+//! * [`renew`]: the watchdog's batched renewal call and how to read its reply.
+
+pub mod acquire;
+pub mod hold;
+pub mod release;
+pub mod renew;
+
+use std::sync::Arc;
+
+/// Milliseconds on the driver's monotonic clock.
+pub type Millis = u64;
+
+/// The scripts of `lua/`, by role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScriptId {
+    /// `lua/acquire.lua`
+    Acquire,
+    /// `lua/release.lua`
+    Release,
+    /// `lua/probe.lua`
+    Probe,
+    /// `lua/renew.lua`
+    Renew,
+    /// `lua/force_unlock.lua`
+    ForceUnlock,
+    /// `lua/inspect.lua`
+    Inspect,
+}
+
+impl ScriptId {
+    /// The script's source, as loaded by the library (the same bytes the checker runs).
+    pub fn source(self) -> &'static str {
+        match self {
+            ScriptId::Acquire => include_str!("../../lua/acquire.lua"),
+            ScriptId::Release => include_str!("../../lua/release.lua"),
+            ScriptId::Probe => include_str!("../../lua/probe.lua"),
+            ScriptId::Renew => include_str!("../../lua/renew.lua"),
+            ScriptId::ForceUnlock => include_str!("../../lua/force_unlock.lua"),
+            ScriptId::Inspect => include_str!("../../lua/inspect.lua"),
+        }
+    }
+
+    /// Every script.
+    pub const ALL: [ScriptId; 6] = [
+        ScriptId::Acquire,
+        ScriptId::Release,
+        ScriptId::Probe,
+        ScriptId::Renew,
+        ScriptId::ForceUnlock,
+        ScriptId::Inspect,
+    ];
+}
+
+/// One script call to send: `EVALSHA <script> <keys> <args>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Call {
+    /// Which script.
+    pub script: ScriptId,
+    /// KEYS.
+    pub keys: Vec<Arc<str>>,
+    /// ARGV.
+    pub args: Vec<String>,
+}
+
+/// A script's reply, as Redis converts a Lua value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Reply {
+    /// nil / false
+    Nil,
+    /// An integer (a Lua number, truncated).
+    Int(i64),
+    /// A string.
+    Bulk(Vec<u8>),
+    /// A status reply (`{ok = ...}`).
+    Status(String),
+    /// An error reply (`{err = ...}` or a failed `redis.call`).
+    Error(String),
+    /// An array.
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    fn int(&self) -> Option<i64> {
+        match self {
+            Reply::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    fn text(&self) -> Option<String> {
+        match self {
+            Reply::Bulk(bytes) => String::from_utf8(bytes.clone()).ok(),
+            Reply::Status(text) => Some(text.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Why a call got no usable reply. The driver classifies the error; the core decides.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// The call was never sent (connection refused, not connected): it did not run.
+    NotSent,
+    /// The call was sent but its reply was lost (timeout, connection dropped): it may or may
+    /// not have run.
+    Lost,
+    /// The server answered with a transient state (`BUSY`, `LOADING`, `TRYAGAIN`,
+    /// `MASTERDOWN`): the call did not run and may succeed later.
+    Transient(String),
+    /// A permanent error (`NOPERM`, `WRONGTYPE`, a script error, ...): retrying will not help.
+    Permanent(String),
+}
+
+impl Failure {
+    /// Classifies a server error reply's message by its first word.
+    pub fn from_server_error(message: &str) -> Failure {
+        let code = message.split_whitespace().next().unwrap_or("");
+        if TRANSIENT_CODES.contains(&code) {
+            Failure::Transient(message.to_owned())
+        } else {
+            Failure::Permanent(message.to_owned())
+        }
+    }
+
+    /// Whether the call may have run on the server.
+    pub fn may_have_run(&self) -> bool {
+        matches!(self, Failure::Lost)
+    }
+}
+
+/// Server error codes of transient states: the command did not run and a retry may succeed.
+pub const TRANSIENT_CODES: [&str; 5] = ["BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "READONLY"];
+
+/// The back-off before retry number `attempt` (1-based): doubling from 25 ms to at most 1 s,
+/// plus up to half of it again from `jitter` (any random number; the core draws none).
+pub fn backoff(attempt: u32, jitter: u64) -> Millis {
+    let base: Millis = 25u64.saturating_mul(1 << attempt.min(6)).min(1_000);
+    base + jitter % (base / 2 + 1)
+}
+
+/// The request ids a client hands out: `<client-tag>.<seq>`, unique per request and per
+/// client. A fresh hold's id is the id of the acquire that created it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RequestIds {
+    tag: Arc<str>,
+    next: u64,
+}
+
+impl RequestIds {
+    /// Ids under `tag`, which must not contain `.` and must differ between clients.
+    pub fn new(tag: impl Into<Arc<str>>) -> Self {
+        RequestIds {
+            tag: tag.into(),
+            next: 1,
+        }
+    }
+
+    /// The next request id.
+    pub fn next_id(&mut self) -> String {
+        let seq = self.next;
+        self.next += 1;
+        format!("{}.{seq}", self.tag)
+    }
+}
+
+/// The keys of one lock that its scripts touch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockKeys {
+    /// The lock hash `<prefix>:{<name>}`.
+    pub hash: Arc<str>,
+    /// The fencing counter `<prefix>:{<name>}:fence`.
+    pub fence: Arc<str>,
+    /// The release channel `<prefix>:{<name>}:db<n>:released`.
+    pub channel: Arc<str>,
+}
+
+/// A call that deletes the lock whoever holds it (`force_unlock`).
+pub fn force_unlock_call(keys: &LockKeys) -> Call {
+    Call {
+        script: ScriptId::ForceUnlock,
+        keys: vec![keys.hash.clone()],
+        args: vec![keys.channel.to_string()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_codes_are_told_apart_from_permanent_ones() {
+        assert_eq!(
+            Failure::from_server_error("BUSY Redis is busy running a script"),
+            Failure::Transient("BUSY Redis is busy running a script".into())
+        );
+        assert!(matches!(
+            Failure::from_server_error("NOPERM this user has no permissions"),
+            Failure::Permanent(_)
+        ));
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert_eq!(backoff(1, 0), 50);
+        assert_eq!(backoff(10, 0), 1_000);
+        assert!(backoff(10, u64::MAX) <= 1_500);
+    }
+
+    #[test]
+    fn request_ids_are_unique_and_parseable() {
+        let mut ids = RequestIds::new("c1");
+        assert_eq!(ids.next_id(), "c1.1");
+        assert_eq!(ids.next_id(), "c1.2");
+    }
+}
