@@ -8,6 +8,8 @@ bash scripts/ensure-redis.sh
 cargo build --all-targets --all-features --locked
 cargo test --lib --bins --tests --examples --all-features --locked -- --test-threads="${TEST_THREADS:-4}"
 cargo test --doc --all-features --locked
+# The protocol checker at its default bound, in a release build (README, "Correctness").
+./scripts/check-protocol.sh
 # Smoke test of the benchmark command: it must run and find no correctness violation
 # (it exits non-zero on one). Its timings are not checked here. SKIP_BENCH_SMOKE=1 skips.
 if [ -z "${SKIP_BENCH_SMOKE:-}" ]; then

@@ -6,10 +6,8 @@
 //! no other request of that client for that (lock, owner) ran in between. A lane is held
 //! for one acquire attempt, or one release with its retries.
 //!
-//! An acquire whose reply was lost leaves its reconciliation pending in the lane
-//! ([`LaneState::pending`]). Whatever is sent next on the lane first finds out what that
-//! acquire did (and adopts or gives back the hold it took), so the lane is never blocked
-//! for long, and the record it needs is never overwritten first.
+//! The decisions are the protocol core's ([`crate::protocol::lane`]); this module only
+//! keeps one async mutex per lane, with the core's lane state inside.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,25 +15,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use crate::protocol::Millis;
-use crate::protocol::acquire::Reconcile;
+use crate::protocol::lane::Lane as LaneState;
 
 type LaneKey = (Arc<str>, Arc<str>);
-
-/// What a lane remembers between requests.
-#[derive(Debug, Default)]
-pub(crate) struct LaneState {
-    /// An acquire whose reply was lost and whose outcome is not known yet.
-    pub(crate) pending: Option<PendingAcquire>,
-}
-
-/// An acquire whose reply was lost.
-#[derive(Debug, Clone)]
-pub(crate) struct PendingAcquire {
-    pub(crate) reconcile: Reconcile,
-    /// When the acquire was sent: a hold it took is confirmed from then on.
-    pub(crate) sent_at: Millis,
-}
 
 /// The lanes of one client.
 #[derive(Debug, Default)]
@@ -89,7 +71,7 @@ impl Drop for LaneGuard {
         let mut lanes = self.lanes.lanes.lock();
         // Three references, the map's, `self.lane` and the owned guard's: nobody else
         // waits. A lane with a pending reconciliation is kept.
-        if Arc::strong_count(&self.lane) == 3 && self.held.pending.is_none() {
+        if Arc::strong_count(&self.lane) == 3 && !self.held.is_pending() {
             lanes.remove(&self.key);
         }
     }

@@ -13,12 +13,12 @@ use crate::client::{Background, LockClient};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, LockKeys};
-use crate::lanes::{LaneGuard, PendingAcquire};
+use crate::lanes::LaneGuard;
 use crate::owner::current_owner;
 use crate::protocol::acquire::{
-    AcquireReply, AcquireRequest, AfterFailure, Granted, Probed, Reconcile, ReconcileStep,
-    after_failure,
+    AcquireReply, AcquireRequest, AfterFailure, Granted, ReconcileStep, after_failure,
 };
+use crate::protocol::lane::Resolved;
 use crate::protocol::release::{ReleaseOp, ReleaseOutcome, ReleaseStep};
 use crate::protocol::{Failure, Millis, Reply, force_unlock_call};
 use crate::pubsub::Listener;
@@ -309,6 +309,7 @@ impl Lock {
         let mut woken = false;
         let mut outage: Option<Instant> = None;
         let mut backoff = Duration::from_millis(50);
+        let mut poll_backoff = Duration::from_millis(1);
         loop {
             let mut baton = WakeBaton {
                 listener: &listener,
@@ -341,6 +342,15 @@ impl Lock {
                 Err(err) => return Err(err),
             };
             drop(baton);
+            // Without a subscription (the ACL refused it), poll: 1 ms doubling to 128 ms,
+            // never past the lock's TTL.
+            let pause = if listener.denied() {
+                let poll = poll_backoff;
+                poll_backoff = (poll_backoff * 2).min(Duration::from_millis(128));
+                pause.min(poll)
+            } else {
+                pause
+            };
             let Some(pause) = pause_for(pause) else {
                 return Ok(None);
             };
@@ -373,21 +383,27 @@ impl Lock {
     async fn attempt_here(&self, owner: &Arc<str>) -> Result<Attempt> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
-        // An earlier acquire of this (lock, owner) whose reply was lost comes first: a hold
-        // it took is this attempt's result.
-        match self.resolve_pending(&mut lane).await {
-            Ok(Some((granted, sent_at))) => {
-                return Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)));
-            }
-            Ok(None) => {}
-            Err(err) => return Err(Error::Redis(err.error)),
-        }
         let request = AcquireRequest {
             owner: owner.clone(),
             lease_ms: self.lease_ms(),
             request: inner.next_request_id(),
             fenced: self.fenced,
         };
+        // An earlier acquire of this (lock, owner) whose reply was lost comes first: a hold
+        // it took on the same terms is this attempt's result; on other terms it is given
+        // back before this attempt is sent.
+        match self.resolve_pending(&mut lane).await {
+            Ok(Some((granted, sent_at, lost))) => {
+                if lost.same_terms(&request) {
+                    return Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)));
+                }
+                let give_up_at = inner.clock.now() + lost.lease_ms;
+                self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at)
+                    .await?;
+            }
+            Ok(None) => {}
+            Err(err) => return Err(Error::Redis(err.error)),
+        }
         let sent_at = inner.clock.now();
         match inner.run(&request.call(&self.keys.protocol)).await {
             Ok(reply) => {
@@ -399,12 +415,10 @@ impl Lock {
                     // The reply was lost, but the acquire may have run. Nothing else is
                     // sent for this (lock, owner) before finding out what it did: ask now,
                     // and if that fails too, keep asking in the background.
-                    lane.state().pending = Some(PendingAcquire {
-                        reconcile: Reconcile::new(request, inner.clock.now()),
-                        sent_at,
-                    });
+                    lane.state()
+                        .lost_acquire(request, sent_at, inner.clock.now());
                     match self.resolve_pending(&mut lane).await {
-                        Ok(Some((granted, sent_at))) => {
+                        Ok(Some((granted, sent_at, _))) => {
                             tracing::debug!(
                                 lock = self.name(),
                                 "adopted a hold whose reply was lost"
@@ -425,23 +439,23 @@ impl Lock {
     }
 
     /// Finds out what the lane's pending acquire (if any) did: the hold it took, to be
-    /// adopted or given back, or nothing. The pending acquire is cleared unless the probe
-    /// got no reply (the caller then reports the error; the background task asks again).
+    /// adopted or given back, or nothing. The pending acquire stays when the probe got no
+    /// reply (the caller reports the error; the background task asks again).
     async fn resolve_pending(
         &self,
         lane: &mut LaneGuard,
-    ) -> std::result::Result<Option<(Granted, Millis)>, CallError> {
-        let Some(pending) = lane.state().pending.clone() else {
+    ) -> std::result::Result<Option<(Granted, Millis, AcquireRequest)>, CallError> {
+        let Some(probe) = lane.state().probe(&self.keys.protocol) else {
             return Ok(None);
         };
-        let inner = &self.client.inner;
-        let reply = inner
-            .run(&pending.reconcile.call(&self.keys.protocol))
-            .await?;
-        lane.state().pending = None;
-        match pending.reconcile.decode(&reply) {
-            Ok(Probed::Holds(granted)) => Ok(Some((granted, pending.sent_at))),
-            Ok(Probed::Nothing) => Ok(None),
+        let reply = self.client.inner.run(&probe).await?;
+        match lane.state().on_probe_reply(&reply) {
+            Ok(Resolved::Holds {
+                granted,
+                sent_at,
+                request,
+            }) => Ok(Some((granted, sent_at, request))),
+            Ok(Resolved::Nothing) => Ok(None),
             Err(unexpected) => {
                 tracing::error!(lock = self.name(), %unexpected, "probe: unreadable reply");
                 Ok(None)
@@ -466,11 +480,11 @@ impl Lock {
                 tokio::time::sleep(Duration::from_millis(delay)).await;
                 attempt += 1;
                 let mut lane = inner.lanes.enter(&lock.keys.hash, &owner).await;
-                let Some(mut pending) = lane.state().pending.clone() else {
+                if !lane.state().is_pending() {
                     return; // resolved by the next request of this owner
-                };
+                }
                 match lock.resolve_pending(&mut lane).await {
-                    Ok(Some((granted, _))) => {
+                    Ok(Some((granted, _, _))) => {
                         tracing::debug!(
                             lock = lock.name(),
                             "giving back a hold whose reply was lost"
@@ -484,23 +498,17 @@ impl Lock {
                     Ok(None) => return,
                     Err(err) => {
                         let now = inner.clock.now();
-                        match pending
-                            .reconcile
-                            .on_failure(&err.failure, now, inner.jitter())
-                        {
-                            ReconcileStep::RetryAt(_) => {
-                                lane.state().pending = Some(pending);
-                            }
-                            ReconcileStep::GiveUp => {
-                                lane.state().pending = None;
-                                tracing::warn!(
-                                    lock = lock.name(),
-                                    "could not learn whether an acquire whose reply was lost \
-                                     took the lock before its lease ran out; if it did, it \
-                                     has expired"
-                                );
-                                return;
-                            }
+                        let step = lane
+                            .state()
+                            .on_probe_failure(&err.failure, now, inner.jitter());
+                        if step == ReconcileStep::GiveUp {
+                            tracing::warn!(
+                                lock = lock.name(),
+                                "could not learn whether an acquire whose reply was lost \
+                                 took the lock before its lease ran out; if it did, it \
+                                 has expired"
+                            );
+                            return;
                         }
                     }
                 }
@@ -754,13 +762,16 @@ impl Lock {
         // this release's record cannot hide it.
         loop {
             match self.resolve_pending(&mut lane).await {
-                Ok(Some((granted, _))) => {
+                Ok(Some((granted, _, _))) => {
                     self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at)
                         .await?;
                 }
                 Ok(None) => break,
                 Err(err) => {
-                    if inner.clock.now() >= give_up_at {
+                    let now = inner.clock.now();
+                    lane.state()
+                        .on_probe_failure(&err.failure, now, inner.jitter());
+                    if now >= give_up_at {
                         return Err(Error::Redis(err.error));
                     }
                     let delay = crate::protocol::backoff(1, inner.jitter());

@@ -40,6 +40,11 @@ struct Shared {
     channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
     /// Wakes the hub task to reconcile subscriptions.
     changed: Notify,
+    /// Set once the server refused SUBSCRIBE with NOPERM. Reconnecting cannot change an
+    /// ACL, so the hub stops asking and waiters poll instead (see `Lock::acquire`).
+    denied: AtomicBool,
+    /// Wakes `Listener::ready` waiters when `denied` is set.
+    denied_changed: Notify,
 }
 
 /// Handle to the hub; cheap to clone.
@@ -106,19 +111,32 @@ impl Hub {
 }
 
 impl Listener {
-    /// Resolves once the server has confirmed the subscription.
+    /// Resolves once the server has confirmed the subscription, or refused it for good
+    /// (see [`Listener::denied`]).
     ///
     /// Cancel safety: cancel-safe; it only observes state.
     pub(crate) async fn ready(&self) {
         loop {
             let changed = self.channel.subscribed_changed.notified();
+            let denied = self.shared.denied_changed.notified();
             tokio::pin!(changed);
+            tokio::pin!(denied);
             changed.as_mut().enable();
-            if self.channel.subscribed.load(Ordering::Acquire) {
+            denied.as_mut().enable();
+            if self.channel.subscribed.load(Ordering::Acquire) || self.denied() {
                 return;
             }
-            changed.await;
+            tokio::select! {
+                _ = changed => {}
+                _ = denied => {}
+            }
         }
+    }
+
+    /// Whether the server refused SUBSCRIBE for lack of permission: no wake-up will ever
+    /// come, and the waiter must poll.
+    pub(crate) fn denied(&self) -> bool {
+        self.shared.denied.load(Ordering::Acquire)
     }
 
     /// A future that resolves when this waiter is woken by a release message.
@@ -170,6 +188,10 @@ impl HubTask {
             if self.shutdown.is_cancelled() {
                 return;
             }
+            if self.shared.denied.load(Ordering::Acquire) {
+                // No subscription will ever be allowed: nothing to do but stop.
+                return;
+            }
             if connection.is_none() {
                 if self.shared.channels.lock().is_empty() {
                     tokio::select! {
@@ -195,6 +217,14 @@ impl HubTask {
                 // while we were away are gone.
                 if self.reconcile(&mut connection).await {
                     self.wake_everyone();
+                } else {
+                    // A connection that cannot subscribe is not retried at once: that would
+                    // open connections as fast as the server accepts them.
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
                 continue;
             }
@@ -254,6 +284,18 @@ impl HubTask {
             let names: Vec<&str> = to_add.iter().map(|c| &**c).collect();
             match tokio::time::timeout(self.command_timeout, conn.sink.subscribe(&names)).await {
                 Ok(Ok(())) => conn.subscribed.extend(to_add),
+                Ok(Err(err)) if is_permission_error(&err) => {
+                    tracing::warn!(
+                        error = %err,
+                        "SUBSCRIBE refused: the Redis user lacks the `+subscribe` command or \
+                         `&<prefix>:*` channel permission in its ACL; waiters fall back to \
+                         polling (1 ms to 128 ms back-off, bounded by the lock's TTL)"
+                    );
+                    self.shared.denied.store(true, Ordering::Release);
+                    self.shared.denied_changed.notify_waiters();
+                    *connection = None;
+                    return false;
+                }
                 Ok(Err(err)) => {
                     tracing::warn!(error = %err, "SUBSCRIBE failed");
                     ok = false;
@@ -316,6 +358,13 @@ impl HubTask {
             channel.wake.notify_waiters();
         }
     }
+}
+
+/// Whether a subscription was refused by the ACL (NOPERM), which no reconnect can fix.
+fn is_permission_error(err: &redis::RedisError) -> bool {
+    err.code() == Some("NOPERM")
+        || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+        || err.to_string().contains("NOPERM")
 }
 
 /// `StreamExt::next` without pulling in `futures`: polls the stream once per wake-up.

@@ -316,7 +316,7 @@ async fn a_lost_lock_stops_the_command() {
     assert_eq!(code(&out), LOCK_LOST, "{}", stderr(&out));
     assert!(started.elapsed() < 5 * SEC);
     assert!(stderr(&out).contains("was lost"), "{}", stderr(&out));
-    assert!(stderr(&out).contains("field is gone"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("hold is gone"), "{}", stderr(&out));
     assert!(dir.path().join("got").exists(), "the command got SIGTERM");
 
     let out = output(cli(&url).args(["unlock", "doomed", "--force"])).await;
@@ -638,4 +638,399 @@ async fn unreachable_redis_exits_69() {
         );
         assert!(started.elapsed() < 15 * SEC);
     }
+}
+
+// The command's process group (Linux): it dies with redis-locks, and none of it outlives
+// the lock.
+
+/// Whether `pid` is a live process (a zombie is not: it can no longer run, and a
+/// non-reaping init may leave it around).
+#[cfg(target_os = "linux")]
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+    }
+}
+
+/// The pids written, space-separated, to `path` (waits for the file to appear).
+#[cfg(target_os = "linux")]
+async fn pids_in(path: &Path) -> Vec<i32> {
+    wait_for_file(path).await;
+    let pids: Vec<i32> = std::fs::read_to_string(path)
+        .unwrap()
+        .split_whitespace()
+        .map(|pid| pid.parse().unwrap())
+        .collect();
+    assert!(!pids.is_empty());
+    pids
+}
+
+/// Processes running `redis-locks` with `lock` among their arguments, other than `cli`:
+/// the watcher (forked from redis-locks without an exec, it keeps its command line).
+#[cfg(target_os = "linux")]
+fn watchers(lock: &str, cli: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        if pid != cli
+            && args.first() == Some(&BIN.as_bytes())
+            && args.contains(&lock.as_bytes())
+            && running(pid)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A script that starts two background processes, one of them in a subshell with a child
+/// of its own, writes `$$` and their pids to "$DIR/pids", then waits.
+#[cfg(target_os = "linux")]
+const FAMILY: &str = r#"
+    sleep 100 & a=$!
+    (sleep 100 & echo $! > "$DIR/nested"; wait) & b=$!
+    while [ ! -s "$DIR/nested" ]; do sleep 0.01; done
+    echo "$$ $a $b $(cat "$DIR/nested")" > "$DIR/pids.tmp"
+    mv "$DIR/pids.tmp" "$DIR/pids"
+    wait
+"#;
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn killing_the_cli_kills_the_commands_whole_process_group() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    // SIGTERM ignored throughout: only SIGKILL ends them.
+    let script = format!("trap '' TERM\n{FAMILY}");
+    // Unique on this machine: the watcher is found by it.
+    let lock = format!("sigkilled-family-{}", std::process::id());
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args(["run", &lock, "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    let cli_pid = child.id().unwrap() as i32;
+    let pids = pids_in(&dir.path().join("pids")).await;
+    assert_eq!(pids.len(), 4);
+    assert!(pids.iter().all(|&pid| running(pid)), "{pids:?}");
+    let watchers_before = watchers(&lock, cli_pid);
+
+    signal(&child, libc::SIGKILL);
+    let out = finish(child).await;
+    assert_eq!(out.status.code(), None);
+    let gone = common::eventually(3 * SEC, || {
+        let pids = pids.clone();
+        async move { pids.iter().all(|&pid| !running(pid)) }
+    })
+    .await;
+    let left: Vec<i32> = pids.iter().copied().filter(|&pid| running(pid)).collect();
+    assert!(
+        gone,
+        "the command or its children outlived redis-locks: {left:?}"
+    );
+    assert_eq!(watchers_before.len(), 1, "one watcher process");
+    let watcher_gone =
+        common::eventually(3 * SEC, || async { watchers(&lock, cli_pid).is_empty() }).await;
+    assert!(watcher_gone, "the watcher outlived its job");
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_lost_lock_stops_the_whole_group_even_when_it_ignores_sigterm() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("trap '' TERM\n{FAMILY}");
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args([
+            "run",
+            "lost-family",
+            "--watchdog",
+            "1s",
+            "--kill-after",
+            "500ms",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    let pids = pids_in(&dir.path().join("pids")).await;
+    let out = output(cli(&url).args(["unlock", "lost-family", "--force"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    let out = finish(child).await;
+    assert_eq!(code(&out), LOCK_LOST, "{}", stderr(&out));
+    assert!(stderr(&out).contains("SIGKILL"), "{}", stderr(&out));
+    // Gone by the time redis-locks exits, not some time after.
+    let left: Vec<i32> = pids.iter().copied().filter(|&pid| running(pid)).collect();
+    assert!(left.is_empty(), "outlived the lost lock: {left:?}");
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn processes_the_command_leaves_behind_are_stopped_before_the_release() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    // One leftover ends on SIGTERM; the other ignores it and needs SIGKILL.
+    let script = r#"
+        sleep 100 & echo $! > "$DIR/polite"
+        (trap '' TERM; touch "$DIR/trapped"; exec sleep 100) & echo $! > "$DIR/stubborn"
+        while [ ! -e "$DIR/trapped" ]; do sleep 0.01; done
+        exit 3
+    "#;
+    let out = output(
+        cli(&url)
+            .env("DIR", dir.path())
+            .args(["run", "leftovers", "--kill-after", "500ms", "--"])
+            .args(["sh", "-c", script]),
+    )
+    .await;
+    assert_eq!(code(&out), 3, "the command's status: {}", stderr(&out));
+    assert!(stderr(&out).contains("left processes"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SIGKILL"), "{}", stderr(&out));
+    for name in ["polite", "stubborn"] {
+        let pid = pids_in(&dir.path().join(name)).await[0];
+        assert!(!running(pid), "{name} ({pid}) outlived the command's run");
+    }
+    assert_eq!(status_json(&url, "leftovers").await["held"], false);
+
+    // A command that waits for its children leaves nothing behind: no warning.
+    let out = output(cli(&url).args([
+        "run",
+        "leftovers",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.2 & wait; exit 4",
+    ]))
+    .await;
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("left processes"), "{}", stderr(&out));
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn forwarded_signals_reach_the_commands_children() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        sleep 100 & echo $! > "$DIR/child.tmp"; mv "$DIR/child.tmp" "$DIR/child"
+        wait
+    "#;
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args(["run", "fwd-group", "--", "sh", "-c", script])
+        .spawn()
+        .unwrap();
+    let pid = pids_in(&dir.path().join("child")).await[0];
+    signal(&child, libc::SIGTERM);
+    let out = finish(child).await;
+    assert_eq!(code(&out), 128 + libc::SIGTERM, "{}", stderr(&out));
+    assert!(!running(pid), "the command's child outlived it");
+    // It got the forwarded SIGTERM itself: nothing was left to clear up.
+    assert!(!stderr(&out).contains("left processes"), "{}", stderr(&out));
+}
+
+/// A shell running `script` as the session leader of a new pseudo-terminal, its output
+/// collected. `None` where pseudo-terminals are not available.
+#[cfg(target_os = "linux")]
+struct Terminal {
+    master: std::fs::File,
+    shell: std::process::Child,
+    output: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Terminal {
+    fn start(script: &str, envs: &[(&str, &std::ffi::OsStr)]) -> Option<Terminal> {
+        use std::io::Read;
+        use std::os::fd::FromRawFd;
+        use std::os::unix::process::CommandExt;
+
+        // SAFETY: plain libc calls on a descriptor we own, a local buffer for the name.
+        let (master, path) = unsafe {
+            let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            if master < 0 {
+                eprintln!("skipped: no pseudo-terminals here");
+                return None;
+            }
+            let master = std::fs::File::from_raw_fd(master);
+            use std::os::fd::AsRawFd;
+            assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
+            assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(
+                libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()),
+                0
+            );
+            (master, std::ffi::CStr::from_ptr(name.as_ptr()).to_owned())
+        };
+        let mut shell = std::process::Command::new("sh");
+        shell.arg("-c").arg(script).env_remove("RUST_LOG");
+        for (key, value) in envs {
+            shell.env(key, value);
+        }
+        // SAFETY: between fork and exec, only async-signal-safe calls on a path prepared
+        // before the fork.
+        unsafe {
+            shell.pre_exec(move || {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let tty = libc::open(path.as_ptr(), libc::O_RDWR);
+                if tty < 0 || libc::ioctl(tty, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                for fd in 0..3 {
+                    libc::dup2(tty, fd);
+                }
+                if tty > 2 {
+                    libc::close(tty);
+                }
+                Ok(())
+            });
+        }
+        let shell = shell.spawn().unwrap();
+        let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut reader = master.try_clone().unwrap();
+        let collected = output.clone();
+        // Until every holder of the terminal is gone (EIO) or the test ends.
+        std::thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n @ 1..) = reader.read(&mut buf) {
+                collected.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Some(Terminal {
+            master,
+            shell,
+            output,
+        })
+    }
+
+    fn type_in(&mut self, text: &str) {
+        use std::io::Write;
+        self.master.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn output(&self) -> String {
+        String::from_utf8_lossy(&self.output.lock().unwrap()).into_owned()
+    }
+
+    /// Waits (at most 20 s) for the shell to exit; returns everything it printed.
+    fn finish(&mut self) -> String {
+        let deadline = Instant::now() + 20 * SEC;
+        while self.shell.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the shell did not finish: {}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The last output may still be on its way through the terminal.
+        std::thread::sleep(Duration::from_millis(200));
+        self.output()
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        // Whatever is left of the session.
+        // SAFETY: kill(2) on the session's process group (the shell leads it).
+        unsafe {
+            libc::kill(-(self.shell.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.shell.wait();
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn in_a_terminal_the_command_gets_the_terminal_and_gives_it_back() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let envs = [
+        ("BIN", std::ffi::OsStr::new(BIN)),
+        ("REDIS_URL", url.as_ref()),
+        ("DIR", dir.path().as_os_str()),
+    ];
+
+    // The command reads the terminal (in a process group of its own, it must have been
+    // given the terminal), then the script after redis-locks does (it must have it back).
+    let script = r#"
+        "$BIN" run tty-read -- sh -c 'read a; echo "got:$a"'
+        echo "cli=$?"
+        read b; echo "after:$b"
+    "#;
+    let Some(mut term) = Terminal::start(script, &envs) else {
+        return;
+    };
+    term.type_in("one\ntwo\n");
+    let out = term.finish();
+    assert!(out.contains("got:one"), "{out}");
+    assert!(out.contains("cli=0"), "{out}");
+    assert!(out.contains("after:two"), "{out}");
+
+    // redis-locks is killed while the command has the terminal: the command dies, and the
+    // terminal goes back to the script (the watcher returns it; reading it before that
+    // fails, hence the retries).
+    let script = r#"
+        "$BIN" run tty-kill -- sh -c 'echo $$ > "$DIR/cmd"; read a < /dev/tty; echo "got:$a"' &
+        echo $! > "$DIR/cli"
+        wait
+        n=0
+        until read b; do n=$((n + 1)); [ $n -gt 100 ] && break; sleep 0.05; done
+        echo "after:$b"
+    "#;
+    let Some(mut term) = Terminal::start(script, &envs) else {
+        return;
+    };
+    let read_pid = |name: &str| -> i32 {
+        let path = dir.path().join(name);
+        let deadline = Instant::now() + 10 * SEC;
+        loop {
+            if let Some(pid) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+            {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "no {name} pid");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let command = read_pid("cmd");
+    let cli_pid = read_pid("cli");
+    // SAFETY: kill(2); the pid is redis-locks's, which has not exited (the command is
+    // blocked reading the terminal).
+    assert_eq!(unsafe { libc::kill(cli_pid, libc::SIGKILL) }, 0);
+    let deadline = Instant::now() + 3 * SEC;
+    while running(command) {
+        assert!(
+            Instant::now() < deadline,
+            "the command outlived redis-locks"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    term.type_in("two\n");
+    let out = term.finish();
+    assert!(!out.contains("got:"), "{out}");
+    assert!(out.contains("after:two"), "{out}");
 }

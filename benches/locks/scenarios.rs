@@ -87,6 +87,16 @@ impl Imp {
         }
     }
 
+    /// The prefix of every key this implementation writes (see `handle`).
+    fn key_prefix(&self) -> String {
+        match self {
+            Imp::Lib(client) => format!("{}:", client.prefix()),
+            Imp::Raw(_) => "raw:".into(),
+            Imp::Rs(_) => "rslock:".into(),
+            Imp::Diag(_) => "diag:".into(),
+        }
+    }
+
     fn handle(&self, name: &str) -> Res<Handle> {
         Ok(match self {
             Imp::Lib(client) => Handle::Lib(client.lock(name)?),
@@ -126,9 +136,9 @@ impl Handle {
                 Ok((ns(t1 - t0), ns(t1.elapsed())))
             }
             Handle::Diag(diag, name) => {
-                diag.acquire(name).await?;
+                let hold = diag.acquire(name).await?;
                 let t1 = Instant::now();
-                diag.release(name).await?;
+                diag.release(name, &hold).await?;
                 Ok((ns(t1 - t0), ns(t1.elapsed())))
             }
         }
@@ -249,13 +259,84 @@ fn cost_rows(out: &mut Outcome, accs: &[Acc], imps: &[Imp]) {
                 ratio(c[LIB].redis_cpu_us, c[RAW].redis_cpu_us)
             )),
     );
+    // Server time of the commands the client sent (a script's time includes the commands
+    // it runs), summed over a cycle: what one cycle costs Redis.
+    let exec = c[LIB].server_us / c[RAW].server_us.max(1e-9);
+    out.set("lib_vs_raw_redis_exec_us_per_cycle", json!(r2(exec)));
+    let met = out.check("Redis exec µs/cycle vs raw", "<= 2x raw", exec, exec <= 2.0);
     out.row(
         Row::new("Redis exec µs / cycle (commandstats)")
             .lib(num(c[LIB].server_us))
             .raw(num(c[RAW].server_us))
             .rslock(num(c[RSL].server_us))
-            .ratio(ratio(c[LIB].server_us, c[RAW].server_us)),
+            .ratio(ratio(c[LIB].server_us, c[RAW].server_us))
+            .target("≤ 2× raw", met),
     );
+    let per_call = |acc: &Acc, imp: &Imp| {
+        let k = count_cmds(&acc.m.cmds, imp.extra_top());
+        k.top_usec as f64 / k.top.max(1) as f64
+    };
+    let pc: Vec<f64> = accs.iter().zip(imps).map(|(a, i)| per_call(a, i)).collect();
+    // Of the scripts' time: the commands they ran, and the rest (Lua, argument handling).
+    let split = |acc: &Acc, imp: &Imp| {
+        let (mut scripts, mut inner) = (0u64, 0u64);
+        for (name, c) in &acc.m.cmds {
+            let base = name.split('|').next().unwrap_or(name);
+            if base == "evalsha" || base == "eval" {
+                scripts += c.usec;
+            } else if !util::TOP_LEVEL.contains(&base) && !imp.extra_top().contains(&base) {
+                inner += c.usec;
+            }
+        }
+        let n = acc.cycles.max(1) as f64;
+        format!(
+            "{} / {}",
+            num(inner as f64 / n),
+            num(scripts.saturating_sub(inner) as f64 / n)
+        )
+    };
+    out.row(
+        Row::new("of the scripts' exec µs / cycle: commands inside / Lua and call overhead")
+            .lib(split(&accs[LIB], &imps[LIB]))
+            .raw(split(&accs[RAW], &imps[RAW]))
+            .rslock(split(&accs[RSL], &imps[RSL])),
+    );
+    out.row(
+        Row::new("Redis exec µs / top-level call (commandstats)")
+            .lib(num(pc[LIB]))
+            .raw(num(pc[RAW]))
+            .rslock(num(pc[RSL]))
+            .ratio(ratio(pc[LIB], pc[RAW])),
+    );
+}
+
+/// After every lock of S1 or S2 was released: the keys left in Redis, in all and by the
+/// implementation that wrote them (by key prefix). Target: none.
+async fn keys_left_rows(ctx: &mut Ctx, out: &mut Outcome, imps: &[Imp]) -> Res<()> {
+    let prefixes: Vec<(&str, String)> = LABELS
+        .iter()
+        .zip(imps)
+        .map(|(label, imp)| (*label, imp.key_prefix()))
+        .collect();
+    let (total, by) = util::keys_left(&mut ctx.control, &prefixes).await?;
+    out.set("keys_left_in_redis_after_all_released", json!(total));
+    out.set("keys_left_by_impl", json!(by));
+    let met = out.check(
+        "keys left after all released",
+        "0",
+        total as f64,
+        total == 0,
+    );
+    let of = |i: usize| by.get(LABELS[i]).copied().unwrap_or(0).to_string();
+    out.row(
+        Row::new("keys left in Redis after every lock was released")
+            .lib(of(LIB))
+            .raw(of(RAW))
+            .rslock(of(RSL))
+            .ratio(format!("{total} in all"))
+            .target("0", met),
+    );
+    Ok(())
 }
 
 /// Runs `batch` for each implementation, `rounds` times, rotating the order so drift in
@@ -308,6 +389,7 @@ pub async fn s1(ctx: &mut Ctx) -> Res<Outcome> {
         serial(handles[i].clone(), per_round)
     })
     .await?;
+    drop(handles);
     let sums: Vec<Summary> = accs.iter().map(|a| summarize_ns(&a.cycle)).collect();
     let acq: Vec<Summary> = accs.iter().map(|a| summarize_ns(&a.acquire)).collect();
     let rel: Vec<Summary> = accs.iter().map(|a| summarize_ns(&a.release)).collect();
@@ -327,7 +409,14 @@ pub async fn s1(ctx: &mut Ctx) -> Res<Outcome> {
         json!(r2(rates[LIB] / rates[RSL])),
     );
     out.set("lib_vs_raw_p99", json!(r2(p99)));
+    let vs_rs = rates[LIB] / rates[RSL];
     let m1 = out.check("cycles/s vs raw", ">= 0.95x raw", thr, thr >= 0.95);
+    let m1r = out.check(
+        "cycles/s vs rslock",
+        ">= 0.95x rslock",
+        vs_rs,
+        vs_rs >= 0.95,
+    );
     let m2 = out.check("p99 vs raw p99", "<= 1.2x raw p99", p99, p99 <= 1.2);
     out.row(
         Row::new("cycles/s")
@@ -339,7 +428,7 @@ pub async fn s1(ctx: &mut Ctx) -> Res<Outcome> {
                 ratio(rates[LIB], rates[RAW]),
                 ratio(rates[LIB], rates[RSL])
             ))
-            .target("≥ 0.95× raw", m1),
+            .target("≥ 0.95× raw and ≥ 0.95× rslock", m1 && m1r),
     );
     out.row(
         Row::new("cycle p50 µs")
@@ -364,16 +453,20 @@ pub async fn s1(ctx: &mut Ctx) -> Res<Outcome> {
             .rslock(ar(RSL)),
     );
     cost_rows(&mut out, &accs, &imps);
+    let label = "diagnostic: library's Lua scripts sent directly \
+                 (cycles/s; cycle p50 / p99 µs; acquire / release p50 µs)";
     out.row(
-        Row::new("diagnostic: library's Lua scripts sent directly (cycles/s; p50 / p99 µs)")
+        Row::new(label)
             .lib(format!(
-                "{}; {} / {}",
+                "{}; {} / {}; {}",
                 num(rates[DIAG]),
                 num(sums[DIAG].p50),
-                num(sums[DIAG].p99)
+                num(sums[DIAG].p99),
+                ar(DIAG)
             ))
             .ratio(format!("{} raw", ratio(rates[DIAG], rates[RAW]))),
     );
+    keys_left_rows(ctx, &mut out, &imps).await?;
     Ok(out)
 }
 
@@ -425,7 +518,6 @@ pub async fn s2(ctx: &mut Ctx) -> Res<Outcome> {
         parallel(imps[i].clone(), tasks, dur, "run")
     })
     .await?;
-    let keys_left: u64 = redis::cmd("DBSIZE").query_async(&mut ctx.control).await?;
     let rates: Vec<f64> = accs.iter().map(Acc::rate).collect();
     let sums: Vec<Summary> = accs.iter().map(|a| summarize_ns(&a.cycle)).collect();
     for (i, label) in LABELS.iter().enumerate() {
@@ -435,14 +527,13 @@ pub async fn s2(ctx: &mut Ctx) -> Res<Outcome> {
         "params",
         json!({"tasks": tasks, "rounds": rounds, "seconds_per_round": dur.as_secs_f64()}),
     );
-    out.set("keys_left_in_redis_after_all_released", json!(keys_left));
     let thr = rates[LIB] / rates[RAW];
     out.set("lib_vs_raw_cycles_per_sec", json!(r2(thr)));
     out.set(
         "lib_vs_rslock_cycles_per_sec",
         json!(r2(rates[LIB] / rates[RSL])),
     );
-    let met = out.check("cycles/s vs raw", ">= 0.9x raw", thr, thr >= 0.9);
+    let met = out.check("cycles/s vs raw", ">= 0.8x raw", thr, thr >= 0.8);
     out.row(
         Row::new("cycles/s")
             .lib(num(rates[LIB]))
@@ -453,7 +544,7 @@ pub async fn s2(ctx: &mut Ctx) -> Res<Outcome> {
                 ratio(rates[LIB], rates[RAW]),
                 ratio(rates[LIB], rates[RSL])
             ))
-            .target("≥ 0.9× raw", met),
+            .target("≥ 0.8× raw", met),
     );
     let pp = |i: usize| format!("{} / {}", num(sums[i].p50), num(sums[i].p99));
     out.row(
@@ -468,10 +559,7 @@ pub async fn s2(ctx: &mut Ctx) -> Res<Outcome> {
             .lib(num(rates[DIAG]))
             .ratio(format!("{} raw", ratio(rates[DIAG], rates[RAW]))),
     );
-    out.row(
-        Row::new("keys left in Redis after every lock was released (release latches)")
-            .lib(keys_left.to_string()),
-    );
+    keys_left_rows(ctx, &mut out, &imps).await?;
     Ok(out)
 }
 
@@ -569,6 +657,25 @@ struct S3Run {
     late: u64,
     violations: u64,
     wait_p99_us: f64,
+    /// Think time outside the lock as measured in the workers: mean of the processes'
+    /// means, mean of their p50s, worst p99 (µs).
+    think_mean_us: f64,
+    think_p50_us: f64,
+    think_p99_us: f64,
+    /// Mean over the processes of their mean acquire wait, critical section, release (µs).
+    acquire_mean_us: f64,
+    section_mean_us: f64,
+    release_mean_us: f64,
+    /// Acquisitions (all processes) whose wait exceeded 100 / 200 / 500 / 1000 µs.
+    waits_over: [u64; 4],
+    acquisitions: u64,
+    /// Lock commands (not the critical section's) per acquisition, and their Redis exec µs.
+    lock_calls: f64,
+    lock_exec_us: f64,
+    redis_cpu_us: f64,
+    /// The workers' CPU per acquisition (all threads, think-time spin included).
+    client_cpu_us: f64,
+    cmds: CmdStats,
     rate: f64,
 }
 
@@ -590,10 +697,15 @@ async fn s3_variant(ctx: &mut Ctx, imp: &str, procs: usize, duration: Duration) 
         )?);
     }
     let limit = duration + Duration::from_secs(60);
+    // Meter Redis from the common start time until every worker reported.
+    let wait = Duration::from_micros(start_us.saturating_sub(now_us()));
+    tokio::time::sleep(wait).await;
+    let meter = Meter::start(&mut ctx.control).await?;
     let mut results = Vec::new();
     for worker in &mut workers {
         results.push(worker.json(limit).await?);
     }
+    let metered = meter.stop(&mut ctx.control).await?;
     for worker in workers {
         worker.finish(Duration::from_secs(10)).await?;
     }
@@ -605,11 +717,55 @@ async fn s3_variant(ctx: &mut Ctx, imp: &str, procs: usize, duration: Duration) 
         .iter()
         .filter_map(|v| v.pointer("/wait/p99_us").and_then(Value::as_f64))
         .fold(0.0, f64::max);
+    let think = |field: &str| -> Vec<f64> {
+        results
+            .iter()
+            .filter_map(|v| {
+                v.pointer(&format!("/think/{field}"))
+                    .and_then(Value::as_f64)
+            })
+            .collect()
+    };
+    let mean_of = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let think_mean_us = mean_of(think("mean_us"));
+    let think_p50_us = mean_of(think("p50_us"));
+    let think_p99_us = think("p99_us").into_iter().fold(0.0, f64::max);
+    let mean_field = |ptr: &str| {
+        mean_of(
+            results
+                .iter()
+                .filter_map(|v| v.pointer(ptr).and_then(Value::as_f64))
+                .collect(),
+        )
+    };
+    let acquire_mean_us = mean_field("/wait/mean_us");
+    let section_mean_us = mean_field("/critical_section/mean_us");
+    let release_mean_us = mean_field("/release/mean_us");
+    let over = |us: &str| -> u64 {
+        results
+            .iter()
+            .filter_map(|v| {
+                v.pointer(&format!("/waits_over_us/{us}"))
+                    .and_then(Value::as_u64)
+            })
+            .sum()
+    };
+    let waits_over = [over("100"), over("200"), over("500"), over("1000")];
+    let cpu: u64 = results.iter().map(|v| get(v, "cpu_us")).sum();
     let total: Option<u64> = redis::cmd("GET")
         .arg(format!("{name}:total"))
         .query_async(&mut ctx.control)
         .await?;
     let sum: u64 = counts.iter().sum::<u64>() + late;
+    let per = sum.max(1) as f64;
+    // The lock's own commands: scripts, pub/sub, and rslock's SET (the critical section's
+    // INCR/DECR are not top-level commands in `util::TOP_LEVEL`).
+    let extra: &[&str] = if imp.starts_with("rslock") {
+        &["set"]
+    } else {
+        &[]
+    };
+    let lock = count_cmds(&metered.cmds, extra);
     if total.unwrap_or(0) != sum {
         return Err(err(format!(
             "{imp}: counter says {total:?} critical sections, workers say {sum}"
@@ -621,6 +777,19 @@ async fn s3_variant(ctx: &mut Ctx, imp: &str, procs: usize, duration: Duration) 
         late,
         violations,
         wait_p99_us,
+        think_mean_us,
+        think_p50_us,
+        think_p99_us,
+        acquire_mean_us,
+        section_mean_us,
+        release_mean_us,
+        waits_over,
+        acquisitions: sum,
+        lock_calls: lock.top as f64 / per,
+        lock_exec_us: lock.top_usec as f64 / per,
+        redis_cpu_us: metered.redis_cpu_us / per,
+        client_cpu_us: cpu as f64 / per,
+        cmds: metered.cmds,
     })
 }
 
@@ -646,6 +815,18 @@ pub async fn s3(ctx: &mut Ctx) -> Res<Outcome> {
                 "late": run.late,
                 "violations": run.violations,
                 "acquire_wait_p99_us_worst_process": r1(run.wait_p99_us),
+                "think_us": {"mean": r1(run.think_mean_us), "p50": r1(run.think_p50_us),
+                             "p99_worst_process": r1(run.think_p99_us)},
+                "process_cycle_mean_us": {"acquire_wait": r1(run.acquire_mean_us),
+                    "critical_section": r1(run.section_mean_us), "release": r1(run.release_mean_us),
+                    "think": r1(run.think_mean_us)},
+                "lock_round_trips_per_acquisition": r2(run.lock_calls),
+                "lock_redis_exec_us_per_acquisition": r2(run.lock_exec_us),
+                "redis_cpu_us_per_acquisition": r2(run.redis_cpu_us),
+                "client_cpu_us_per_acquisition": r2(run.client_cpu_us),
+                "commandstats_calls_usec": cmds_json(&run.cmds),
+                "acquisitions_waiting_over_us": {"100": run.waits_over[0], "200": run.waits_over[1],
+                    "500": run.waits_over[2], "1000": run.waits_over[3], "of": run.acquisitions},
             }),
         );
         if run.violations > 0 {
@@ -658,10 +839,13 @@ pub async fn s3(ctx: &mut Ctx) -> Res<Outcome> {
     }
     // Ideal: the lock is busy for at least (critical-section round trips + 1) RTT per
     // acquisition (acquire reply, 2 RTT of critical section, release reaching Redis); and
-    // each process needs at least 1 ms sleep + (cs + 2) RTT per acquisition.
+    // each process needs at least its 1 ms think time + (cs + 2) RTT per acquisition.
+    // The think time is the nominal 1 ms: `workers::think` keeps to it within a few µs
+    // (reported as `think_us`), so the ratio to the ideal is the locks' own cost.
+    let think_us = super::workers::THINK.as_secs_f64() * 1e6;
     let cs_rtts = 2.0;
     let serial_bound = 1e6 / ((cs_rtts + 1.0) * rtt.p50);
-    let process_bound = procs as f64 * 1e6 / (1000.0 + (cs_rtts + 2.0) * rtt.p50);
+    let process_bound = procs as f64 * 1e6 / (think_us + (cs_rtts + 2.0) * rtt.p50);
     let ideal = serial_bound.min(process_bound);
     out.set(
         "ideal",
@@ -676,6 +860,7 @@ pub async fn s3(ctx: &mut Ctx) -> Res<Outcome> {
     out.set(
         "params",
         json!({"processes": procs, "seconds": duration.as_secs_f64(), "sleep_outside_ms": 1,
+               "think": "1 ms outside the lock, the same for every implementation: thread sleep (timer slack 1 ns) to 60 µs before the deadline, then a spin (not tokio::time::sleep, which rounds up to ~2 ms)",
                "rslock": "acquire(): lock() with default retry (3 tries, random 0-200 ms), looped",
                "rslock-10ms": "same with set_retry(3, 10 ms)"}),
     );
@@ -695,7 +880,13 @@ pub async fn s3(ctx: &mut Ctx) -> Res<Outcome> {
         "lib_vs_rslock_10ms",
         json!(r2(lib.rate / rs10.rate.max(1e-9))),
     );
-    out.set("lib_vs_ideal", json!(r2(lib.rate / ideal)));
+    let vs_ideal = lib.rate / ideal;
+    out.set("lib_vs_ideal", json!(r2(vs_ideal)));
+    out.set("vs_ideal", json!(r2(vs_ideal)));
+    out.set("vs_rslock", json!(r2(vs)));
+    out.set("rslock_vs_ideal", json!(r2(rs.rate / ideal)));
+    out.set("rslock_10ms_vs_ideal", json!(r2(rs10.rate / ideal)));
+    let m0 = out.check("acq/s vs ideal", ">= 0.9x ideal", vs_ideal, vs_ideal >= 0.9);
     let m1 = out.check("acq/s vs rslock", ">= 2x rslock", vs, vs >= 2.0);
     let m2 = out.check(
         "violations",
@@ -724,9 +915,75 @@ pub async fn s3(ctx: &mut Ctx) -> Res<Outcome> {
             .ratio(format!("{} rslock-10ms", ratio(lib.rate, rs10.rate))),
     );
     out.row(
-        Row::new(format!("ideal acq/s from RTT {} µs", num(rtt.p50)))
-            .lib(num(ideal))
-            .ratio(format!("{} of ideal", ratio(lib.rate, ideal))),
+        Row::new(format!(
+            "ideal acq/s from RTT {} µs and 1 ms think time",
+            num(rtt.p50)
+        ))
+        .lib(num(ideal))
+        .rslock(format!(
+            "{} of ideal; 10 ms: {}",
+            ratio(rs.rate, ideal),
+            ratio(rs10.rate, ideal)
+        ))
+        .ratio(format!("{} of ideal", ratio(lib.rate, ideal)))
+        .target("≥ 0.9× ideal", m0),
+    );
+    let th = |r: &S3Run| format!("{} / {}", num(r.think_p50_us), num(r.think_p99_us));
+    let bd = |r: &S3Run| {
+        format!(
+            "{} / {} / {}",
+            num(r.acquire_mean_us),
+            num(r.section_mean_us),
+            num(r.release_mean_us)
+        )
+    };
+    out.row(
+        Row::new(format!(
+            "per-process cycle means µs: acquire wait / critical section / release (ideal {} / {} / {})",
+            num(rtt.p50),
+            num(cs_rtts * rtt.p50),
+            num(rtt.p50)
+        ))
+        .lib(bd(lib))
+        .rslock(format!("{}; 10 ms: {}", bd(rs), bd(rs10))),
+    );
+    let pct = |r: &S3Run, k: usize| {
+        format!(
+            "{:.0} %",
+            100.0 * r.waits_over[k] as f64 / r.acquisitions.max(1) as f64
+        )
+    };
+    let costs = |r: &S3Run| {
+        format!(
+            "{:.2}; {} / {} / {}",
+            r.lock_calls,
+            num(r.lock_exec_us),
+            num(r.redis_cpu_us),
+            num(r.client_cpu_us)
+        )
+    };
+    let label = "per acquisition: lock round trips; their Redis exec µs / \
+                 Redis CPU µs / client CPU µs (4 processes, think spin included)";
+    out.row(Row::new(label).lib(costs(lib)).rslock(format!(
+        "{}; 10 ms: {}",
+        costs(rs),
+        costs(rs10)
+    )));
+    out.row(
+        Row::new("acquisitions that waited > 200 µs / > 1 ms")
+            .lib(format!("{} / {}", pct(lib, 1), pct(lib, 3)))
+            .rslock(format!(
+                "{} / {}; 10 ms: {} / {}",
+                pct(rs, 1),
+                pct(rs, 3),
+                pct(rs10, 1),
+                pct(rs10, 3)
+            )),
+    );
+    out.row(
+        Row::new("think time outside the lock, p50 / worst p99 µs (nominal 1000)")
+            .lib(th(lib))
+            .rslock(format!("{}; 10 ms: {}", th(rs), th(rs10))),
     );
     out.row(
         Row::new("per-process min / max")
@@ -986,6 +1243,15 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
     );
     let m1 = out.check("p50 in RTT", "<= 3 RTT", p50_rtt, p50_rtt <= 3.0);
     let m2 = out.check("p99 in RTT", "<= 10 RTT", p99_rtt, p99_rtt <= 10.0);
+    // The raw pub/sub hand-off is the floor for any lock that wakes waiters by pub/sub.
+    let vs_floor = s.p50 / r.p50.max(1e-9);
+    out.set("lib_vs_raw_pubsub_p50", json!(r2(vs_floor)));
+    let m3 = out.check(
+        "p50 vs raw pub/sub floor",
+        "<= 1.2x raw p50",
+        vs_floor,
+        vs_floor <= 1.2,
+    );
     out.row(
         Row::new(format!(
             "release→acquired p50 µs (RTT p50 {} µs)",
@@ -994,7 +1260,7 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
         .lib(format!("{} ({p50_rtt:.2} RTT)", num(s.p50)))
         .raw(format!("{} ({:.2} RTT)", num(r.p50), r.p50 / rtt.p50))
         .ratio(ratio(s.p50, r.p50))
-        .target("≤ 3 RTT", m1),
+        .target("≤ 3 RTT; ≤ 1.2× raw pub/sub", m1 && m3),
     );
     out.row(
         Row::new("release→acquired p99 µs")
@@ -1182,9 +1448,9 @@ pub async fn s5(ctx: &mut Ctx) -> Res<Outcome> {
     );
     let m2 = out.check(
         "tick duration ms",
-        "<= 250",
+        "<= 150",
         max_micros as f64 / 1000.0,
-        max_micros <= 250_000 && !ticks.is_empty(),
+        max_micros <= 150_000 && !ticks.is_empty(),
     );
     let m3 = out.check("client CPU %", "<= 5", cpu_pct, cpu_pct <= 5.0);
     let m4 = out.check("locks held", "all", held as f64, held == n as u64);
@@ -1203,7 +1469,7 @@ pub async fn s5(ctx: &mut Ctx) -> Res<Outcome> {
                 num(max_micros as f64 / 1000.0),
                 num(mean_micros / 1000.0)
             ))
-            .target("≤ 250", m2),
+            .target("≤ 150", m2),
     );
     out.row(
         Row::new("client CPU % of one core")

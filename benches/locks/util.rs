@@ -393,6 +393,20 @@ pub fn threads_cpu_ns() -> u64 {
         .sum()
 }
 
+/// This process's user + system CPU time in µs (all threads, `getrusage`).
+pub fn process_cpu_us() -> u64 {
+    // SAFETY: getrusage only writes into the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return 0;
+        }
+        usage
+    };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(usage.ru_utime) + us(usage.ru_stime)
+}
+
 /// This process's user + system CPU time in clock ticks.
 pub fn cpu_ticks() -> u64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
@@ -473,70 +487,124 @@ impl Raw {
 }
 
 // ---------------------------------------------------------------------------------------
+// Keys left behind
+// ---------------------------------------------------------------------------------------
+
+/// Every key in the database, counted by the first of `prefixes` it starts with ("other"
+/// when none matches). Used after every lock of a scenario was released: a lock should
+/// leave nothing behind (the library keeps no per-request keys; its fencing counter exists
+/// only for names that used fencing, which the benchmark does not).
+pub async fn keys_left(
+    conn: &mut MultiplexedConnection,
+    prefixes: &[(&str, String)],
+) -> Res<(u64, std::collections::BTreeMap<String, u64>)> {
+    let mut by: std::collections::BTreeMap<String, u64> = prefixes
+        .iter()
+        .map(|(label, _)| ((*label).to_owned(), 0))
+        .collect();
+    let mut total = 0u64;
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        for key in keys {
+            total += 1;
+            let label = prefixes
+                .iter()
+                .find(|(_, prefix)| key.starts_with(prefix.as_str()))
+                .map_or("other", |(label, _)| label);
+            *by.entry(label.to_owned()).or_default() += 1;
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    Ok((total, by))
+}
+
+// ---------------------------------------------------------------------------------------
 // Diagnostic: the library's scripts without the library
 // ---------------------------------------------------------------------------------------
 
 /// The library's own `lua/acquire.lua` and `lua/release.lua`, sent with EVALSHA on a
-/// `ConnectionManager` exactly as the library lays out KEYS and ARGV, but without any of
-/// the library's client-side code (no task per attempt, no registry, no extra timeout).
-/// Its gap to the raw baseline is the cost of the scripts in Redis; the library's gap to
-/// it is the cost of the client code. Keys use the prefix `diag`.
+/// `ConnectionManager` exactly as the library lays out KEYS and ARGV (see
+/// `src/protocol/acquire.rs` and `release.rs`: acquire gets the hash and the fencing
+/// counter, owner, lease, request id `<tag>.<seq>`, fenced `0`; release gets the hash,
+/// owner, the hold id that acquire returned, a new request id, and the wake-up channel),
+/// but without any of the library's client-side code (no lanes, no task per attempt, no
+/// registry, no extra timeout). Its gap to the raw baseline is the cost of the scripts in
+/// Redis; the library's gap to it is the cost of the client code. Keys use the prefix
+/// `diag`.
 pub struct LibScripts {
     conn: ConnectionManager,
     acquire: redis::Script,
     release: redis::Script,
     owner: String,
+    /// The request ids' client tag (no `.`: the scripts split `<tag>.<seq>` at the last dot).
+    tag: String,
     counter: AtomicU64,
 }
 
 impl LibScripts {
     pub async fn connect(url: &str) -> Res<Arc<Self>> {
+        let tag = format!("diag-{}-{}", std::process::id(), now_us());
         Ok(Arc::new(LibScripts {
             conn: manager(url).await?,
             acquire: redis::Script::new(include_str!("../../lua/acquire.lua")),
             release: redis::Script::new(include_str!("../../lua/release.lua")),
-            owner: format!("diag-{}-{}:task-1", std::process::id(), now_us()),
+            owner: format!("{tag}:task-1"),
+            tag,
             counter: AtomicU64::new(0),
         }))
     }
 
-    pub async fn acquire(&self, name: &str) -> Res<()> {
-        let hash = format!("diag:{{{name}}}");
+    fn request(&self) -> String {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!("{}.{n}", self.tag)
+    }
+
+    /// Acquires `name` (it must be free); returns the hold id.
+    pub async fn acquire(&self, name: &str) -> Res<String> {
+        let hash = format!("diag:{{{name}}}");
         let mut conn = self.conn.clone();
         let reply: Vec<redis::Value> = self
             .acquire
             .key(&hash)
             .key(format!("{hash}:fence"))
-            .key(format!("{hash}:latch:{}:{n}", self.owner))
             .arg(&self.owner)
             .arg(30_000)
+            .arg(self.request())
             .arg("0")
-            .arg("0")
-            .arg(13_000)
             .invoke_async(&mut conn)
             .await?;
-        match reply.first() {
-            Some(redis::Value::Int(1)) => Ok(()),
+        match reply.as_slice() {
+            [
+                redis::Value::Int(1),
+                redis::Value::Int(1),
+                redis::Value::BulkString(hold),
+                _,
+            ] => Ok(String::from_utf8_lossy(hold).into_owned()),
             _ => Err(err(format!(
                 "diagnostic acquire: unexpected reply {reply:?} (did lua/acquire.lua change its arguments?)"
             ))),
         }
     }
 
-    pub async fn release(&self, name: &str) -> Res<()> {
+    pub async fn release(&self, name: &str, hold: &str) -> Res<()> {
         let hash = format!("diag:{{{name}}}");
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let mut conn = self.conn.clone();
         let reply: i64 = self
             .release
             .key(&hash)
-            .key(format!("{hash}:latch:{}:{n}", self.owner))
             .arg(&self.owner)
-            .arg(30_000)
+            .arg(hold)
+            .arg(self.request())
             .arg(format!("{hash}:db0:released"))
-            .arg(13_000)
-            .arg("0")
             .invoke_async(&mut conn)
             .await?;
         if reply == 0 {

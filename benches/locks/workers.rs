@@ -87,14 +87,63 @@ pub async fn wait_for_value(
     }
 }
 
+/// S3's think time outside the lock: how long [`think`] sleeps in full.
+pub const THINK: Duration = Duration::from_millis(1);
+
+/// How long before the deadline [`think`] stops sleeping and starts spinning. Measured on
+/// Linux (2-core VM) with the timer slack at 1 ns: `std::thread::sleep(1 ms)` oversleeps by
+/// 20 µs at p50, 35 µs at p90 and 60 µs at p99 (with the default 50 µs slack: 67 / 86 /
+/// 117 µs). The margin absorbs most wake-ups; the spin takes the rest of the way.
+const SPIN_TAIL: Duration = Duration::from_micros(60);
+
+/// Asks Linux to wake this thread's timed sleeps on time (the default timer slack lets a
+/// sleep end up to 50 µs late, so timers can be batched).
+fn precise_timers() {
+    // SAFETY: prctl(PR_SET_TIMERSLACK, ns) only changes the calling thread's timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// S3's think time: returns after exactly `d` (to a few µs), the same way for every
+/// implementation compared, and says how long it took.
+///
+/// Not `tokio::time::sleep(d)`: tokio's timer has 1 ms resolution and rounds a deadline
+/// up to the next tick, so a 1 ms sleep lasts 1–2 ms: 2.07 ms at p50 as measured in S3
+/// (where it starts right after the release reply). That capped every implementation near
+/// 4 processes / 2.2 ms and made S3 measure tokio's timer rather than the locks. Not a
+/// plain spin either: four spinning processes would take the CPU from redis-server and
+/// from the lock traffic being measured (the benchmark runs on small machines: 2 cores).
+/// So the thread sleeps in the kernel (timer slack 1 ns) until [`SPIN_TAIL`] before the
+/// deadline, then spins to it: 1000 µs at p50, mean ≤ 1002 µs in S3. `block_in_place`
+/// tells tokio this worker thread is busy, so the runtime's other tasks (the redis-rs
+/// connection drivers, the library's pub/sub reader) move to another thread meanwhile.
+pub fn think(d: Duration) -> Duration {
+    let start = Instant::now();
+    let deadline = start + d;
+    tokio::task::block_in_place(|| {
+        precise_timers();
+        let coarse = deadline.checked_sub(SPIN_TAIL).unwrap_or(deadline);
+        let now = Instant::now();
+        if coarse > now {
+            std::thread::sleep(coarse - now);
+        }
+        while Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
+    });
+    start.elapsed()
+}
+
 enum S3Lock {
     Lib(redis_locks::Lock),
     Rs(rslock_impl::LockManager),
     None,
 }
 
-/// S3: one task in this process loops {acquire, critical section, release, sleep 1 ms}
-/// on one shared lock name between a common start time and end time.
+/// S3: one task in this process loops {acquire, critical section, release, think 1 ms}
+/// on one shared lock name between a common start time and end time. The think time is
+/// [`think`]'s: exactly 1 ms for every implementation.
 async fn s3() -> Res<Value> {
     let url = env("RLB_URL")?;
     let imp = env("RLB_IMPL")?;
@@ -131,12 +180,16 @@ async fn s3() -> Res<Value> {
     let total = format!("{name}:total");
 
     sleep_until_us(start_us).await;
+    let cpu0 = util::process_cpu_us();
     let end = Instant::now() + duration;
     let task = tokio::spawn(async move {
         let mut counted = 0u64;
         let mut late = 0u64;
         let mut violations = 0u64;
         let mut waits = Vec::new();
+        let mut thinks = Vec::new();
+        let mut sections = Vec::new();
+        let mut releases = Vec::new();
         while Instant::now() < end {
             let t0 = Instant::now();
             // Acquire.
@@ -162,23 +215,29 @@ async fn s3() -> Res<Value> {
                 violations += 1;
             }
             let _: i64 = redis::cmd("DECR").arg(&inside).query_async(&mut cs).await?;
+            let left = Instant::now();
+            sections.push(util::ns(left - acquired));
             // Release.
             match guard {
                 G::Lib(guard) => guard.release().await?,
                 G::Rs(guard) => guard.release().await,
                 G::None => {}
             }
+            releases.push(util::ns(left.elapsed()));
             if acquired <= end {
                 counted += 1;
             } else {
                 late += 1;
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            thinks.push(util::ns(think(THINK)));
         }
-        Ok::<_, util::BoxError>((counted, late, violations, waits))
+        Ok::<_, util::BoxError>((counted, late, violations, waits, thinks, sections, releases))
     });
-    let (counted, late, violations, waits) = task.await??;
+    let (counted, late, violations, waits, thinks, sections, releases) = task.await??;
+    let cpu_us = util::process_cpu_us().saturating_sub(cpu0);
+    let waited_over = |us: u64| waits.iter().filter(|&&w| w > us * 1000).count();
     let wait = util::summarize_ns(&waits);
+    let think = util::summarize_ns(&thinks);
     Ok(json!({
         "worker": "s3",
         "impl": imp,
@@ -187,6 +246,12 @@ async fn s3() -> Res<Value> {
         "late": late,
         "violations": violations,
         "wait": wait.json(),
+        "waits_over_us": {"100": waited_over(100), "200": waited_over(200),
+                          "500": waited_over(500), "1000": waited_over(1000)},
+        "critical_section": util::summarize_ns(&sections).json(),
+        "release": util::summarize_ns(&releases).json(),
+        "think": think.json(),
+        "cpu_us": cpu_us,
     }))
 }
 

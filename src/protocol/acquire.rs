@@ -61,6 +61,13 @@ pub enum AfterFailure {
 }
 
 impl AcquireRequest {
+    /// Whether a hold taken by `self` can stand for an attempt of `other`: same owner,
+    /// same lease, same fencing. A hold adopted on other terms would carry a lease (or
+    /// token) the caller did not ask for; it is given back instead.
+    pub fn same_terms(&self, other: &AcquireRequest) -> bool {
+        self.owner == other.owner && self.lease_ms == other.lease_ms && self.fenced == other.fenced
+    }
+
     /// The `acquire.lua` call.
     pub fn call(&self, keys: &LockKeys) -> Call {
         Call {

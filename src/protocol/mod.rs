@@ -22,6 +22,7 @@
 
 pub mod acquire;
 pub mod hold;
+pub mod lane;
 pub mod release;
 pub mod renew;
 

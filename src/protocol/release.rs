@@ -71,6 +71,16 @@ impl ReleaseOp {
         &self.hold
     }
 
+    /// The request id every attempt sends.
+    pub fn request(&self) -> &str {
+        &self.request
+    }
+
+    /// How many attempts failed so far (0: the first attempt is the only one).
+    pub fn retries(&self) -> u32 {
+        self.attempts
+    }
+
     /// The `release.lua` call; the same for every attempt.
     pub fn call(&self, keys: &LockKeys) -> Call {
         Call {

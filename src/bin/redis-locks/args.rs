@@ -20,15 +20,29 @@ The command gets these environment variables:
 Signals: SIGINT, SIGTERM and SIGHUP sent to redis-locks are forwarded to the command;
 the lock is released once the command has exited. A signal that arrives while still
 waiting for the lock stops the wait and exits with 128+N without running the command.
-The command runs in redis-locks's process group, so Ctrl-C in a terminal reaches it both
-from the terminal and by forwarding. Signals go to the command's own process only, not
-to processes it starts: a shell script should `exec` its last command, or trap signals
-and pass them on. On Linux, the command is sent SIGTERM if redis-locks itself dies (for
-example by SIGKILL).
+
+The command's process group (Linux): the command runs in a process group of its own;
+everything it starts stays in that group unless it moves itself out (setsid, daemons,
+the jobs of an interactive shell). Forwarded signals and the stop on a lost lock go to
+the whole group. When the command exits, processes it left running in its group are sent SIGTERM,
+then SIGKILL after --kill-after, before the lock is released. If redis-locks itself dies
+(SIGKILL, the OOM killer), the kernel kills the command and a small watcher process kills
+the rest of its group at once, so nothing of it runs on without the lock. In a terminal
+the command gets the terminal (when redis-locks shares its job with other processes, as
+in a pipeline, only once the command needs it): Ctrl-C reaches the whole group, and
+Ctrl-Z suspends the command together with redis-locks (which then does not renew the
+lock).
+
+Other platforms: the command runs in redis-locks's process group; forwarded signals and
+the stop on a lost lock reach the command's own process only, not processes it starts (a
+shell script should `exec` its last command, or trap signals and pass them on); and if
+redis-locks dies (for example by SIGKILL), the command keeps running, unprotected once
+the lock expires: signals are forwarded only while redis-locks lives.
 
 Lost lock: if the lock is lost while the command runs (deleted with `unlock --force`,
-expired because Redis was unreachable, or --lease ran out), the command is sent SIGTERM,
-then SIGKILL after --kill-after, and redis-locks exits with 73.
+expired because Redis was unreachable, or --lease ran out), the command (on Linux, its
+process group) is sent SIGTERM, then SIGKILL after --kill-after, and redis-locks exits
+with 73.
 
 Examples:
   redis-locks run nightly-report --no-wait -- ./report.sh
@@ -152,7 +166,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub fenced: bool,
 
-    /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL.
+    /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL; on
+    /// Linux, also how long processes it left running get after it exits.
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s")]
     pub kill_after: Duration,
 

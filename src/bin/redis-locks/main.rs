@@ -10,6 +10,7 @@ mod args;
 mod connect;
 mod duration;
 mod exit;
+mod group;
 mod indicator;
 mod run;
 mod signals;
@@ -38,7 +39,8 @@ fn main() -> ExitCode {
     init_logging(cli.global.quiet, cli.global.verbose);
 
     // One thread: the command is spawned from the main thread, which is what Linux's
-    // parent-death signal is tied to (see run::die_with_parent).
+    // parent-death signal is tied to (see the `group` module); job control on a terminal
+    // also relies on the main thread being the one that stops the process.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

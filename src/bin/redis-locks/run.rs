@@ -3,6 +3,12 @@
 //! The command is supervised: SIGINT, SIGTERM and SIGHUP are forwarded to it, and if the
 //! lock is lost it is sent SIGTERM, then SIGKILL after a grace period. The lock is released
 //! only once the command has exited.
+//!
+//! On Linux "the command" is its whole process group (see [`crate::group`]): signals and
+//! the stop on a lost lock reach everything it started, whatever it left running when it
+//! exits is stopped the same way before the lock is released, and if `redis-locks` itself
+//! dies, even by SIGKILL, the group is killed at once. Elsewhere, these reach the
+//! command's own process only, and the command outlives a killed `redis-locks`.
 
 use std::convert::Infallible;
 use std::os::unix::process::ExitStatusExt;
@@ -16,12 +22,24 @@ use tokio::time::Instant;
 use crate::args::{Global, RunArgs};
 use crate::duration::human;
 use crate::exit::{self, Failure};
+use crate::group::{self, Group};
 use crate::signals::{self, Signals};
 use crate::{connect, indicator};
 
 /// The most we wait for the library's background release of an acquire that was in
 /// flight when a signal cancelled the wait.
 const CANCEL_SETTLE: Duration = Duration::from_secs(2);
+
+/// How long what the command left behind may take to exit by itself (processes ending at
+/// the same time as the command, not reaped yet) before it is told to.
+const LEFTOVER_SETTLE: Duration = Duration::from_millis(100);
+
+/// After SIGKILL, how long we wait for the group's processes to be gone (reaped) before
+/// releasing the lock anyway: they can no longer run.
+const KILL_SETTLE: Duration = Duration::from_secs(2);
+
+/// How often we look whether the command's group is empty.
+const GROUP_POLL: Duration = Duration::from_millis(20);
 
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     // A bad name is a usage error, whether or not Redis is reachable.
@@ -62,15 +80,40 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
         let _ = finish(guard).await;
         return Ok(interrupted(signo, &args.name, "acquiring the lock"));
     }
-    let mut child = match spawn(&args, &guard) {
-        Ok(child) => child,
+    let (mut child, mut group) = match spawn(&args, &guard) {
+        Ok(spawned) => spawned,
         Err(failure) => {
             // The command never ran, so how the release went does not change the outcome.
             let _ = finish(guard).await;
             return Err(failure);
         }
     };
-    let outcome = supervise(&mut child, &guard, &mut signals, args.kill_after).await;
+    let outcome = supervise(
+        &mut child,
+        &mut group,
+        &guard,
+        &mut signals,
+        args.kill_after,
+    )
+    .await;
+    let outcome = match outcome {
+        Ok((status, stopping)) => {
+            group.command_ended();
+            clear(
+                &group,
+                stopping,
+                args.kill_after,
+                &mut signals,
+                global.quiet,
+            )
+            .await;
+            group.dismiss();
+            Ok(status)
+        }
+        // We do not know what became of the command: dropping the group lets the watcher
+        // kill it.
+        Err(err) => Err(err),
+    };
     let lost = guard.lost_reason();
     let released = finish(guard).await;
 
@@ -218,7 +261,7 @@ fn interrupted(signo: i32, name: &str, during: &str) -> u8 {
     exit::signalled(signo)
 }
 
-fn spawn(args: &RunArgs, guard: &LockGuard) -> Result<Child, Failure> {
+fn spawn(args: &RunArgs, guard: &LockGuard) -> Result<(Child, Group), Failure> {
     let Some((program, rest)) = args.command.split_first() else {
         return Err(Failure::usage("no command given after `--`"));
     };
@@ -231,70 +274,63 @@ fn spawn(args: &RunArgs, guard: &LockGuard) -> Result<Child, Failure> {
         Some(token) => command.env("REDIS_LOCK_TOKEN", token.to_string()),
         None => command.env_remove("REDIS_LOCK_TOKEN"),
     };
-    die_with_parent(&mut command);
-    command.spawn().map_err(|err| {
-        let shown = program.to_string_lossy();
-        match err.kind() {
-            std::io::ErrorKind::NotFound => {
-                Failure::new(exit::NOT_FOUND, format!("command not found: {shown}"))
-            }
-            _ => Failure::new(
-                exit::CANNOT_EXECUTE,
-                format!("cannot execute {shown}: {err}"),
-            ),
+    let pending = group::prepare(&mut command).map_err(|err| {
+        Failure::new(
+            exit::INTERNAL,
+            format!("cannot set up the command's supervision: {err}"),
+        )
+    })?;
+    match command.spawn() {
+        Ok(child) => {
+            let group = pending.spawned(&child);
+            Ok((child, group))
         }
-    })
-}
-
-/// On Linux, asks the kernel to send the command SIGTERM when redis-locks dies, so a
-/// command never outlives the process that keeps its lock renewed. (Our runtime is
-/// single-threaded, so the "parent" thread is the process's main thread.)
-#[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (prctl, getppid); it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died before prctl: then nobody would signal us.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
+        Err(err) => {
+            pending.failed();
+            let shown = program.to_string_lossy();
+            Err(match err.kind() {
+                std::io::ErrorKind::NotFound => {
+                    Failure::new(exit::NOT_FOUND, format!("command not found: {shown}"))
+                }
+                _ => Failure::new(
+                    exit::CANNOT_EXECUTE,
+                    format!("cannot execute {shown}: {err}"),
+                ),
+            })
+        }
     }
 }
 
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
+/// How far stopping the command had gone when it exited.
+#[derive(Debug, Clone, Copy)]
+enum Stopping {
+    /// Not asked to stop by us (signals may have been forwarded).
+    No,
+    /// Sent SIGTERM because the lock was lost; SIGKILL is due at this instant.
+    Terminated(Instant),
+    /// Sent SIGKILL.
+    Killed,
+}
 
 /// Waits for the command, forwarding signals, and stopping it if the lock is lost.
 async fn supervise(
     child: &mut Child,
+    group: &mut Group,
     guard: &LockGuard,
     signals: &mut Signals,
     kill_after: Duration,
-) -> std::io::Result<ExitStatus> {
-    // Taken once: the pid stays ours until `wait` reaps the child, which ends the loop.
-    let pid = child.id();
+) -> std::io::Result<(ExitStatus, Stopping)> {
     let kill_timer = tokio::time::sleep(Duration::MAX);
     tokio::pin!(kill_timer);
-    let mut terminated = false;
-    let mut killed = false;
+    let mut stopping = Stopping::No;
     loop {
         tokio::select! {
-            status = child.wait() => return status,
+            status = child.wait() => return status.map(|status| (status, stopping)),
             signo = signals.recv() => {
-                if let Some(pid) = pid {
-                    tracing::info!(signal = %signals::name(signo), pid, "forwarding");
-                    signals::send(pid, signo);
-                }
+                tracing::info!(signal = %signals::name(signo), "forwarding");
+                group.signal(signo);
             }
-            () = guard.lost(), if !terminated => {
-                terminated = true;
+            () = guard.lost(), if matches!(stopping, Stopping::No) => {
                 let reason = guard
                     .lost_reason()
                     .map_or_else(|| "reason unknown".to_owned(), |r| r.to_string());
@@ -304,18 +340,85 @@ async fn supervise(
                     guard.name(),
                     human(kill_after)
                 );
-                if let Some(pid) = pid {
-                    signals::send(pid, libc::SIGTERM);
-                }
-                kill_timer.as_mut().reset(Instant::now() + kill_after);
+                group.signal(libc::SIGTERM);
+                let kill_at = Instant::now() + kill_after;
+                stopping = Stopping::Terminated(kill_at);
+                kill_timer.as_mut().reset(kill_at);
             }
-            () = &mut kill_timer, if terminated && !killed => {
-                killed = true;
-                if let Some(pid) = pid {
-                    eprintln!("redis-locks: the command is still running; sending SIGKILL");
-                    signals::send(pid, libc::SIGKILL);
-                }
+            () = &mut kill_timer, if matches!(stopping, Stopping::Terminated(_)) => {
+                stopping = Stopping::Killed;
+                eprintln!("redis-locks: the command is still running; sending SIGKILL");
+                group.signal(libc::SIGKILL);
             }
+            event = group.event() => group.handle(event),
+        }
+    }
+}
+
+/// The command has exited. Whatever it left running in its process group must not outlive
+/// the lock: it gets SIGTERM, then SIGKILL after --kill-after (when the lock was lost, the
+/// countdown started then), and the lock is released once it is gone. A signal to
+/// `redis-locks` meanwhile cuts the grace short.
+async fn clear(
+    group: &Group,
+    stopping: Stopping,
+    kill_after: Duration,
+    signals: &mut Signals,
+    quiet: bool,
+) {
+    let kill_at = match stopping {
+        Stopping::No => {
+            if gone(group, Instant::now() + LEFTOVER_SETTLE, None).await {
+                return;
+            }
+            if !quiet {
+                eprintln!(
+                    "redis-locks: the command exited but left processes running in its process \
+                     group; sending them SIGTERM, SIGKILL in {}",
+                    human(kill_after)
+                );
+            }
+            group.signal(libc::SIGTERM);
+            Some(Instant::now() + kill_after)
+        }
+        Stopping::Terminated(kill_at) => Some(kill_at),
+        // The whole group got SIGKILL while the command ran.
+        Stopping::Killed => None,
+    };
+    // (Signalled only while `gone` finds processes in the group, so its id is still
+    // taken: it cannot be another group's.)
+    if let Some(kill_at) = kill_at {
+        if gone(group, kill_at, Some(signals)).await {
+            return;
+        }
+        eprintln!("redis-locks: processes the command left are still running; sending SIGKILL");
+        group.signal(libc::SIGKILL);
+    }
+    if !gone(group, Instant::now() + KILL_SETTLE, None).await {
+        tracing::warn!("the command's process group still has processes after SIGKILL");
+    }
+}
+
+/// Waits until the command's group is empty (true), `deadline` passes or, with `signals`,
+/// a signal arrives (false).
+async fn gone(group: &Group, deadline: Instant, mut signals: Option<&mut Signals>) -> bool {
+    loop {
+        if !group.occupied() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        let pause = tokio::time::sleep(GROUP_POLL);
+        match signals.as_deref_mut() {
+            Some(signals) => tokio::select! {
+                () = pause => {}
+                signo = signals.recv() => {
+                    tracing::info!(signal = %signals::name(signo), "not waiting any longer");
+                    return false;
+                }
+            },
+            None => pause.await,
         }
     }
 }

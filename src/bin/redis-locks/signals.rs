@@ -64,16 +64,15 @@ pub fn name(signo: i32) -> String {
     known.to_owned()
 }
 
-/// Sends `signo` to `pid`. Returns whether it was delivered (false once the process is
-/// gone).
-pub fn send(pid: u32, signo: i32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill(2) has no memory-safety preconditions. `pid` is a child that has not
-    // been reaped yet (callers stop signalling once `wait` returned), so it cannot have
-    // been reused by another process.
-    unsafe { libc::kill(pid, signo) == 0 }
+/// Sends `signo` to `target`, as kill(2) reads it: a pid, or minus a process group's id.
+/// Returns whether it was delivered to at least one process (false once they are gone).
+///
+/// Callers signal only their own child, unreaped, or its process group while the group
+/// cannot be gone (see `group::Group::signal`), so the id cannot have been reused by an
+/// unrelated process.
+pub fn send(target: libc::pid_t, signo: i32) -> bool {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(target, signo) == 0 }
 }
 
 #[cfg(test)]

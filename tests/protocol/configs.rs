@@ -1,0 +1,54 @@
+//! The configurations the checker explores by default.
+#![allow(dead_code)]
+
+use crate::model::Config;
+
+/// Every default configuration.
+pub fn all() -> Vec<Config> {
+    vec![
+        Config {
+            name: "two owners, faults and a force-unlock",
+            owners: vec!["a", "b"],
+            acquires: 2,
+            fenced: true,
+            faults: 1,
+            restarts: 0,
+            force_unlocks: 1,
+            advances: 3,
+        },
+        Config {
+            name: "two owners, lost replies",
+            owners: vec!["a", "b"],
+            acquires: 2,
+            fenced: false,
+            faults: 2,
+            restarts: 0,
+            force_unlocks: 0,
+            advances: 2,
+        },
+        Config {
+            name: "one owner on two clients (handover), restart",
+            owners: vec!["a", "a"],
+            acquires: 2,
+            fenced: true,
+            faults: 1,
+            restarts: 1,
+            force_unlocks: 0,
+            advances: 2,
+        },
+        Config {
+            name: "expiry and renewal",
+            owners: vec!["a", "b"],
+            acquires: 1,
+            fenced: false,
+            faults: 1,
+            restarts: 0,
+            force_unlocks: 1,
+            advances: 5,
+        },
+    ]
+}
+
+pub fn by_name(name: &str) -> Option<Config> {
+    all().into_iter().find(|c| c.name == name)
+}

@@ -1,0 +1,1325 @@
+//! The model the protocol checker explores: a few clients, one lock, one Redis.
+//!
+//! Each client is driven by the library's own protocol core (`redis_locks::protocol`):
+//! its request builders and reply readers, its lane, its release state machine and its
+//! hold bookkeeping. Redis is the in-memory keyspace of `keyspace.rs`, and every call runs
+//! the real script from `lua/` in an embedded Lua 5.1 (`lua.rs`). What the model adds is
+//! only what the async runtime does around the core (who sends what when) and the world:
+//! users, the clock, an administrator, faults and restarts.
+//!
+//! Time is in model milliseconds. A call is sent, then executed or lost or refused as
+//! busy; an executed call's reply is delivered or lost. The clock only moves when no call
+//! is waiting to execute, so a request executes at its send time (the client's lease
+//! estimate is then exact, the tightest case for "never two holders"); a reply may arrive
+//! any time later, or never.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use redis_locks::protocol::acquire::{AcquireReply, AcquireRequest, Granted};
+use redis_locks::protocol::hold::{HoldState, Joining, drift};
+use redis_locks::protocol::lane::{Lane, Resolved};
+use redis_locks::protocol::release::{ReleaseOp, ReleaseOutcome, ReleaseStep};
+use redis_locks::protocol::renew::{RenewItem, decode_renew, renew_call};
+use redis_locks::protocol::{
+    Call, Failure, LockKeys, Millis, Reply, RequestIds, ScriptId, force_unlock_call,
+};
+
+use crate::keyspace::{Keyspace, Reply as KsReply};
+use crate::lua::ScriptRunner;
+
+/// The watchdog lease.
+pub const LEASE: Millis = 30;
+/// The watchdog's period: a third of the lease.
+pub const PERIOD: Millis = LEASE / 3;
+/// The fixed lease of `with_lease` acquisitions.
+pub const FIXED: Millis = 15;
+/// How far one clock step moves.
+pub const STEP: Millis = PERIOD;
+
+/// The script sources the model runs (the real ones, or planted defects).
+#[derive(Clone)]
+pub struct Scripts {
+    sources: Vec<(ScriptId, String)>,
+}
+
+impl Scripts {
+    /// The files of `lua/`, as the library loads them.
+    pub fn real() -> Self {
+        Scripts {
+            sources: ScriptId::ALL
+                .iter()
+                .map(|&id| (id, id.source().to_owned()))
+                .collect(),
+        }
+    }
+
+    /// A copy with `from` replaced by `to` in one script. Panics if `from` is not there,
+    /// so a planted defect cannot silently plant nothing.
+    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
+        for (script, source) in &mut self.sources {
+            if *script == id {
+                assert!(source.contains(from), "{id:?} has no {from:?}");
+                *source = source.replacen(from, to, 1);
+            }
+        }
+        self
+    }
+
+    fn source(&self, id: ScriptId) -> &str {
+        self.sources
+            .iter()
+            .find(|(script, _)| *script == id)
+            .map(|(_, source)| source.as_str())
+            .unwrap_or("")
+    }
+}
+
+/// The parties and the bounds of one exploration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Name of the configuration, for the report.
+    pub name: &'static str,
+    /// One owner id per client; two clients with the same owner share holds (a handover).
+    pub owners: Vec<&'static str>,
+    /// Acquire calls each client's user may make.
+    pub acquires: u8,
+    /// Whether acquisitions ask for fencing tokens.
+    pub fenced: bool,
+    /// Faults (lost request, lost reply, busy) in one run.
+    pub faults: u8,
+    /// Redis restarts with data loss in one run.
+    pub restarts: u8,
+    /// Force-unlocks by an administrator in one run.
+    pub force_unlocks: u8,
+    /// Clock steps in one run.
+    pub advances: u8,
+}
+
+/// Things the checker must see at least once, so that the model is not vacuous.
+pub const MILESTONES: [&str; 5] = [
+    "hand-off to another owner",
+    "nested release",
+    "retried release",
+    "reconciled orphan",
+    "loss told",
+];
+
+/// One step of the world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// A client's user calls acquire (watchdog lease or fixed lease).
+    Acquire { client: usize, watchdog: bool },
+    /// A client's user releases (or drops) a guard.
+    Release {
+        client: usize,
+        guard: usize,
+        drop: bool,
+    },
+    /// A client's background task probes a pending lost acquire.
+    Reconcile { client: usize },
+    /// A client's watchdog sends its tick.
+    Tick { client: usize },
+    /// Redis executes a client's sent call (`renewal`: the watchdog's call).
+    Execute { client: usize, renewal: bool },
+    /// A sent call never reaches Redis.
+    LoseRequest { client: usize, renewal: bool },
+    /// Redis answers a sent call with BUSY/LOADING (it does not run).
+    Busy { client: usize, renewal: bool },
+    /// An executed call's reply reaches the client.
+    Deliver { client: usize, renewal: bool },
+    /// An executed call's reply is lost (or arrives after the client gave up).
+    LoseReply { client: usize, renewal: bool },
+    /// An administrator force-unlocks the lock.
+    ForceUnlock,
+    /// Redis restarts and loses all data.
+    Restart,
+    /// The clock moves by one step.
+    Advance,
+}
+
+impl Step {
+    fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            Step::LoseRequest { .. } | Step::Busy { .. } | Step::LoseReply { .. }
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Flight {
+    Sent(Call),
+    Executed(Reply),
+}
+
+/// A guard a user holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Guard {
+    /// Index into the client's hold states.
+    state: usize,
+    hold: Arc<str>,
+    watchdog: bool,
+    released: bool,
+    /// Adopted by a release or a background reconciliation, to be given back (no user).
+    orphan: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum OpKind {
+    Acquire {
+        watchdog: bool,
+        /// The request, once the lane was free of a pending acquire.
+        sent: Option<(AcquireRequest, Millis)>,
+        /// Whether the probe in flight is the one right after this attempt's reply was lost
+        /// (a `Nothing` then ends the attempt instead of sending it).
+        after_loss: bool,
+    },
+    Release {
+        guard: usize,
+        reported: bool,
+        /// The release state machine, once the lane was free of a pending acquire.
+        op: Option<ReleaseOp>,
+    },
+    /// Giving back a hold that a lost acquire took (found by a probe), then, if set, the
+    /// user's own release.
+    GiveBack {
+        op: ReleaseOp,
+        then: Then,
+    },
+    Reconcile,
+}
+
+/// What comes after giving back a hold a lost acquire took.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Then {
+    Nothing,
+    /// The user's release of this guard (reported or a drop).
+    Release(usize, bool),
+    /// The user's acquire attempt (watchdog lease or fixed).
+    Acquire(bool),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Op {
+    kind: OpKind,
+    flight: Flight,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Renewal {
+    items: Vec<RenewItem>,
+    sent_at: Millis,
+    flight: Flight,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Client {
+    owner: Arc<str>,
+    ids: RequestIds,
+    lane: Lane,
+    states: Vec<HoldState>,
+    current: Option<usize>,
+    guards: Vec<Guard>,
+    op: Option<Op>,
+    renewal: Option<Renewal>,
+    tick_due: bool,
+    acquires_left: u8,
+    /// Holds (by state index) seen gone from Redis while still active, and whether the
+    /// renewal then in flight had already run (its reply cannot know yet).
+    gone_since: Vec<(usize, bool)>,
+}
+
+/// The current hold id and each owner's hold count.
+type CurrentHold = (Arc<str>, Vec<(String, u64)>);
+
+/// The whole world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    now: Millis,
+    ks: Keyspace,
+    clients: Vec<Client>,
+    faults_left: u8,
+    restarts_left: u8,
+    force_left: u8,
+    advances_left: u8,
+    /// Hold ids removed behind their holders' backs (force-unlock, data loss).
+    doomed: BTreeSet<Arc<str>>,
+    /// Hold ids whose release or reconciliation gave up (they expire with their lease).
+    abandoned: BTreeSet<Arc<str>>,
+    /// Release request ids that some execution applied.
+    applied: BTreeSet<String>,
+    highest_token: u64,
+    last_fresh_owner: Option<Arc<str>>,
+    fenced: bool,
+}
+
+/// What a step did that the checker reports on.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Milestones reached (indices into [`MILESTONES`]).
+    pub milestones: Vec<usize>,
+    /// A property violated: its name and why.
+    pub violation: Option<(&'static str, String)>,
+}
+
+/// The properties, by name.
+pub const PROPERTIES: [&str; 6] = [
+    "never two holders",
+    "losses are told",
+    "release is true",
+    "no orphans",
+    "no garbage",
+    "tokens only go up",
+];
+
+/// The lock's keys in the model.
+pub fn keys() -> LockKeys {
+    LockKeys {
+        hash: "L:{x}".into(),
+        fence: "L:{x}:fence".into(),
+        channel: "L:{x}:db0:released".into(),
+    }
+}
+
+/// Runs calls against the keyspace with the model's scripts.
+pub struct World {
+    runner: ScriptRunner,
+    scripts: Scripts,
+    keys: LockKeys,
+}
+
+impl World {
+    pub fn new(scripts: Scripts) -> Self {
+        World {
+            runner: ScriptRunner::new(),
+            scripts,
+            keys: keys(),
+        }
+    }
+
+    fn run(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> Reply {
+        let keys: Vec<Vec<u8>> = call.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let reply = self
+            .runner
+            .eval(self.scripts.source(call.script), &keys, &args, ks, now);
+        ks.published.clear();
+        convert(reply)
+    }
+}
+
+fn convert(reply: KsReply) -> Reply {
+    match reply {
+        KsReply::Nil => Reply::Nil,
+        KsReply::Int(n) => Reply::Int(n),
+        KsReply::Bulk(b) => Reply::Bulk(b),
+        KsReply::Status(s) => Reply::Status(s),
+        KsReply::Error(e) => Reply::Error(e),
+        KsReply::Array(items) => Reply::Array(items.into_iter().map(convert).collect()),
+    }
+}
+
+impl State {
+    pub fn initial(config: &Config) -> Self {
+        let clients = config
+            .owners
+            .iter()
+            .enumerate()
+            .map(|(i, owner)| Client {
+                owner: (*owner).into(),
+                ids: RequestIds::new(format!("c{i}")),
+                lane: Lane::default(),
+                states: Vec::new(),
+                current: None,
+                guards: Vec::new(),
+                op: None,
+                renewal: None,
+                tick_due: false,
+                acquires_left: config.acquires,
+                gone_since: Vec::new(),
+            })
+            .collect();
+        State {
+            now: 0,
+            ks: Keyspace::default(),
+            clients,
+            faults_left: config.faults,
+            restarts_left: config.restarts,
+            force_left: config.force_unlocks,
+            advances_left: config.advances,
+            doomed: BTreeSet::new(),
+            abandoned: BTreeSet::new(),
+            applied: BTreeSet::new(),
+            highest_token: 0,
+            last_fresh_owner: None,
+            fenced: config.fenced,
+        }
+    }
+
+    fn any_sent(&self) -> bool {
+        self.clients.iter().any(|c| {
+            matches!(
+                c.op,
+                Some(Op {
+                    flight: Flight::Sent(_),
+                    ..
+                })
+            ) || matches!(
+                c.renewal,
+                Some(Renewal {
+                    flight: Flight::Sent(_),
+                    ..
+                })
+            )
+        })
+    }
+
+    /// Whether any call is in flight at all. The clock moves only then: a reply that
+    /// would come later than the client's response timeout is a lost reply.
+    fn any_flight(&self) -> bool {
+        self.clients
+            .iter()
+            .any(|c| c.op.is_some() || c.renewal.is_some())
+    }
+
+    fn flight(&self, client: usize, renewal: bool) -> Option<&Flight> {
+        let c = &self.clients[client];
+        if renewal {
+            c.renewal.as_ref().map(|r| &r.flight)
+        } else {
+            c.op.as_ref().map(|o| &o.flight)
+        }
+    }
+
+    /// Every step enabled in this state, in a fixed order (replays name steps by index).
+    pub fn steps(&self, config: &Config) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for (i, c) in self.clients.iter().enumerate() {
+            if c.op.is_none() {
+                if c.acquires_left > 0 {
+                    steps.push(Step::Acquire {
+                        client: i,
+                        watchdog: true,
+                    });
+                    steps.push(Step::Acquire {
+                        client: i,
+                        watchdog: false,
+                    });
+                }
+                for (g, guard) in c.guards.iter().enumerate() {
+                    if !guard.released && !guard.orphan {
+                        steps.push(Step::Release {
+                            client: i,
+                            guard: g,
+                            drop: false,
+                        });
+                        steps.push(Step::Release {
+                            client: i,
+                            guard: g,
+                            drop: true,
+                        });
+                    }
+                }
+                if c.lane.is_pending() {
+                    steps.push(Step::Reconcile { client: i });
+                }
+            }
+            if c.renewal.is_none() && c.tick_due {
+                steps.push(Step::Tick { client: i });
+            }
+            for renewal in [false, true] {
+                match self.flight(i, renewal) {
+                    Some(Flight::Sent(_)) => {
+                        steps.push(Step::Execute { client: i, renewal });
+                        if self.faults_left > 0 {
+                            steps.push(Step::LoseRequest { client: i, renewal });
+                            steps.push(Step::Busy { client: i, renewal });
+                        }
+                    }
+                    Some(Flight::Executed(_)) => {
+                        steps.push(Step::Deliver { client: i, renewal });
+                        if self.faults_left > 0 {
+                            steps.push(Step::LoseReply { client: i, renewal });
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+        let quiet = !self.any_sent();
+        if self.force_left > 0 && quiet {
+            steps.push(Step::ForceUnlock);
+        }
+        if self.restarts_left > 0 && quiet {
+            steps.push(Step::Restart);
+        }
+        if self.advances_left > 0 && !self.any_flight() && !self.clients.iter().any(|c| c.tick_due)
+        {
+            steps.push(Step::Advance);
+        }
+        let _ = config;
+        steps
+    }
+
+    /// Applies one step and checks every property afterwards.
+    pub fn apply(&mut self, step: &Step, world: &World) -> Effects {
+        let mut fx = Effects::default();
+        if step.is_fault() {
+            self.faults_left -= 1;
+        }
+        match *step {
+            Step::Acquire { client, watchdog } => {
+                self.clients[client].acquires_left -= 1;
+                self.start_acquire(client, watchdog, world);
+            }
+            Step::Release {
+                client,
+                guard,
+                drop,
+            } => self.start_release(client, guard, !drop, world),
+            Step::Reconcile { client } => {
+                let c = &mut self.clients[client];
+                if let Some(probe) = c.lane.probe(&world.keys) {
+                    c.op = Some(Op {
+                        kind: OpKind::Reconcile,
+                        flight: Flight::Sent(probe),
+                    });
+                }
+            }
+            Step::Tick { client } => self.start_tick(client),
+            Step::Execute { client, renewal } => self.execute(client, renewal, world, &mut fx),
+            Step::LoseRequest { client, renewal } | Step::Busy { client, renewal } => {
+                let failure = if matches!(step, Step::Busy { .. }) {
+                    Failure::Transient("BUSY".into())
+                } else {
+                    Failure::Lost
+                };
+                self.fail(client, renewal, failure, world, &mut fx);
+            }
+            Step::Deliver { client, renewal } => {
+                let reply = match self.flight(client, renewal) {
+                    Some(Flight::Executed(reply)) => reply.clone(),
+                    _ => return fx,
+                };
+                if renewal {
+                    self.on_renew_reply(client, reply, &mut fx);
+                } else {
+                    self.on_reply(client, reply, world, &mut fx);
+                }
+            }
+            Step::LoseReply { client, renewal } => {
+                self.fail(client, renewal, Failure::Lost, world, &mut fx);
+            }
+            Step::ForceUnlock => {
+                self.force_left -= 1;
+                self.doom_current();
+                let call = force_unlock_call(&world.keys);
+                let now = self.now;
+                world.run(&call, &mut self.ks, now);
+            }
+            Step::Restart => {
+                // A restart takes at least a millisecond: the fencing floor (server time in
+                // microseconds) then exceeds every token handed out before, as long as fewer
+                // than 1000 were handed out per millisecond (the README's assumption).
+                self.restarts_left -= 1;
+                self.doom_current();
+                self.ks.flush_all();
+                self.now += 1;
+            }
+            Step::Advance => {
+                self.advances_left -= 1;
+                self.now += STEP;
+                self.ks.expire(self.now);
+                for c in &mut self.clients {
+                    c.tick_due = c.states.iter().any(HoldState::is_active);
+                }
+                self.clock_all(&mut fx);
+            }
+        }
+        // The watchdog declares overdue holds lost as soon as their deadline passes.
+        self.clock_all(&mut fx);
+        self.ks.published.clear();
+        if fx.violation.is_none() {
+            fx.violation = self.check();
+        }
+        fx
+    }
+
+    /// The current hold id in Redis and every owner's count.
+    fn current_hold(&self) -> Option<CurrentHold> {
+        let hash = self.ks.hash(b"L:{x}", self.now)?;
+        let hold = hash.get(b"\x01h".as_slice())?;
+        let hold: Arc<str> = String::from_utf8_lossy(hold).into_owned().into();
+        let counts = hash
+            .iter()
+            .filter(|(field, _)| !field.starts_with(b"\x01"))
+            .map(|(field, value)| {
+                (
+                    String::from_utf8_lossy(field).into_owned(),
+                    String::from_utf8_lossy(value).parse().unwrap_or(0),
+                )
+            })
+            .collect();
+        Some((hold, counts))
+    }
+
+    fn doom_current(&mut self) {
+        if let Some((hold, _)) = self.current_hold() {
+            self.doomed.insert(hold);
+        }
+    }
+
+    fn start_acquire(&mut self, client: usize, watchdog: bool, world: &World) {
+        let c = &mut self.clients[client];
+        let kind = OpKind::Acquire {
+            watchdog,
+            sent: None,
+            after_loss: false,
+        };
+        match c.lane.probe(&world.keys) {
+            Some(probe) => {
+                c.op = Some(Op {
+                    kind,
+                    flight: Flight::Sent(probe),
+                });
+            }
+            None => self.send_acquire(client, watchdog, world),
+        }
+    }
+
+    fn send_acquire(&mut self, client: usize, watchdog: bool, world: &World) {
+        let now = self.now;
+        let fenced = self.fenced;
+        let c = &mut self.clients[client];
+        let request = AcquireRequest {
+            owner: c.owner.clone(),
+            lease_ms: if watchdog { LEASE } else { FIXED },
+            request: c.ids.next_id(),
+            fenced,
+        };
+        let call = request.call(&world.keys);
+        c.op = Some(Op {
+            kind: OpKind::Acquire {
+                watchdog,
+                sent: Some((request, now)),
+                after_loss: false,
+            },
+            flight: Flight::Sent(call),
+        });
+    }
+
+    fn start_release(&mut self, client: usize, guard: usize, reported: bool, world: &World) {
+        let c = &mut self.clients[client];
+        let g = &mut c.guards[guard];
+        g.released = true;
+        let (state, watchdog) = (g.state, g.watchdog);
+        // Disarm first (as the guard does): renewal stops if this was the last guard.
+        c.states[state].leave(watchdog);
+        let kind = OpKind::Release {
+            guard,
+            reported,
+            op: None,
+        };
+        match c.lane.probe(&world.keys) {
+            Some(probe) => {
+                c.op = Some(Op {
+                    kind,
+                    flight: Flight::Sent(probe),
+                });
+            }
+            None => self.send_release(client, guard, reported, world),
+        }
+    }
+
+    fn send_release(&mut self, client: usize, guard: usize, reported: bool, world: &World) {
+        let c = &mut self.clients[client];
+        let g = &c.guards[guard];
+        let give_up_at = c.states[g.state].deadline().max(self.now + 2 * STEP);
+        let op = ReleaseOp::new(c.owner.clone(), g.hold.clone(), c.ids.next_id(), give_up_at);
+        let call = op.call(&world.keys);
+        c.op = Some(Op {
+            kind: OpKind::Release {
+                guard,
+                reported,
+                op: Some(op),
+            },
+            flight: Flight::Sent(call),
+        });
+    }
+
+    fn start_tick(&mut self, client: usize) {
+        let now = self.now;
+        let c = &mut self.clients[client];
+        c.tick_due = false;
+        let items: Vec<RenewItem> = c
+            .states
+            .iter()
+            .filter(|s| s.is_active())
+            .map(|s| RenewItem {
+                key: keys().hash,
+                hold: s.hold().clone(),
+                renew: s.renews(),
+            })
+            .collect();
+        if items.is_empty() {
+            return;
+        }
+        let (call, items) = renew_call(LEASE, items);
+        c.renewal = Some(Renewal {
+            items,
+            sent_at: now,
+            flight: Flight::Sent(call),
+        });
+    }
+
+    fn execute(&mut self, client: usize, renewal: bool, world: &World, fx: &mut Effects) {
+        let now = self.now;
+        let call = match self.flight(client, renewal) {
+            Some(Flight::Sent(call)) => call.clone(),
+            _ => return,
+        };
+        let reply = world.run(&call, &mut self.ks, now);
+        // Bookkeeping the properties need: what the script did in Redis.
+        match call.script {
+            ScriptId::Release if matches!(reply, Reply::Int(n) if n >= 0) => {
+                self.applied.insert(call.args[2].clone());
+            }
+            ScriptId::Acquire => {
+                if let Reply::Array(items) = &reply
+                    && let [Reply::Int(1), Reply::Int(1), _, Reply::Int(token)] = items.as_slice()
+                {
+                    let owner: Arc<str> = call.args[0].as_str().into();
+                    if let Some(last) = &self.last_fresh_owner
+                        && *last != owner
+                    {
+                        fx.milestones.push(0);
+                    }
+                    self.last_fresh_owner = Some(owner);
+                    let token = *token as u64;
+                    if token > 0 {
+                        if token <= self.highest_token && fx.violation.is_none() {
+                            fx.violation = Some((
+                                "tokens only go up",
+                                format!("token {token} handed out after {}", self.highest_token),
+                            ));
+                        }
+                        self.highest_token = self.highest_token.max(token);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let flight = Flight::Executed(reply);
+        let c = &mut self.clients[client];
+        if renewal {
+            if let Some(r) = c.renewal.as_mut() {
+                r.flight = flight;
+            }
+        } else if let Some(o) = c.op.as_mut() {
+            o.flight = flight;
+        }
+    }
+
+    fn fail(
+        &mut self,
+        client: usize,
+        renewal: bool,
+        failure: Failure,
+        world: &World,
+        fx: &mut Effects,
+    ) {
+        if renewal {
+            // A failed renewal confirms nothing; the clock will tell.
+            self.clients[client].renewal = None;
+            return;
+        }
+        let Some(op) = self.clients[client].op.take() else {
+            return;
+        };
+        let now = self.now;
+        match op.kind {
+            OpKind::Acquire { sent: None, .. } | OpKind::Reconcile => {
+                // The probe got no reply: the pending acquire stays (or is given up when its
+                // hold must have expired); the user's attempt fails with the error, and the
+                // background task asks again later (`Step::Reconcile`).
+                self.clients[client].lane.on_probe_failure(&failure, now, 0);
+            }
+            OpKind::Acquire {
+                watchdog,
+                sent: Some((request, sent_at)),
+                ..
+            } => {
+                if failure.may_have_run() {
+                    // The driver asks at once what the lost acquire did (as `attempt_here`).
+                    let c = &mut self.clients[client];
+                    c.lane.lost_acquire(request, sent_at, now);
+                    if let Some(probe) = c.lane.probe(&world.keys) {
+                        c.op = Some(Op {
+                            kind: OpKind::Acquire {
+                                watchdog,
+                                sent: None,
+                                after_loss: true,
+                            },
+                            flight: Flight::Sent(probe),
+                        });
+                    }
+                }
+            }
+            OpKind::Release {
+                guard,
+                reported,
+                op: None,
+            } => {
+                // The probe before the release got no reply: try again (as `release_hold`).
+                self.clients[client].lane.on_probe_failure(&failure, now, 0);
+                self.continue_release(client, guard, reported, world);
+            }
+            OpKind::Release {
+                guard,
+                reported,
+                op: Some(mut release),
+            } => match release.on_failure(&failure, now, 0) {
+                ReleaseStep::RetryAt(_) => {
+                    let call = release.call(&world.keys);
+                    self.clients[client].op = Some(Op {
+                        kind: OpKind::Release {
+                            guard,
+                            reported,
+                            op: Some(release),
+                        },
+                        flight: Flight::Sent(call),
+                    });
+                }
+                ReleaseStep::Done(outcome) => {
+                    self.finish_release(client, guard, reported, &release, outcome, fx);
+                }
+            },
+            OpKind::GiveBack { mut op, then } => match op.on_failure(&failure, now, 0) {
+                ReleaseStep::RetryAt(_) => {
+                    let call = op.call(&world.keys);
+                    self.clients[client].op = Some(Op {
+                        kind: OpKind::GiveBack { op, then },
+                        flight: Flight::Sent(call),
+                    });
+                }
+                ReleaseStep::Done(_) => {
+                    self.abandoned.insert(op.hold().clone());
+                    self.then(client, then, world);
+                }
+            },
+        }
+    }
+
+    /// The user's release goes on: probe first if an acquire is still pending.
+    fn continue_release(&mut self, client: usize, guard: usize, reported: bool, world: &World) {
+        let c = &mut self.clients[client];
+        match c.lane.probe(&world.keys) {
+            Some(probe) => {
+                c.op = Some(Op {
+                    kind: OpKind::Release {
+                        guard,
+                        reported,
+                        op: None,
+                    },
+                    flight: Flight::Sent(probe),
+                });
+            }
+            None => self.send_release(client, guard, reported, world),
+        }
+    }
+
+    /// Gives back a hold a lost acquire took (as `release_in_lane` for an adopted hold).
+    fn then(&mut self, client: usize, then: Then, world: &World) {
+        match then {
+            Then::Nothing => {}
+            Then::Release(guard, reported) => self.continue_release(client, guard, reported, world),
+            Then::Acquire(watchdog) => self.send_acquire(client, watchdog, world),
+        }
+    }
+
+    fn give_back(&mut self, client: usize, hold: Arc<str>, then: Then, world: &World) {
+        let c = &mut self.clients[client];
+        let op = ReleaseOp::new(c.owner.clone(), hold, c.ids.next_id(), self.now + LEASE);
+        let call = op.call(&world.keys);
+        c.op = Some(Op {
+            kind: OpKind::GiveBack { op, then },
+            flight: Flight::Sent(call),
+        });
+    }
+
+    fn on_reply(&mut self, client: usize, reply: Reply, world: &World, fx: &mut Effects) {
+        let Some(op) = self.clients[client].op.take() else {
+            return;
+        };
+        match op.kind {
+            OpKind::Acquire {
+                watchdog,
+                sent: None,
+                after_loss,
+            } => {
+                // The probe of a pending acquire, before an attempt or right after its loss.
+                let resolved = self.clients[client].lane.on_probe_reply(&reply);
+                match resolved {
+                    Ok(Resolved::Holds {
+                        granted,
+                        sent_at,
+                        request,
+                    }) => {
+                        fx.milestones.push(3);
+                        // As `attempt_here`: adopt a hold taken on the same terms.
+                        let wanted = AcquireRequest {
+                            owner: request.owner.clone(),
+                            lease_ms: if watchdog { LEASE } else { FIXED },
+                            request: String::new(),
+                            fenced: self.fenced,
+                        };
+                        if after_loss || request.same_terms(&wanted) {
+                            self.grant(client, &granted, watchdog, request.lease_ms, sent_at, fx);
+                        } else {
+                            self.give_back(client, granted.hold, Then::Acquire(watchdog), world);
+                        }
+                    }
+                    Ok(Resolved::Nothing) if !after_loss => {
+                        self.send_acquire(client, watchdog, world);
+                    }
+                    _ => {}
+                }
+            }
+            OpKind::Acquire {
+                watchdog,
+                sent: Some((request, sent_at)),
+                ..
+            } => match request.decode(&reply) {
+                Ok(AcquireReply::Granted(granted)) => {
+                    self.grant(client, &granted, watchdog, request.lease_ms, sent_at, fx);
+                }
+                Ok(AcquireReply::Held { .. }) | Ok(AcquireReply::NotALock(_)) => {}
+                Err(err) => {
+                    fx.violation = Some(("no garbage", format!("unreadable acquire reply: {err}")));
+                }
+            },
+            OpKind::Reconcile => {
+                let resolved = self.clients[client].lane.on_probe_reply(&reply);
+                if let Ok(Resolved::Holds { granted, .. }) = resolved {
+                    fx.milestones.push(3);
+                    self.give_back(client, granted.hold, Then::Nothing, world);
+                }
+            }
+            OpKind::Release {
+                guard,
+                reported,
+                op: None,
+            } => {
+                let resolved = self.clients[client].lane.on_probe_reply(&reply);
+                match resolved {
+                    Ok(Resolved::Holds { granted, .. }) => {
+                        fx.milestones.push(3);
+                        self.give_back(client, granted.hold, Then::Release(guard, reported), world);
+                    }
+                    _ => self.send_release(client, guard, reported, world),
+                }
+            }
+            OpKind::Release {
+                guard,
+                reported,
+                op: Some(release),
+            } => match release.on_reply(&reply) {
+                Ok(outcome) => self.finish_release(client, guard, reported, &release, outcome, fx),
+                Err(err) => {
+                    fx.violation = Some((
+                        "release is true",
+                        format!("unreadable release reply: {err}"),
+                    ));
+                }
+            },
+            OpKind::GiveBack { op, then } => {
+                if !matches!(op.on_reply(&reply), Ok(ReleaseOutcome::Released { .. })) {
+                    self.abandoned.insert(op.hold().clone());
+                }
+                self.then(client, then, world);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn grant(
+        &mut self,
+        client: usize,
+        granted: &Granted,
+        watchdog: bool,
+        lease: Millis,
+        sent_at: Millis,
+        fx: &mut Effects,
+    ) -> usize {
+        let c = &mut self.clients[client];
+        // As `Registry::grant`: join the tracked hold, or replace it (it is lost).
+        let state = match c.current {
+            Some(i) if c.states[i].joining(&granted.hold) == Joining::Join => {
+                c.states[i].join(sent_at, lease, watchdog);
+                i
+            }
+            current => {
+                if let Some(i) = current
+                    && c.states[i].on_gone().is_some()
+                {
+                    fx.milestones.push(4);
+                    Self::told(&self.doomed, &self.ks, self.now, &c.states[i], fx);
+                }
+                c.states.push(HoldState::new(
+                    granted.hold.clone(),
+                    sent_at,
+                    lease,
+                    watchdog,
+                ));
+                c.current = Some(c.states.len() - 1);
+                c.states.len() - 1
+            }
+        };
+        c.guards.push(Guard {
+            state,
+            hold: granted.hold.clone(),
+            watchdog,
+            released: false,
+            orphan: false,
+        });
+        c.guards.len() - 1
+    }
+
+    /// A hold was just told it is lost because it is gone: check that it is.
+    fn told(
+        doomed: &BTreeSet<Arc<str>>,
+        ks: &Keyspace,
+        now: Millis,
+        state: &HoldState,
+        fx: &mut Effects,
+    ) {
+        let _ = doomed;
+        let current = ks
+            .hash(b"L:{x}", now)
+            .and_then(|h| h.get(b"\x01h".as_slice()).cloned());
+        if current.as_deref() == Some(state.hold().as_bytes()) && fx.violation.is_none() {
+            fx.violation = Some((
+                "losses are told",
+                format!(
+                    "hold {} was told it is gone while it is current",
+                    state.hold()
+                ),
+            ));
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish_release(
+        &mut self,
+        client: usize,
+        guard: usize,
+        reported: bool,
+        release: &ReleaseOp,
+        outcome: ReleaseOutcome,
+        fx: &mut Effects,
+    ) {
+        let c = &mut self.clients[client];
+        let g = c.guards[guard].clone();
+        let lost = c.states[g.state].lost();
+        match &outcome {
+            ReleaseOutcome::Released { remaining } => {
+                if remaining.is_some_and(|n| n > 0) {
+                    fx.milestones.push(1);
+                }
+                if release.retries() > 0 {
+                    fx.milestones.push(2);
+                }
+                // "Release is true": the guard reports Ok (not lost) only if an execution of
+                // this very release gave the hold back.
+                if reported
+                    && lost.is_none()
+                    && !self.applied.contains(release.request())
+                    && fx.violation.is_none()
+                {
+                    fx.violation = Some((
+                        "release is true",
+                        format!(
+                            "release {} of hold {} reported Ok, but no execution of it gave a hold back",
+                            release.request(),
+                            g.hold
+                        ),
+                    ));
+                }
+            }
+            ReleaseOutcome::NotHeld => {
+                // As the guard does: every guard of this hold is told.
+                if c.states[g.state].on_gone().is_some() {
+                    fx.milestones.push(4);
+                    Self::told(&self.doomed, &self.ks, self.now, &c.states[g.state], fx);
+                }
+            }
+            ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed => {
+                self.abandoned.insert(g.hold.clone());
+            }
+            ReleaseOutcome::NotALock => {}
+        }
+    }
+
+    fn on_renew_reply(&mut self, client: usize, reply: Reply, fx: &mut Effects) {
+        let now = self.now;
+        let Some(renewal) = self.clients[client].renewal.take() else {
+            return;
+        };
+        let gone = match decode_renew(&reply, renewal.items.len()) {
+            Ok(gone) => gone,
+            Err(err) => {
+                fx.violation = Some(("losses are told", format!("unreadable renew reply: {err}")));
+                return;
+            }
+        };
+        let c = &mut self.clients[client];
+        for (item, gone) in renewal.items.iter().zip(gone) {
+            let Some(state) = c.states.iter_mut().find(|s| s.hold() == &item.hold) else {
+                continue;
+            };
+            if gone {
+                if state.on_gone().is_some() {
+                    fx.milestones.push(4);
+                    Self::told(&self.doomed, &self.ks, now, state, fx);
+                }
+            } else if item.renew {
+                state.on_renewed(renewal.sent_at, LEASE);
+            }
+        }
+        // "Losses are told": after a renewal round trip, no active hold of this client that
+        // was gone when the renewal ran may still believe it holds.
+        for (i, ran_before) in c.gone_since.clone() {
+            if !ran_before
+                && c.states[i].is_active()
+                && renewal
+                    .items
+                    .iter()
+                    .any(|item| item.hold == *c.states[i].hold())
+                && fx.violation.is_none()
+            {
+                fx.violation = Some((
+                    "losses are told",
+                    format!(
+                        "hold {} is gone, and a renewal that ran after that did not tell it",
+                        c.states[i].hold()
+                    ),
+                ));
+            }
+        }
+        // The next renewal will have run after the loss.
+        for entry in &mut c.gone_since {
+            entry.1 = false;
+        }
+    }
+
+    fn clock_all(&mut self, fx: &mut Effects) {
+        let now = self.now;
+        for c in &mut self.clients {
+            for state in &mut c.states {
+                if state.on_clock(now).is_some() {
+                    fx.milestones.push(4);
+                }
+            }
+        }
+    }
+
+    /// Checks every property in this state.
+    fn check(&mut self) -> Option<(&'static str, String)> {
+        let now = self.now;
+        let current = self.current_hold();
+        // Track when active holds were first seen gone.
+        for c in &mut self.clients {
+            let renewal_ran = matches!(
+                c.renewal,
+                Some(Renewal {
+                    flight: Flight::Executed(_),
+                    ..
+                })
+            );
+            for (i, state) in c.states.iter().enumerate() {
+                let is_current = current.as_ref().is_some_and(|(h, _)| h == state.hold());
+                let tracked = c.gone_since.iter().any(|(j, _)| *j == i);
+                if state.is_active() && !is_current && !tracked {
+                    c.gone_since.push((i, renewal_ran));
+                }
+            }
+            c.gone_since.retain(|(i, _)| c.states[*i].is_active());
+        }
+
+        // Never two holders: guards that believe they hold (not released, not told lost,
+        // lease left by their own clock) name one hold, and that hold is current in Redis,
+        // unless it was removed behind its holders' backs (force-unlock, data loss), which
+        // they learn within a tick ("losses are told").
+        let mut believers: Vec<(usize, Arc<str>)> = Vec::new();
+        for (ci, c) in self.clients.iter().enumerate() {
+            for g in &c.guards {
+                let state = &c.states[g.state];
+                if !g.released && !g.orphan && state.lost().is_none() && now < state.deadline() {
+                    believers.push((ci, g.hold.clone()));
+                }
+            }
+        }
+        let live: Vec<&(usize, Arc<str>)> = believers
+            .iter()
+            .filter(|(_, hold)| !self.doomed.contains(hold))
+            .collect();
+        // One hold, and one owner (two owners must never share a hold either).
+        let differs = |(ci, hold): &&&(usize, Arc<str>)| {
+            *hold != live[0].1 || self.clients[*ci].owner != self.clients[live[0].0].owner
+        };
+        if let Some((ci, hold)) = live.iter().find(differs) {
+            return Some((
+                "never two holders",
+                format!(
+                    "client {} (owner {}) believes it holds {hold} while client {} (owner {}) believes it holds {}",
+                    ci,
+                    self.clients[*ci].owner,
+                    live[0].0,
+                    self.clients[live[0].0].owner,
+                    live[0].1
+                ),
+            ));
+        }
+        for (ci, hold) in &live {
+            let is_current = current.as_ref().is_some_and(|(h, _)| h == hold);
+            if !is_current {
+                return Some((
+                    "never two holders",
+                    format!(
+                        "client {ci} believes it holds {hold}, but Redis has {:?}: anyone may take it",
+                        current.as_ref().map(|(h, _)| h.clone())
+                    ),
+                ));
+            }
+        }
+
+        // Losses are told: no guard believes past its hold's deadline (checked by the clock
+        // in the core; here as a backstop).
+        for (ci, c) in self.clients.iter().enumerate() {
+            for state in &c.states {
+                if state.is_active() && now > state.deadline() + drift(LEASE) {
+                    return Some((
+                        "losses are told",
+                        format!(
+                            "client {ci}: hold {} past its deadline, not lost",
+                            state.hold()
+                        ),
+                    ));
+                }
+            }
+        }
+
+        // No garbage: only the lock hash (with a TTL) and the fencing counter exist.
+        for key in self.ks.keys(now) {
+            let key = String::from_utf8_lossy(&key).into_owned();
+            match key.as_str() {
+                "L:{x}" => {
+                    if self.ks.pexpire_at(b"L:{x}", now) == Some(None) {
+                        return Some(("no garbage", "the lock hash has no TTL".into()));
+                    }
+                }
+                "L:{x}:fence" => {}
+                other => return Some(("no garbage", format!("unexpected key {other}"))),
+            }
+        }
+
+        // No orphans: when nothing is in flight or pending anywhere, every hold count in
+        // Redis belongs to a guard that has not been released.
+        let quiet = self
+            .clients
+            .iter()
+            .all(|c| c.op.is_none() && !c.lane.is_pending());
+        if quiet
+            && let Some((hold, counts)) = &current
+            && !self.abandoned.contains(hold)
+            && !self.doomed.contains(hold)
+        {
+            {
+                for (owner, count) in counts {
+                    let guards = self
+                        .clients
+                        .iter()
+                        .filter(|c| &*c.owner == owner)
+                        .flat_map(|c| c.guards.iter())
+                        .filter(|g| g.hold == *hold && !g.released)
+                        .count() as u64;
+                    if *count > guards {
+                        return Some((
+                            "no orphans",
+                            format!(
+                                "Redis counts {count} holds of {owner} on {hold}, but only {guards} guards hold it"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// A readable picture of the state, for traces.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        let _ = write!(out, "t={}", self.now);
+        match self.ks.hash(b"L:{x}", self.now) {
+            Some(hash) => {
+                let fields: Vec<String> = hash
+                    .iter()
+                    .map(|(k, v)| {
+                        format!(
+                            "{}={}",
+                            String::from_utf8_lossy(k).replace('\u{1}', "\\1"),
+                            String::from_utf8_lossy(v)
+                        )
+                    })
+                    .collect();
+                let ttl = match self.ks.pexpire_at(b"L:{x}", self.now) {
+                    Some(Some(at)) => format!("expires t={at}"),
+                    _ => "no ttl".into(),
+                };
+                let _ = write!(out, " | Redis: {{{}}} {ttl}", fields.join(", "));
+            }
+            None => out.push_str(" | Redis: free"),
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            let _ = write!(out, "\n      client {i} (owner {}):", c.owner);
+            for g in &c.guards {
+                let s = &c.states[g.state];
+                let belief = if g.released {
+                    "released".to_string()
+                } else if let Some(reason) = s.lost() {
+                    format!("told lost ({reason:?})")
+                } else {
+                    format!("believes held until t={}", s.deadline())
+                };
+                let _ = write!(
+                    out,
+                    " [guard {} {}{} {belief}]",
+                    g.hold,
+                    if g.watchdog { "watchdog" } else { "fixed" },
+                    if g.orphan { " orphan" } else { "" }
+                );
+            }
+            if c.lane.is_pending() {
+                out.push_str(" [lost acquire pending]");
+            }
+            if let Some(op) = &c.op {
+                let _ = write!(out, " [in flight: {}]", flight_text(&op.flight));
+            }
+            if let Some(r) = &c.renewal {
+                let _ = write!(out, " [renewal: {}]", flight_text(&r.flight));
+            }
+        }
+        out
+    }
+}
+
+fn flight_text(flight: &Flight) -> String {
+    match flight {
+        Flight::Sent(call) => format!("sent {:?} {}", call.script, call.args.join(" ")),
+        Flight::Executed(reply) => format!("executed, reply {reply:?} on its way"),
+    }
+}
