@@ -6,12 +6,17 @@
 -- Returns an integer:
 --   1   the lock existed; it was deleted and waiters were woken
 --   0   there was no lock
---   -2  the key exists but is not a hash; nothing was written
+--   -2  the key is not one of our locks (not a hash, or a hash without a hold id):
+--       nothing was written
+--
+-- Why the hold-id check: a user's own hash under our prefix must never be deleted. Every
+-- lock this library writes carries "\1h" (see acquire.lua). Holders of the deleted lock
+-- learn of it at their next watchdog tick ("losses are told").
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind == 'none' then
   return 0
 end
-if kind ~= 'hash' then
+if kind ~= 'hash' or redis.call('HEXISTS', KEYS[1], '\1h') == 0 then
   return -2
 end
 redis.call('DEL', KEYS[1])

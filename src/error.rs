@@ -12,7 +12,9 @@ use std::time::Duration;
 pub enum Error {
     /// The client could not connect to Redis at `addr` (refused, unreachable, timed out,
     /// wrong password, bad database index, ...).
-    #[error("cannot connect to Redis at {addr}: {source}")]
+    // The cause is the error's `source()`, not part of this message, so that reporters
+    // that print the chain (anyhow, the CLI) do not print it twice.
+    #[error("cannot connect to Redis at {addr}")]
     Connect {
         /// The address that was tried, as `host:port` (or the socket path).
         addr: String,

@@ -57,3 +57,9 @@ pub use guard::LockGuard;
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use lock::{Lock, LockState};
 pub use watchdog::WatchdogStats;
+
+/// The redis-rs crate this library is built on (its `Client` appears in
+/// [`LockClient::builder_from_client`], its errors in [`Error`]).
+pub use redis;
+/// The token type of [`LockGuard::lost_token`].
+pub use tokio_util::sync::CancellationToken;

@@ -43,6 +43,7 @@ const ACL_RULES: &[&str] = &[
     "+hmget",
     "+hset",
     "+hincrby",
+    "+hexists",
     "+time",
     "+hgetall",
     "+publish",

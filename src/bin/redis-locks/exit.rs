@@ -88,7 +88,18 @@ pub fn for_error(err: &Error) -> u8 {
 
 impl From<Error> for Failure {
     fn from(err: Error) -> Self {
-        Failure::new(for_error(&err), err.to_string())
+        // The message and each cause once: "cannot connect to Redis at X: refused".
+        let mut message = err.to_string();
+        let mut cause = std::error::Error::source(&err);
+        while let Some(inner) = cause {
+            let text = inner.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            cause = inner.source();
+        }
+        Failure::new(for_error(&err), message)
     }
 }
 
