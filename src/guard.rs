@@ -154,9 +154,8 @@ impl LockGuard {
     ///   has already stopped).
     ///
     /// # Cancel safety
-    /// If the future is dropped before completing, the hold may or may not have been
-    /// released; it is never released twice, renewal has stopped, and the lease bounds
-    /// how long it can stay.
+    /// Cancel-safe: the release runs in a background task, so dropping this future does
+    /// not stop it; the hold is given back exactly once (or expires with its lease).
     pub async fn release(mut self) -> Result<()> {
         let give_up_at = self.give_up_at();
         self.disarm();

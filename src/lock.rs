@@ -144,9 +144,12 @@ impl Lock {
     ///
     /// A reentrant acquisition takes **no new number**: it gets its outer hold's token.
     /// The counter lives at `<prefix>:{<name>}:fence` without a TTL (one small string per
-    /// lock name that ever used fencing). Once it exists, every fresh acquisition
-    /// increments it, fenced or not, so its value always names the current hold. Tokens
-    /// restart from 1 if the counter is deleted (e.g. Redis loses its data).
+    /// lock name that ever used fencing). A token is `max(counter + 1, server time in µs)`,
+    /// so tokens keep growing when Redis loses the counter (restart without persistence,
+    /// failover), as long as the server clock does not step back by more than the outage.
+    ///
+    /// The resource's one comparison: accept `token >= highest seen`, reject lower. Equal
+    /// tokens come only from the same hold (nested guards share it).
     ///
     /// ```no_run
     /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
