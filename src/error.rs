@@ -107,10 +107,6 @@ pub enum Error {
         found: String,
     },
 
-    /// The tokio runtime shut down while an operation was in flight.
-    #[error("the tokio runtime shut down during the operation")]
-    RuntimeShutdown,
-
     /// A script returned a reply the library does not understand. This points at a version
     /// mismatch or a bug, never at user input.
     #[error("unexpected reply from Redis: {0}")]

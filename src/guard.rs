@@ -191,29 +191,23 @@ impl LockGuard {
         }
     }
 
-    /// Runs the release in a background task and waits for it for at most
+    /// Runs the release (in this task; in a background task once the caller stops
+    /// waiting) and waits for it for at most
     /// [`RELEASE_WAIT_TIMEOUTS`] response timeouts. If Redis is unreachable or busy for
     /// longer, the caller gets an error and the task keeps retrying until the lease has
     /// run out, so the lock is freed as soon as Redis answers again (never twice).
     async fn release_detached(&self, give_up_at: Millis) -> Result<ReleaseOutcome> {
         let inner = &self.lock.client.inner;
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return self
-                .lock
-                .release_hold(&self.owner, &self.hold, give_up_at)
-                .await;
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
         let (lock, owner, hold) = (self.lock.clone(), self.owner.clone(), self.hold.clone());
-        inner.background.spawn(&runtime, async move {
-            let outcome = lock.release_hold(&owner, &hold, give_up_at).await;
-            // The caller may have stopped waiting; the release is done either way.
-            let _ = tx.send(outcome);
-        });
+        let mut work = crate::detach::Detachable::new(
+            Box::pin(async move { lock.release_hold(&owner, &hold, give_up_at).await }),
+            inner.background.clone(),
+            true,
+        );
         let wait = inner.response_timeout * RELEASE_WAIT_TIMEOUTS;
-        match tokio::time::timeout(wait, rx).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(Error::RuntimeShutdown),
+        match tokio::time::timeout(wait, &mut work).await {
+            Ok(outcome) => outcome,
+            // Dropping `work` moves the release to a background task.
             Err(_) => Err(Error::Redis(
                 std::io::Error::new(
                     std::io::ErrorKind::TimedOut,

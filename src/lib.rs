@@ -36,6 +36,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod detach;
 mod error;
 mod guard;
 mod keys;

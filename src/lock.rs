@@ -1,15 +1,14 @@
 //! The reentrant lock handle and its acquire, release and inspection operations.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+
 use std::time::Duration;
 
 use redis::{FromRedisValue, Value};
 use tokio::time::Instant;
 
-use crate::client::{Background, LockClient};
+use crate::client::LockClient;
+use crate::detach::Detachable;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, LockKeys};
@@ -373,14 +372,14 @@ impl Lock {
     /// One acquire attempt. It runs in the caller's task; if the caller drops it after it
     /// was sent, the rest of it runs in a background task, where a won hold is released
     /// at once (its guard is dropped). So cancelling can never strand a hold.
-    fn attempt(&self, owner: &Arc<str>) -> Detachable {
+    fn attempt(&self, owner: &Arc<str>) -> Detachable<Attempt> {
         let lock = self.clone();
         let owner = owner.clone();
-        Detachable {
-            work: Some(Box::pin(async move { lock.attempt_here(&owner).await })),
-            started: false,
-            background: self.client.inner.background.clone(),
-        }
+        Detachable::new(
+            Box::pin(async move { lock.attempt_here(&owner).await }),
+            self.client.inner.background.clone(),
+            false,
+        )
     }
 
     async fn attempt_here(&self, owner: &Arc<str>) -> Result<Attempt> {
@@ -837,51 +836,4 @@ fn to_value(reply: Reply) -> Value {
 /// state (`BUSY`, `LOADING`, ...).
 fn is_transient(err: &redis::RedisError) -> bool {
     !matches!(crate::scripts::classify(err), Failure::Permanent(_))
-}
-
-/// An acquire attempt that finishes in the background if its caller drops it after it
-/// was sent (see [`Lock::attempt`]).
-struct Detachable {
-    work: Option<Pin<Box<dyn Future<Output = Result<Attempt>> + Send>>>,
-    started: bool,
-    background: Arc<Background>,
-}
-
-impl Future for Detachable {
-    type Output = Result<Attempt>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let Some(work) = this.work.as_mut() else {
-            return Poll::Ready(Err(Error::UnexpectedReply(
-                "acquire attempt polled after completion".into(),
-            )));
-        };
-        this.started = true;
-        let outcome = work.as_mut().poll(cx);
-        if outcome.is_ready() {
-            this.work = None;
-        }
-        outcome
-    }
-}
-
-impl Drop for Detachable {
-    fn drop(&mut self) {
-        let Some(work) = self.work.take() else {
-            return;
-        };
-        if !self.started {
-            return; // never sent
-        }
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => self.background.spawn(&runtime, async move {
-                // A guard in the outcome releases its hold when dropped here.
-                let _ = work.await;
-            }),
-            Err(_) => tracing::warn!(
-                "acquire cancelled outside a runtime; a hold it took expires with its lease"
-            ),
-        }
-    }
 }

@@ -128,7 +128,7 @@ mod tests {
             found: "string".into(),
         };
         assert_eq!(for_error(&wrong), NOT_A_LOCK);
-        assert_eq!(for_error(&Error::RuntimeShutdown), INTERNAL);
+        assert_eq!(for_error(&Error::UnexpectedReply("x".into())), INTERNAL);
         for code in [
             USAGE,
             NOT_A_LOCK,
