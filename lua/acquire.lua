@@ -76,6 +76,9 @@ if not held[1] then
   if pttl < 0 then
     return {2, 'hash without an expiry'}
   end
+  if not held[2] then
+    return {2, 'hash without a hold id'}
+  end
   return {0, pttl}
 end
 local count = tonumber(held[1])

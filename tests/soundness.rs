@@ -444,20 +444,21 @@ async fn user_hash_case(with_ttl: bool) {
 
         let r = l.try_acquire().await;
         assert!(
-            matches!(r, Err(Error::WrongType { .. }) | Ok(None)),
+            matches!(r, Err(Error::WrongType { .. })),
             "{tag}: try_acquire on a user hash: {r:?}"
         );
         assert_untouched(&before, &snapshot(&mut conn, &key).await, "try_acquire");
 
         let r = l.acquire_timeout(Duration::from_millis(300)).await;
         assert!(
-            matches!(r, Err(Error::WrongType { .. }) | Err(Error::Timeout { .. })),
+            matches!(r, Err(Error::WrongType { .. })),
             "{tag}: acquire_timeout on a user hash: {r:?}"
         );
         assert_untouched(&before, &snapshot(&mut conn, &key).await, "acquire_timeout");
 
+        // A user's hash (with or without a TTL) is never taken for a held lock: no wait.
         match tokio::time::timeout(Duration::from_millis(500), l.acquire()).await {
-            Err(_elapsed) => {} // treated as held: waits
+            Err(_elapsed) => panic!("{tag}: acquire waited on a user hash"),
             Ok(r) => assert!(
                 matches!(r, Err(Error::WrongType { .. })),
                 "{tag}: acquire on a user hash: {r:?}"
