@@ -13,44 +13,7 @@ const SEC: Duration = Duration::from_secs(1);
 
 // ---- ACL ---------------------------------------------------------------------------
 
-/// The least-privilege ACL rule for a client with the default prefix, found by starting
-/// from `-@all` and adding only what an operation was refused (checked by
-/// `ACL LOG` staying empty through every operation the library offers). The commands
-/// after `+evalsha` are the ones the Lua scripts call: Redis checks ACLs inside scripts
-/// too. `+select` is only needed for a database other than 0, `+pubsub|numsub` only for
-/// `Lock::waiting_clients`.
-const ACL_RULES: &[&str] = &[
-    "resetchannels",
-    "~redis-locks:*",
-    "&redis-locks:*",
-    "-@all",
-    "+evalsha",
-    "+eval",
-    "+subscribe",
-    "+unsubscribe",
-    "+select",
-    // Only for Lock::waiting_clients (PUBSUB NUMSUB):
-    "+pubsub|numsub",
-    // Called by the scripts:
-    "+type",
-    "+get",
-    "+set",
-    "+incr",
-    "+del",
-    "+pttl",
-    "+pexpire",
-    "+hget",
-    "+hmget",
-    "+hset",
-    "+hincrby",
-    "+hexists",
-    "+time",
-    "+hgetall",
-    "+publish",
-];
-
-const ACL_USER: &str = "locker";
-const ACL_PASS: &str = "locker-pw-7f3a";
+use common::acl::{ACL_PASS, ACL_RULES, ACL_USER};
 
 fn acl_server() -> RedisServer {
     let mut args = vec!["--user", ACL_USER, "on"];

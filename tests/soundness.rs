@@ -199,35 +199,21 @@ async fn release_rides_through_busy() {
 
 // ---- 4. waiter without SUBSCRIBE ----------------------------------------------------
 
-/// ACL rules of tests/security.rs, without `+subscribe`.
-const ACL_RULES_NO_SUBSCRIBE: &[&str] = &[
-    "resetchannels",
-    "~redis-locks:*",
-    "&redis-locks:*",
-    "-@all",
-    "+evalsha",
-    "+eval",
-    "-subscribe",
-    "+unsubscribe",
-    "+select",
-    "+pubsub|numsub",
-    "+type",
-    "+get",
-    "+set",
-    "+incr",
-    "+del",
-    "+pttl",
-    "+pexpire",
-    "+hget",
-    "+hmget",
-    "+hset",
-    "+hincrby",
-    "+time",
-    "+hgetall",
-    "+publish",
-];
-const ACL_USER: &str = "locker";
-const ACL_PASS: &str = "locker-pw-7f3a";
+use common::acl::{ACL_PASS, ACL_RULES, ACL_USER};
+
+/// The shared least-privilege rules, with `+subscribe` taken away.
+fn acl_rules_without_subscribe() -> Vec<&'static str> {
+    ACL_RULES
+        .iter()
+        .map(|rule| {
+            if *rule == "+subscribe" {
+                "-subscribe"
+            } else {
+                rule
+            }
+        })
+        .collect()
+}
 
 async fn connections_received(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
@@ -248,7 +234,9 @@ async fn a_waiter_without_subscribe_permission_polls_and_does_not_storm() {
     let mut args = vec!["--user", ACL_USER, "on"];
     let pass = format!(">{ACL_PASS}");
     args.push(&pass);
-    args.extend_from_slice(ACL_RULES_NO_SUBSCRIBE);
+    let rules = acl_rules_without_subscribe();
+    assert!(rules.contains(&"-subscribe"));
+    args.extend_from_slice(&rules);
     let server = RedisServer::start_with(&args);
     let mut admin = server.conn().await;
     let url = format!("redis://{ACL_USER}:{ACL_PASS}@127.0.0.1:{}/0", server.port);

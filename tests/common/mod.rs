@@ -2,6 +2,8 @@
 //! directories, started and stopped by the tests themselves.
 #![allow(dead_code)]
 
+pub mod acl;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

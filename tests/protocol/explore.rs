@@ -49,7 +49,7 @@ pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usiz
     for level in 0..depth {
         let mut next = Vec::new();
         for (state, path) in &frontier {
-            let steps = state.steps(config);
+            let steps = state.steps();
             for (index, step) in steps.iter().enumerate() {
                 let mut successor = state.clone();
                 let effects = successor.apply(step, &world);
@@ -98,7 +98,7 @@ pub fn replay(config: &Config, scripts: Scripts, path: &[u8]) -> Result<Replayed
     let mut trace = Vec::new();
     let mut violation = None;
     for (n, &index) in path.iter().enumerate() {
-        let steps = state.steps(config);
+        let steps = state.steps();
         let step = steps.get(index as usize).cloned().ok_or_else(|| {
             format!(
                 "step {n}: index {index} but only {} steps enabled",
@@ -147,7 +147,7 @@ pub fn replay_steps(
     let world = World::new(scripts);
     let mut state = State::initial(config);
     for (n, step) in steps.iter().enumerate() {
-        if !state.steps(config).contains(step) {
+        if !state.steps().contains(step) {
             return Err(format!(
                 "step {} ({step:?}) is not enabled in: {}",
                 n + 1,

@@ -15,16 +15,9 @@
 
 use std::collections::BTreeMap;
 
-/// A reply, as RESP2 carries it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Reply {
-    Nil,
-    Int(i64),
-    Bulk(Vec<u8>),
-    Status(String),
-    Error(String),
-    Array(Vec<Reply>),
-}
+/// A reply, as RESP2 carries it: the protocol core's own reply type, so script replies
+/// reach the core as they are.
+pub use redis_locks::protocol::Reply;
 
 /// A hash's fields and values.
 pub type Fields = BTreeMap<Vec<u8>, Vec<u8>>;

@@ -27,7 +27,7 @@ use redis_locks::protocol::{
     Call, Failure, LockKeys, Millis, Reply, RequestIds, ScriptId, force_unlock_call,
 };
 
-use crate::keyspace::{Keyspace, Reply as KsReply};
+use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
 
 /// The watchdog lease.
@@ -163,8 +163,6 @@ struct Guard {
     hold: Arc<str>,
     watchdog: bool,
     released: bool,
-    /// Adopted by a release or a background reconciliation, to be given back (no user).
-    orphan: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -307,18 +305,7 @@ impl World {
             .runner
             .eval(self.scripts.source(call.script), &keys, &args, ks, now);
         ks.published.clear();
-        convert(reply)
-    }
-}
-
-fn convert(reply: KsReply) -> Reply {
-    match reply {
-        KsReply::Nil => Reply::Nil,
-        KsReply::Int(n) => Reply::Int(n),
-        KsReply::Bulk(b) => Reply::Bulk(b),
-        KsReply::Status(s) => Reply::Status(s),
-        KsReply::Error(e) => Reply::Error(e),
-        KsReply::Array(items) => Reply::Array(items.into_iter().map(convert).collect()),
+        reply
     }
 }
 
@@ -395,7 +382,7 @@ impl State {
     }
 
     /// Every step enabled in this state, in a fixed order (replays name steps by index).
-    pub fn steps(&self, config: &Config) -> Vec<Step> {
+    pub fn steps(&self) -> Vec<Step> {
         let mut steps = Vec::new();
         for (i, c) in self.clients.iter().enumerate() {
             if c.op.is_none() {
@@ -410,7 +397,7 @@ impl State {
                     });
                 }
                 for (g, guard) in c.guards.iter().enumerate() {
-                    if !guard.released && !guard.orphan {
+                    if !guard.released {
                         steps.push(Step::Release {
                             client: i,
                             guard: g,
@@ -460,7 +447,6 @@ impl State {
         {
             steps.push(Step::Advance);
         }
-        let _ = config;
         steps
     }
 
@@ -966,7 +952,7 @@ impl State {
                     && c.states[i].on_gone().is_some()
                 {
                     fx.milestones.push(4);
-                    Self::told(&self.doomed, &self.ks, self.now, &c.states[i], fx);
+                    Self::told(&self.ks, self.now, &c.states[i], fx);
                 }
                 c.states.push(HoldState::new(
                     granted.hold.clone(),
@@ -983,20 +969,12 @@ impl State {
             hold: granted.hold.clone(),
             watchdog,
             released: false,
-            orphan: false,
         });
         c.guards.len() - 1
     }
 
     /// A hold was just told it is lost because it is gone: check that it is.
-    fn told(
-        doomed: &BTreeSet<Arc<str>>,
-        ks: &Keyspace,
-        now: Millis,
-        state: &HoldState,
-        fx: &mut Effects,
-    ) {
-        let _ = doomed;
+    fn told(ks: &Keyspace, now: Millis, state: &HoldState, fx: &mut Effects) {
         let current = ks
             .hash(b"L:{x}", now)
             .and_then(|h| h.get(b"\x01h".as_slice()).cloned());
@@ -1053,7 +1031,7 @@ impl State {
                 // As the guard does: every guard of this hold is told.
                 if c.states[g.state].on_gone().is_some() {
                     fx.milestones.push(4);
-                    Self::told(&self.doomed, &self.ks, self.now, &c.states[g.state], fx);
+                    Self::told(&self.ks, self.now, &c.states[g.state], fx);
                 }
             }
             ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed => {
@@ -1083,7 +1061,7 @@ impl State {
             if gone {
                 if state.on_gone().is_some() {
                     fx.milestones.push(4);
-                    Self::told(&self.doomed, &self.ks, now, state, fx);
+                    Self::told(&self.ks, now, state, fx);
                 }
             } else if item.renew {
                 state.on_renewed(renewal.sent_at, LEASE);
@@ -1157,7 +1135,7 @@ impl State {
         for (ci, c) in self.clients.iter().enumerate() {
             for g in &c.guards {
                 let state = &c.states[g.state];
-                if !g.released && !g.orphan && state.lost().is_none() && now < state.deadline() {
+                if !g.released && state.lost().is_none() && now < state.deadline() {
                     believers.push((ci, g.hold.clone()));
                 }
             }
@@ -1297,10 +1275,9 @@ impl State {
                 };
                 let _ = write!(
                     out,
-                    " [guard {} {}{} {belief}]",
+                    " [guard {} {} {belief}]",
                     g.hold,
                     if g.watchdog { "watchdog" } else { "fixed" },
-                    if g.orphan { " orphan" } else { "" }
                 );
             }
             if c.lane.is_pending() {
