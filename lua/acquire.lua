@@ -1,17 +1,22 @@
 -- acquire.lua: take or re-enter the reentrant lock for one owner.
 --
 -- KEYS[1]  the lock hash        (<prefix>:{<name>})
--- KEYS[2]  the fencing counter  (<prefix>:{<name>}:fence; touched only when ARGV[4] is '1')
+-- KEYS[2]  the fencing counter  (<prefix>:{<name>}:fence; touched only for a fenced acquire)
 -- ARGV[1]  owner id             (the hash field; its value is the owner's hold count)
 -- ARGV[2]  lease in ms
 -- ARGV[3]  request id           ('<client-tag>.<seq>', unique per request)
--- ARGV[4]  '1' to hand out a fencing token, '0' otherwise
+-- ARGV[4]  flags: '0' plain, '1' fenced (hand out a fencing token), '2' other waiters of
+--          this client wait (mark a fresh hold "\1w"), '3' both
 --
--- Returns:
---   {1, count, hold, token}  acquired. count is the owner's hold count after this acquire
---                            (1 = fresh); hold is the hold id; token is the hold's fencing
---                            token, 0 when it has none or none was asked for.
---   {0, pttl}                held by another owner; pttl is the key's remaining TTL in ms
+-- Returns (the two commonest outcomes as bare integers: a table reply costs Redis about
+-- as much as one more command):
+--   0                        acquired afresh, unfenced: count 1, the hold id is ARGV[3],
+--                            no token
+--   n > 0                    held by another owner; n is the key's remaining TTL in ms (>= 1)
+--   {1, count, hold, token}  acquired (a re-entry, or a fenced fresh hold). count is the
+--                            owner's hold count after this acquire (1 = fresh); hold is the
+--                            hold id; token is the hold's fencing token, 0 when it has none
+--                            or none was asked for.
 --   {2, what}                the key is not one of our locks; nothing was written
 --
 -- The hash of a held lock:
@@ -28,6 +33,17 @@
 --                    answer "did my lost request run?" (see probe.lua, release.lua).
 --                    It lives and dies with the hash: no key outlives the lock ("no garbage").
 --   "\1fence"        the hold's fencing token, for fenced holds
+--   "\1w"            someone may be waiting: the last release publishes the wake-up only
+--                    then (release.lua), which saves the PUBLISH on every uncontended
+--                    cycle. Set by every failed attempt (HSETNX: only the first one on a
+--                    hold writes and replicates), and by a fresh acquire whose client has
+--                    other waiters for this lock (flag '2'). Why that is enough: a waiter
+--                    sleeps only after a failed attempt, which marked the hash current then.
+--                    Its release wakes one waiter per client (process); that waiter either
+--                    fails on the next hash (and marks it) or takes the lock, and then
+--                    marks its fresh hash for the waiters of its client that still sleep.
+--                    Every sleep is bounded by the pttl anyway, so a missing mark could
+--                    cost latency, never a hang.
 -- A fresh acquire needs no record: the hold id itself says whether it ran.
 --
 -- Expiry: a fresh acquire sets the lease. A re-entry only ever lengthens it (PEXPIRE GT;
@@ -40,10 +56,12 @@
 -- back by more than the outage lasted ("tokens only go up"). Lua 5.1 numbers are doubles:
 -- exact up to 2^53, i.e. for microsecond times until the year 2255.
 --
--- Why TYPE first: HGET on a string key raises WRONGTYPE, a generic script error; checking
--- first gives a typed error and writes nothing. A hash without an expiry or without a hold
--- id was not written by this library and is refused.
-local HOLD, FENCE = '\1h', '\1fence'
+-- Why PTTL first: -2 says "no key" in one call, and for a held lock it is the TTL that the
+-- waiter needs. HMGET on a key of another type raises WRONGTYPE, caught with pcall, so a
+-- foreign key gets a typed answer and nothing is written. A hash without an expiry or
+-- without a hold id was not written by this library (every lock gets both in one script)
+-- and is refused.
+local HOLD, FENCE, WAITING = '\1h', '\1fence', '\1w'
 local lock, owner, lease, request = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 
 local function next_token()
@@ -55,38 +73,45 @@ local function next_token()
   return token
 end
 
-local kind = redis.call('TYPE', lock).ok
-if kind == 'none' then
-  local token = 0
-  if ARGV[4] == '1' then
-    token = next_token()
-    redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, string.format('%.0f', token))
+local flags = ARGV[4]
+local fenced = flags == '1' or flags == '3'
+local pttl = redis.call('PTTL', lock)
+if pttl == -2 then
+  if fenced then
+    local token = string.format('%.0f', next_token())
+    if flags == '3' then
+      redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, token, WAITING, 1)
+    else
+      redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, token)
+    end
+    redis.call('PEXPIRE', lock, lease)
+    return {1, 1, request, tonumber(token)}
+  end
+  if flags == '2' then
+    redis.call('HSET', lock, owner, 1, HOLD, request, WAITING, 1)
   else
     redis.call('HSET', lock, owner, 1, HOLD, request)
   end
   redis.call('PEXPIRE', lock, lease)
-  return {1, 1, request, token}
+  return 0
 end
-if kind ~= 'hash' then
-  return {2, kind}
+local held = redis.pcall('HMGET', lock, owner, HOLD, FENCE)
+if held.err then
+  return {2, redis.call('TYPE', lock).ok}
 end
-local held = redis.call('HMGET', lock, owner, HOLD, FENCE)
+if pttl < 0 then
+  return {2, 'hash without an expiry'}
+end
+if not held[2] then
+  return {2, 'hash without a hold id'}
+end
 if not held[1] then
-  local pttl = redis.call('PTTL', lock)
-  if pttl < 0 then
-    return {2, 'hash without an expiry'}
-  end
-  if not held[2] then
-    return {2, 'hash without a hold id'}
-  end
-  return {0, pttl}
+  redis.call('HSETNX', lock, WAITING, 1)
+  return math.max(pttl, 1)
 end
 local count = tonumber(held[1])
 if count == nil or count < 1 or count ~= math.floor(count) then
   return {2, 'hash whose owner field is not a hold count'}
-end
-if not held[2] then
-  return {2, 'hash without a hold id'}
 end
 local tag, seq = string.match(request, '^(.*)%.(%d+)$')
 if not tag then
@@ -96,7 +121,7 @@ count = redis.call('HINCRBY', lock, owner, 1)
 redis.call('HSET', lock, '\1r' .. tag, seq)
 redis.call('PEXPIRE', lock, lease, 'GT')
 local token = 0
-if ARGV[4] == '1' then
+if fenced then
   token = tonumber(held[3])
   if token == nil then
     token = next_token()

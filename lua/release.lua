@@ -4,12 +4,15 @@
 -- KEYS[1]  the lock hash       (<prefix>:{<name>})
 -- ARGV[1]  owner id
 -- ARGV[2]  hold id             (from acquire.lua: the hold this guard belongs to)
--- ARGV[3]  request id          ('<client-tag>.<seq>', the same on every retry of one release)
--- ARGV[4]  wake-up channel     (<prefix>:{<name>}:db<n>:released)
+-- ARGV[3]  client tag          (the request id is '<client-tag>.<seq>'; sent in two parts
+-- ARGV[4]  request seq          so that the script need not parse it; the same on every
+--                               retry of one release)
+-- ARGV[5]  wake-up channel     (<prefix>:{<name>}:db<n>:released)
 --
 -- Returns an integer:
 --   n >= 1  one hold given back; n remain (the expiry is left alone)
---   0       the last hold was given back: the key was deleted and waiters were woken
+--   0       the last hold was given back: the key was deleted, and waiters were woken if
+--           a failed attempt had marked the lock ("\1w", see acquire.lua)
 --   -1      the named hold is not current: it ended (released, expired, deleted, Redis lost
 --           it) or the owner now has another hold. Nothing was written.
 --   -2      the key is not one of our locks; nothing was written
@@ -27,12 +30,11 @@
 -- Why no re-arm on a partial release: the remaining holds keep the expiry they were given
 -- (renewed by the watchdog, or their own fixed lease); extending it here would stretch a
 -- fixed lease behind its holder's back.
-local lock, owner, hold, request = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local tag, seq = string.match(request, '^(.*)%.(%d+)$')
-if not tag then
-  return redis.error_reply('ERR release.lua: malformed request id')
-end
-local held = redis.pcall('HMGET', lock, owner, '\1h', '\1r' .. tag)
+-- Why PUBLISH only when marked: an uncontended cycle then costs no PUBLISH. A waiter always
+-- marks the hash it failed on before it sleeps, and its sleep is bounded by the pttl, so
+-- a missed mark could cost latency only, never a hang.
+local lock, owner, hold, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
+local held = redis.pcall('HMGET', lock, owner, '\1h', '\1r' .. ARGV[3], '\1w')
 if held.err then
   return -2
 end
@@ -45,9 +47,11 @@ end
 local count = tonumber(held[1])
 if count ~= nil and count > 1 then
   count = redis.call('HINCRBY', lock, owner, -1)
-  redis.call('HSET', lock, '\1r' .. tag, seq)
+  redis.call('HSET', lock, '\1r' .. ARGV[3], seq)
   return count
 end
 redis.call('DEL', lock)
-redis.call('PUBLISH', ARGV[4], 'released')
+if held[4] then
+  redis.call('PUBLISH', ARGV[5], 'released')
+end
 return 0

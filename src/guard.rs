@@ -136,6 +136,8 @@ impl LockGuard {
 
     /// Why the lock was lost, if it was.
     pub fn lost_reason(&self) -> Option<LostReason> {
+        // Checks the clock first, like `is_lost`.
+        self.is_lost();
         self.entry.lost_reason()
     }
 
@@ -157,6 +159,9 @@ impl LockGuard {
     /// Cancel-safe: the release runs in a background task, so dropping this future does
     /// not stop it; the hold is given back exactly once (or expires with its lease).
     pub async fn release(mut self) -> Result<()> {
+        // A lease that ran out before this call is a loss, even if the watchdog task has
+        // not run since (the runtime was busy): check the clock before leaving.
+        self.is_lost();
         let give_up_at = self.give_up_at();
         self.disarm();
         let outcome = self.release_detached(give_up_at).await?;

@@ -296,7 +296,7 @@ impl Lock {
         };
 
         // The first attempt fails fast: an unreachable Redis is the caller's to handle.
-        let pttl = match self.attempt(&owner).await? {
+        let pttl = match self.attempt(&owner, false).await? {
             Attempt::Acquired(guard) => return Ok(Some(guard)),
             Attempt::Held { pttl } => pttl,
         };
@@ -317,7 +317,7 @@ impl Lock {
                 listener: &listener,
                 armed: woken,
             };
-            let pause = match self.attempt(&owner).await {
+            let pause = match self.attempt(&owner, true).await {
                 Ok(Attempt::Acquired(guard)) => {
                     baton.armed = false;
                     return Ok(Some(guard));
@@ -372,24 +372,29 @@ impl Lock {
     /// One acquire attempt. It runs in the caller's task; if the caller drops it after it
     /// was sent, the rest of it runs in a background task, where a won hold is released
     /// at once (its guard is dropped). So cancelling can never strand a hold.
-    fn attempt(&self, owner: &Arc<str>) -> Detachable<Attempt> {
+    /// `listening`: the caller is one of the hub's listeners for this lock.
+    fn attempt(&self, owner: &Arc<str>, listening: bool) -> Detachable<Attempt> {
         let lock = self.clone();
         let owner = owner.clone();
         Detachable::new(
-            Box::pin(async move { lock.attempt_here(&owner).await }),
+            Box::pin(async move { lock.attempt_here(&owner, listening).await }),
             self.client.inner.background.clone(),
             false,
         )
     }
 
-    async fn attempt_here(&self, owner: &Arc<str>) -> Result<Attempt> {
+    async fn attempt_here(&self, owner: &Arc<str>, listening: bool) -> Result<Attempt> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
+        // Other local waiters may sleep on a wake-up that only one of them got: a hold this
+        // attempt takes must announce its release to them (see `lua/acquire.lua`, "\1w").
+        let others_waiting = inner.hub.listeners(&self.keys.channel) > usize::from(listening);
         let request = AcquireRequest {
             owner: owner.clone(),
             lease_ms: self.lease_ms(),
             request: inner.next_request_id(),
             fenced: self.fenced,
+            others_waiting,
         };
         // An earlier acquire of this (lock, owner) whose reply was lost comes first: a hold
         // it took on the same terms is this attempt's result; on other terms it is given

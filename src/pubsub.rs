@@ -104,6 +104,15 @@ impl Hub {
         }
     }
 
+    /// How many local waiters listen on `channel`.
+    pub(crate) fn listeners(&self, channel: &str) -> usize {
+        self.shared
+            .channels
+            .lock()
+            .get(channel)
+            .map_or(0, |entry| entry.listeners.load(Ordering::Relaxed))
+    }
+
     /// Number of channels with at least one local listener (for tests and diagnostics).
     pub(crate) fn channel_count(&self) -> usize {
         self.shared.channels.lock().len()

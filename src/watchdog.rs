@@ -47,6 +47,12 @@ impl Clock {
     pub(crate) fn instant(&self, at: Millis) -> Instant {
         self.epoch + Duration::from_millis(at)
     }
+
+    /// `instant` on this clock, rounded up to the next millisecond.
+    pub(crate) fn ceil(&self, instant: Instant) -> Millis {
+        let since = instant.saturating_duration_since(self.epoch);
+        since.as_millis() as Millis + u64::from(!since.subsec_nanos().is_multiple_of(1_000_000))
+    }
 }
 
 /// How a hold's lease is maintained.
@@ -146,8 +152,12 @@ pub(crate) struct Registry {
     holds: Mutex<HashMap<HoldKey, Arc<HoldEntry>>>,
     counters: Counters,
     pub(crate) clock: Clock,
-    /// Wakes the watchdog when a hold may now expire before its next planned wake-up.
+    /// Wakes the watchdog when a hold may now expire before its next planned scan.
     deadline_added: tokio::sync::Notify,
+    /// When the watchdog next scans for overdue holds (clock ms); 0 while it scans. A grant
+    /// wakes the watchdog only when its hold's deadline comes earlier, so the common grant
+    /// (a deadline a lease away) costs no task wake-up.
+    planned_scan: AtomicU64,
 }
 
 impl Registry {
@@ -157,6 +167,7 @@ impl Registry {
             counters: Counters::default(),
             clock,
             deadline_added: tokio::sync::Notify::new(),
+            planned_scan: AtomicU64::new(0),
         }
     }
 
@@ -180,9 +191,10 @@ impl Registry {
             match state.joining(&granted.hold) {
                 Joining::Join => {
                     state.join(sent_at, lease_ms, watchdog);
+                    let deadline = state.deadline();
                     drop(state);
                     drop(holds);
-                    self.deadline_added.notify_one();
+                    self.deadline_set(deadline);
                     return entry;
                 }
                 Joining::Replace => {
@@ -207,10 +219,20 @@ impl Registry {
             )),
             clock: self.clock,
         });
+        let deadline = entry.state.lock().deadline();
         holds.insert(map_key, entry.clone());
         drop(holds);
-        self.deadline_added.notify_one();
+        self.deadline_set(deadline);
         entry
+    }
+
+    /// A hold (already in the map) must be checked by `deadline`: wakes the watchdog if its
+    /// next scan comes later, or if it is scanning now (the scan may have missed the hold).
+    fn deadline_set(&self, deadline: Millis) {
+        let planned = self.planned_scan.load(Ordering::SeqCst);
+        if planned == 0 || deadline < planned {
+            self.deadline_added.notify_one();
+        }
     }
 
     /// Forgets one local guard. When the entry has none left it leaves the registry, so
@@ -333,10 +355,14 @@ impl Watchdog {
         loop {
             let now = Instant::now();
             if now >= next_scan {
+                // Grants made while this scan runs wake the watchdog (see `deadline_set`).
+                self.registry.planned_scan.store(0, Ordering::SeqCst);
                 next_scan = self
                     .registry
                     .expire_overdue(clock.now())
-                    .map_or(next_tick, |at| clock.instant(at));
+                    .map_or(next_tick, |at| clock.instant(at).min(next_tick));
+                let planned = clock.ceil(next_scan).max(1);
+                self.registry.planned_scan.store(planned, Ordering::SeqCst);
             }
             let wake_at = next_scan.min(next_tick);
             tokio::select! {

@@ -275,7 +275,12 @@ async fn owner_field_that_is_not_a_count_is_wrong_type() {
         .unwrap()
         .with_owner("me")
         .unwrap();
-    let _: () = f.conn.hset(lock.key(), "me", "many").await.unwrap();
+    // A hold id, so the count is what is wrong (without one, the hash is refused for that).
+    let _: () = f
+        .conn
+        .hset_multiple(lock.key(), &[("me", "many"), ("\u{1}h", "x.1")])
+        .await
+        .unwrap();
     let _: () = f.conn.pexpire(lock.key(), 60_000).await.unwrap();
     f.rebase().await;
     expect_wrong_type(

@@ -857,3 +857,65 @@ async fn force_unlock_wakes_waiters() {
         .await
         .expect("the old holder learns it lost the lock");
 }
+
+async fn publish_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_publish:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A release publishes only when someone may be waiting (the "\1w" mark): uncontended
+/// cycles send no PUBLISH, while two waiters of one client, both asleep on a 30 s pttl,
+/// are still woken release by release, never by the lease. The release wakes only one of
+/// them; the winner must mark its fresh hold for the other, which never failed on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_publish_only_when_someone_may_wait() {
+    let server = RedisServer::start();
+    let holder = server.client(30 * SEC).await;
+    let other = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+    let lock = holder.lock("marked").unwrap();
+    for _ in 0..20 {
+        lock.acquire().await.unwrap().release().await.unwrap();
+    }
+    assert_eq!(
+        publish_calls(&mut conn).await,
+        0,
+        "uncontended cycles published"
+    );
+
+    let guard = lock.acquire().await.unwrap();
+    let started = Instant::now();
+    let mut waiters = Vec::new();
+    for client in [&other, &other] {
+        let lock = client.lock("marked").unwrap();
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.acquire().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            guard.release().await.unwrap();
+        }));
+    }
+    assert!(
+        eventually(5 * SEC, || async { other.waiting_channels() == 1 }).await,
+        "waiters never subscribed"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    guard.release().await.unwrap();
+    for waiter in waiters {
+        tokio::time::timeout(10 * SEC, waiter)
+            .await
+            .expect("a waiter slept on: a release it needed did not publish")
+            .unwrap();
+    }
+    assert!(started.elapsed() < 10 * SEC);
+    let published = publish_calls(&mut conn).await;
+    // The holder's release and the first waiter's; nobody waits for the last one.
+    assert_eq!(published, 2, "PUBLISH calls for 3 releases");
+}

@@ -39,13 +39,15 @@ enum Slot {
     Lease,
     /// A request id `<client-tag>.<seq>` from a small set (now and then a malformed one).
     Request,
+    /// A request id from the same set in two ARGV, client tag and seq (release's form).
+    RequestParts,
     /// A hold id: a request id from the same small set, so it is often the current one.
     Hold,
     /// One hold id per generated key (renew's ARGV[3..]).
     HoldPerKey,
     /// How many of the generated keys are renewed (renew's ARGV[2]): 0..=n.
     Renewing,
-    /// '1' half of the time.
+    /// acquire's flags: '0'..'3' (fenced, others waiting).
     Fenced,
     /// The lock's wake-up channel.
     Channel,
@@ -70,7 +72,7 @@ const SCRIPTS: &[Script] = &[
         name: "release",
         body: include_str!("../lua/release.lua"),
         keys: &[Lock],
-        argv: &[Owner, Hold, Request, Channel],
+        argv: &[Owner, Hold, RequestParts, Channel],
     },
     Script {
         name: "renew",
@@ -593,7 +595,7 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
         },
         _ => match rng.next() % 5 {
             0 => vec!["GET"],
-            1 => vec!["HSET", hkey, field],
+            1 => vec!["HSETNX", hkey, field, value],
             2 => vec!["PTTL"],
             3 => vec!["NOPE", key, value],
             _ => vec!["HSET", hkey, field, value, field2],
@@ -675,6 +677,11 @@ fn script_call(
             Lease => argv.push(rng.range(50, 500).to_string()),
             Request if rng.chance(3) => argv.push("malformed".into()),
             Request => argv.push(rng.pick(REQUESTS).to_string()),
+            RequestParts => {
+                let (tag, seq) = rng.pick(REQUESTS).split_once('.').unwrap_or(("c1", "1"));
+                argv.push(tag.to_owned());
+                argv.push(seq.to_owned());
+            }
             Hold => match &holder {
                 Some((_, hold)) if rng.chance(70) => argv.push(hold.clone()),
                 _ => argv.push(rng.pick(REQUESTS).to_string()),
@@ -688,7 +695,7 @@ fn script_call(
                 }
             }
             Renewing => argv.push(rng.range(0, keys.len() as u64).to_string()),
-            Fenced => argv.push(if rng.chance(50) { "1" } else { "0" }.into()),
+            Fenced => argv.push(rng.pick(&["0", "1", "2", "3"]).to_string()),
             Channel => argv.push(format!("lk:{{{lock}}}:db0:released")),
             other => panic!("{}: {other:?} is not an ARGV slot", script.name),
         }

@@ -81,8 +81,8 @@ fn pexpire_without_gt_is_caught() {
 fn an_acquire_that_grants_over_another_owner_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
-        "if not held[1] then\n  local pttl",
-        "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then\n  local pttl",
+        "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
+        "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
     );
     expect(scripts, 8, &["never two holders"]);
 }

@@ -535,7 +535,7 @@ pub async fn keys_left(
 /// `ConnectionManager` exactly as the library lays out KEYS and ARGV (see
 /// `src/protocol/acquire.rs` and `release.rs`: acquire gets the hash and the fencing
 /// counter, owner, lease, request id `<tag>.<seq>`, fenced `0`; release gets the hash,
-/// owner, the hold id that acquire returned, a new request id, and the wake-up channel),
+/// owner, the hold id, a new request id as client tag and seq, and the wake-up channel),
 /// but without any of the library's client-side code (no lanes, no task per attempt, no
 /// registry, no extra timeout). Its gap to the raw baseline is the cost of the scripts in
 /// Redis; the library's gap to it is the cost of the client code. Keys use the prefix
@@ -572,23 +572,20 @@ impl LibScripts {
     pub async fn acquire(&self, name: &str) -> Res<String> {
         let hash = format!("diag:{{{name}}}");
         let mut conn = self.conn.clone();
-        let reply: Vec<redis::Value> = self
+        let request = self.request();
+        let reply: redis::Value = self
             .acquire
             .key(&hash)
             .key(format!("{hash}:fence"))
             .arg(&self.owner)
             .arg(30_000)
-            .arg(self.request())
+            .arg(&request)
             .arg("0")
             .invoke_async(&mut conn)
             .await?;
-        match reply.as_slice() {
-            [
-                redis::Value::Int(1),
-                redis::Value::Int(1),
-                redis::Value::BulkString(hold),
-                _,
-            ] => Ok(String::from_utf8_lossy(hold).into_owned()),
+        match reply {
+            // A fresh unfenced hold: its hold id is the request id.
+            redis::Value::Int(0) => Ok(request),
             _ => Err(err(format!(
                 "diagnostic acquire: unexpected reply {reply:?} (did lua/acquire.lua change its arguments?)"
             ))),
@@ -603,7 +600,8 @@ impl LibScripts {
             .key(&hash)
             .arg(&self.owner)
             .arg(hold)
-            .arg(self.request())
+            .arg(&self.tag)
+            .arg(self.counter.fetch_add(1, Ordering::Relaxed))
             .arg(format!("{hash}:db0:released"))
             .invoke_async(&mut conn)
             .await?;

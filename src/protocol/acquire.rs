@@ -21,6 +21,9 @@ pub struct AcquireRequest {
     pub request: String,
     /// Whether a fencing token is asked for.
     pub fenced: bool,
+    /// Whether other waiters of this client wait for the lock: a fresh hold is then marked
+    /// so that its release wakes them (see `lua/acquire.lua`, "\1w").
+    pub others_waiting: bool,
 }
 
 /// A hold that a request got.
@@ -77,7 +80,13 @@ impl AcquireRequest {
                 self.owner.to_string(),
                 self.lease_ms.to_string(),
                 self.request.clone(),
-                if self.fenced { "1" } else { "0" }.to_owned(),
+                match (self.fenced, self.others_waiting) {
+                    (false, false) => "0",
+                    (true, false) => "1",
+                    (false, true) => "2",
+                    (true, true) => "3",
+                }
+                .to_owned(),
             ],
         }
     }
@@ -85,8 +94,23 @@ impl AcquireRequest {
     /// Reads `acquire.lua`'s reply.
     pub fn decode(&self, reply: &Reply) -> Result<AcquireReply, String> {
         let bad = || format!("acquire: {reply:?}");
-        let Reply::Array(items) = reply else {
-            return Err(bad());
+        let items = match reply {
+            Reply::Int(0) if !self.fenced => {
+                return Ok(AcquireReply::Granted(Granted {
+                    count: 1,
+                    hold: self.request.as_str().into(),
+                    token: None,
+                }));
+            }
+            // At least 1 ms (the script sees to it), so a lock on the verge of expiry
+            // cannot make a waiter spin.
+            Reply::Int(pttl) if *pttl > 0 => {
+                return Ok(AcquireReply::Held {
+                    pttl_ms: *pttl as Millis,
+                });
+            }
+            Reply::Array(items) => items,
+            _ => return Err(bad()),
         };
         match items.as_slice() {
             [Reply::Int(1), Reply::Int(count), hold, Reply::Int(token)] if *count >= 1 => {
@@ -96,10 +120,6 @@ impl AcquireRequest {
                     token: (self.fenced && *token > 0).then_some(*token as u64),
                 }))
             }
-            [Reply::Int(0), Reply::Int(pttl)] => Ok(AcquireReply::Held {
-                // At least 1 ms, so a lock on the verge of expiry cannot make a waiter spin.
-                pttl_ms: (*pttl).max(1) as Millis,
-            }),
             [Reply::Int(2), what] => Ok(AcquireReply::NotALock(what.text().unwrap_or_default())),
             _ => Err(bad()),
         }
@@ -213,6 +233,7 @@ mod tests {
             lease_ms: 1_000,
             request: "c.1".into(),
             fenced: true,
+            others_waiting: false,
         }
     }
 
@@ -233,9 +254,29 @@ mod tests {
                 token: Some(7)
             }))
         );
-        let held = Reply::Array(vec![Reply::Int(0), Reply::Int(0)]);
-        assert_eq!(req.decode(&held), Ok(AcquireReply::Held { pttl_ms: 1 }));
-        assert!(req.decode(&Reply::Int(3)).is_err());
+        assert_eq!(
+            req.decode(&Reply::Int(3)),
+            Ok(AcquireReply::Held { pttl_ms: 3 })
+        );
+        // A bare 0 is a fresh unfenced hold; a fenced request must get its token.
+        assert!(req.decode(&Reply::Int(0)).is_err());
+        let unfenced = AcquireRequest {
+            fenced: false,
+            ..request()
+        };
+        assert_eq!(
+            unfenced.decode(&Reply::Int(0)),
+            Ok(AcquireReply::Granted(Granted {
+                count: 1,
+                hold: "c.1".into(),
+                token: None
+            }))
+        );
+        assert!(req.decode(&Reply::Int(-1)).is_err());
+        assert!(
+            req.decode(&Reply::Array(vec![Reply::Int(0), Reply::Int(5)]))
+                .is_err()
+        );
     }
 
     #[test]

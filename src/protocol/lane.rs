@@ -115,6 +115,7 @@ mod tests {
             lease_ms: 100,
             request: "c.1".into(),
             fenced: false,
+            others_waiting: false,
         };
         lane.lost_acquire(request, 5, 10);
         assert!(lane.probe(&keys).is_some());

@@ -86,12 +86,20 @@ impl ReleaseOp {
         Call {
             script: ScriptId::Release,
             keys: vec![keys.hash.clone()],
-            args: vec![
-                self.owner.to_string(),
-                self.hold.to_string(),
-                self.request.clone(),
-                keys.channel.to_string(),
-            ],
+            args: {
+                // '<tag>.<seq>': sent in two parts, so the script need not parse it.
+                let (tag, seq) = self
+                    .request
+                    .rsplit_once('.')
+                    .unwrap_or((self.request.as_str(), ""));
+                vec![
+                    self.owner.to_string(),
+                    self.hold.to_string(),
+                    tag.to_owned(),
+                    seq.to_owned(),
+                    keys.channel.to_string(),
+                ]
+            },
         }
     }
 

@@ -30,6 +30,7 @@ pub const ACL_RULES: &[&str] = &[
     "+hget",
     "+hmget",
     "+hset",
+    "+hsetnx",
     "+hincrby",
     "+hexists",
     "+time",

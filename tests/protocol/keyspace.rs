@@ -66,7 +66,7 @@ pub fn arity(command: &str) -> Option<i32> {
         "hget" | "hexists" | "publish" => 3,
         "set" | "hmget" | "hdel" | "pexpire" | "pexpireat" => -3,
         "hset" => -4,
-        "hincrby" => 4,
+        "hincrby" | "hsetnx" => 4,
         _ => return None,
     })
 }
@@ -259,6 +259,14 @@ impl Keyspace {
                 int(pairs
                     .filter(|p| hash.insert(p[0].clone(), p[1].clone()).is_none())
                     .count())
+            }
+            "hsetnx" => {
+                let hash = self.hash_for_write(&a[0])?;
+                let added = !hash.contains_key(&a[1]);
+                if added {
+                    hash.insert(a[1].clone(), a[2].clone());
+                }
+                int(added as usize)
             }
             "hincrby" => {
                 let by = parse_i64(&a[2]).ok_or(NOT_INTEGER)?;

@@ -585,6 +585,8 @@ impl State {
             lease_ms: if watchdog { LEASE } else { FIXED },
             request: c.ids.next_id(),
             fenced,
+            // The model has no waiters; the wake-up marker is not a safety matter.
+            others_waiting: false,
         };
         let call = request.call(&world.keys);
         c.op = Some(Op {
@@ -671,12 +673,21 @@ impl State {
         // Bookkeeping the properties need: what the script did in Redis.
         match call.script {
             ScriptId::Release if matches!(reply, Reply::Int(n) if n >= 0) => {
-                self.applied.insert(call.args[2].clone());
+                // ARGV: owner, hold, client tag, seq, channel.
+                self.applied
+                    .insert(format!("{}.{}", call.args[2], call.args[3]));
             }
             ScriptId::Acquire => {
-                if let Reply::Array(items) = &reply
-                    && let [Reply::Int(1), Reply::Int(1), _, Reply::Int(token)] = items.as_slice()
-                {
+                // A fresh hold: a bare 0 (unfenced), or {1, 1, hold, token}.
+                let fresh_token = match &reply {
+                    Reply::Int(0) => Some(0),
+                    Reply::Array(items) => match items.as_slice() {
+                        [Reply::Int(1), Reply::Int(1), _, Reply::Int(token)] => Some(*token),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(token) = fresh_token {
                     let owner: Arc<str> = call.args[0].as_str().into();
                     if let Some(last) = &self.last_fresh_owner
                         && *last != owner
@@ -684,7 +695,7 @@ impl State {
                         fx.milestones.push(0);
                     }
                     self.last_fresh_owner = Some(owner);
-                    let token = *token as u64;
+                    let token = token as u64;
                     if token > 0 {
                         if token <= self.highest_token && fx.violation.is_none() {
                             fx.violation = Some((
@@ -861,6 +872,7 @@ impl State {
                             lease_ms: if watchdog { LEASE } else { FIXED },
                             request: String::new(),
                             fenced: self.fenced,
+                            others_waiting: false,
                         };
                         if after_loss || request.same_terms(&wanted) {
                             self.grant(client, &granted, watchdog, request.lease_ms, sent_at, fx);
