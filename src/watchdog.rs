@@ -414,30 +414,24 @@ impl Watchdog {
                 let registry = registry.clone();
                 call_count += 1;
                 calls.spawn(async move {
-                    let items = chunk
-                        .iter()
+                    let mut batch: Vec<(Arc<HoldEntry>, RenewItem)> = chunk
+                        .into_iter()
                         .map(|entry| {
                             let state = entry.state.lock();
-                            RenewItem {
+                            let item = RenewItem {
                                 key: entry.key.clone(),
                                 hold: state.hold().clone(),
                                 renew: state.renews(),
-                            }
+                            };
+                            drop(state);
+                            (entry, item)
                         })
                         .collect();
+                    // In the order the script wants (renewed first), so that the reply's
+                    // positions are positions in `batch`: no lookup per lock.
+                    batch.sort_by_key(|(_, item)| !item.renew);
+                    let (entries, items): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
                     let (call, items) = renew_call(lease_ms, items);
-                    // Map the reply's order back to the entries.
-                    let mut by_key: HashMap<(Arc<str>, Arc<str>), Arc<HoldEntry>> = chunk
-                        .into_iter()
-                        .map(|entry| {
-                            let hold = entry.state.lock().hold().clone();
-                            ((entry.key.clone(), hold), entry)
-                        })
-                        .collect();
-                    let ordered: Vec<Option<Arc<HoldEntry>>> = items
-                        .iter()
-                        .map(|item| by_key.remove(&(item.key.clone(), item.hold.clone())))
-                        .collect();
                     let sent_at = registry.clock.now();
                     let reply = tokio::time::timeout(
                         call_timeout,
@@ -447,7 +441,7 @@ impl Watchdog {
                     let c = &registry.counters;
                     c.renew_calls.fetch_add(1, Ordering::Relaxed);
                     let gone = match reply {
-                        Ok(Ok(reply)) => match decode_renew(&reply, ordered.len()) {
+                        Ok(Ok(reply)) => match decode_renew(&reply, entries.len()) {
                             Ok(gone) => gone,
                             Err(err) => {
                                 tracing::error!(error = %err, "watchdog: unreadable renew reply");
@@ -467,8 +461,7 @@ impl Watchdog {
                         }
                     };
                     let (mut renewed, mut checked) = (0, 0);
-                    for ((entry, item), gone) in ordered.iter().zip(&items).zip(gone) {
-                        let Some(entry) = entry else { continue };
+                    for ((entry, item), gone) in entries.iter().zip(&items).zip(gone) {
                         if gone {
                             registry.gone(entry);
                         } else if item.renew {
