@@ -20,8 +20,9 @@ async fn main() -> Result<(), redis_locks::Error> {
             let lock = client.lock("shared-report")?;
             let guard = lock.acquire().await?;
             let waited = started.elapsed();
-            // Nested critical section: the same task re-enters its own lock.
-            let nested = lock.acquire().await?;
+            // Nested critical section: re-enter through the guard (another plain
+            // `acquire` would be another owner and wait for this one).
+            let nested = guard.reenter().await?;
             println!(
                 "worker {worker} in the critical section after {waited:>10.1?} (hold count {})",
                 nested.hold_count()

@@ -132,6 +132,13 @@ impl Drop for ClientInner {
 }
 
 impl ClientInner {
+    /// A new owner id for one acquisition by a handle without an explicit owner (see
+    /// `owner.rs`).
+    pub(crate) fn next_owner(&self) -> Arc<str> {
+        let n = self.request_counter.fetch_add(1, Ordering::Relaxed) + 1;
+        crate::owner::fresh_owner(&self.id, n).into()
+    }
+
     /// A request id unique across clients: `<tag>.<seq>` (see `lua/acquire.lua`).
     pub(crate) fn next_request_id(&self) -> String {
         let n = self.request_counter.fetch_add(1, Ordering::Relaxed) + 1;
@@ -196,7 +203,13 @@ impl LockClient {
     /// A malformed URL is reported by [`LockClientBuilder::connect`] as
     /// [`Error::InvalidUrl`].
     pub fn builder(url: &str) -> LockClientBuilder {
-        let client = redis::Client::open(url).map_err(|err| Error::InvalidUrl(err.to_string()));
+        let client = redis::Client::open(url).map_err(|err| {
+            Error::InvalidUrl(format!(
+                "{:?}: {err}; accepted forms: redis://[user[:password]@]host[:port][/db], \
+                 rediss://... (TLS, feature `tls`), unix:///path/to/socket[?db=N]",
+                keys::redact_url(url)
+            ))
+        });
         LockClientBuilder::new(client)
     }
 
@@ -292,9 +305,14 @@ impl LockClientBuilder {
     }
 
     /// The namespace in front of every key and channel (`<prefix>:{<name>}`). Default
-    /// `redis-locks`. Clients must agree on it to see each other's locks.
+    /// `redis-locks`. Clients must agree on it to see each other's locks. The separating
+    /// `:` is added here, so `"app"` and `"app:"` are the same prefix (`app:{name}`).
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
+        let mut prefix = prefix.into();
+        if prefix.len() > 1 && prefix.ends_with(':') {
+            prefix.pop();
+        }
+        self.prefix = prefix;
         self
     }
 
@@ -329,7 +347,8 @@ impl LockClientBuilder {
     pub async fn connect(self) -> Result<LockClient> {
         let client = self.client?;
         keys::validate_prefix(&self.prefix)?;
-        keys::validate_ms("watchdog timeout", self.watchdog_timeout)?;
+        let watchdog_ms = keys::validate_ms("watchdog timeout", self.watchdog_timeout)?;
+        let watchdog_timeout = Duration::from_millis(watchdog_ms);
         if self.watchdog_timeout < Duration::from_millis(30) {
             return Err(Error::InvalidDuration {
                 what: "watchdog timeout",
@@ -354,7 +373,7 @@ impl LockClientBuilder {
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
         let connecting = ConnectionManager::new_with_config(client.clone(), config);
-        let conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
+        let mut conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(conn)) => conn,
             Ok(Err(source)) => return Err(Error::Connect { addr, source }),
             Err(_) => {
@@ -368,6 +387,33 @@ impl LockClientBuilder {
                 });
             }
         };
+
+        // The connection sends no command on its own unless credentials or a database are
+        // given, so a server that wants a password (or an ACL that refuses this user)
+        // would only show at the first acquire. Ask once, now.
+        let ping = redis::cmd("PING");
+        match tokio::time::timeout(
+            self.response_timeout,
+            ping.query_async::<redis::Value>(&mut conn),
+        )
+        .await
+        {
+            Ok(Ok(_)) => {}
+            // An ACL without +ping: the server checked who we are and answered, which is
+            // all this asks.
+            Ok(Err(err)) if err.code() == Some("NOPERM") => {}
+            Ok(Err(source)) => return Err(Error::Connect { addr, source }),
+            Err(_) => {
+                let source = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no reply to PING within {:?}", self.response_timeout),
+                );
+                return Err(Error::Connect {
+                    addr,
+                    source: source.into(),
+                });
+            }
+        }
 
         let shutdown = CancellationToken::new();
         let scripts = Arc::new(Scripts::new());
@@ -383,7 +429,7 @@ impl LockClientBuilder {
             registry: registry.clone(),
             conn: conn.clone(),
             scripts: scripts.clone(),
-            lease: self.watchdog_timeout,
+            lease: watchdog_timeout,
             batch: self.renew_batch,
             call_timeout: self.response_timeout,
             shutdown: shutdown.clone(),
@@ -402,7 +448,7 @@ impl LockClientBuilder {
                 prefix: self.prefix,
                 db,
                 addr,
-                watchdog_timeout: self.watchdog_timeout,
+                watchdog_timeout,
                 response_timeout: self.response_timeout,
                 request_counter: AtomicU64::new(0),
                 shutdown,

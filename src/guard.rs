@@ -37,7 +37,6 @@ const RELEASE_WAIT_TIMEOUTS: u32 = 4;
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct LockGuard {
     lock: Lock,
@@ -47,6 +46,21 @@ pub struct LockGuard {
     count: u64,
     token: Option<u64>,
     armed: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    /// One line: the lock, the owner, the hold and its state.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.lock.keys.hash)
+            .field("owner", &self.owner)
+            .field("hold", &self.hold)
+            .field("count", &self.count)
+            .field("token", &self.token)
+            .field("lease", &self.lock.mode)
+            .field("lost", &self.entry.lost_reason())
+            .finish()
+    }
 }
 
 impl LockGuard {
@@ -84,6 +98,64 @@ impl LockGuard {
     /// The owner id this hold belongs to.
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// Enters the lock again as this guard's owner: a nested critical section. The new
+    /// guard joins this hold (the owner's count goes up by one, one round trip) with this
+    /// guard's token and lease: the watchdog's, or what is left of this guard's fixed
+    /// lease, so a nested hold never stretches it. Each guard gives back its own count. It
+    /// never waits: the owner already holds the lock.
+    ///
+    /// This is how nesting works when the handle has no explicit owner: a plain
+    /// [`Lock::acquire`] is always a new owner, so a nested one would wait for the outer
+    /// hold (and two futures joined in one task exclude each other, as they should).
+    /// The new guard is `Send`: hand it to a spawned helper that must work inside the
+    /// same critical section.
+    ///
+    /// Fails with [`Error::LockLost`] when this hold has ended (nothing is taken then).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+    /// let outer = client.lock("account-42")?.acquire().await?;
+    /// let inner = outer.reenter().await?; // nested: count 2
+    /// assert_eq!(inner.hold_count(), 2);
+    /// inner.release().await?;
+    /// outer.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`Lock::acquire`]: a nested hold won after the caller left is given
+    /// back at once.
+    pub async fn reenter(&self) -> Result<LockGuard> {
+        let lost = |reason| Error::LockLost {
+            name: self.lock.name().to_owned(),
+            reason,
+        };
+        if self.is_lost() {
+            return Err(lost(
+                self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
+            ));
+        }
+        let mut lock = self.lock.as_owner(&self.owner);
+        if let LeaseMode::Fixed(_) = self.lock.mode {
+            // The nested hold ends with this one: re-entering must not stretch a fixed
+            // lease (the script only ever lengthens the expiry).
+            let left = self.remaining_lease();
+            if left < Duration::from_millis(1) {
+                return Err(lost(LostReason::LeaseElapsed));
+            }
+            lock = lock.with_lease(left)?;
+        }
+        match lock.try_acquire().await? {
+            Some(guard) if guard.hold == self.hold => Ok(guard),
+            // The owner holds a newer hold (another handle with the same explicit owner
+            // took it after this one ended): not this critical section. Dropping the new
+            // guard gives back exactly the count this call added.
+            Some(_) | None => Err(lost(
+                self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
+            )),
+        }
     }
 
     /// The owner's hold count right after this acquire: 1 for a fresh acquisition, more
@@ -262,6 +334,7 @@ impl Drop for LockGuard {
             return;
         }
         let give_up_at = self.give_up_at();
+        let lease_left = self.remaining_lease();
         self.disarm();
         let inner = &self.lock.client.inner;
         match tokio::runtime::Handle::try_current() {
@@ -270,8 +343,17 @@ impl Drop for LockGuard {
                 let owner = self.owner.clone();
                 let hold = self.hold.clone();
                 let background = inner.background.clone();
+                // Speaks up if the runtime shuts down before the release ran (the end of
+                // `main` without `client.flush().await`).
+                let unfinished = Unreleased {
+                    name: Some(lock.name().to_owned()),
+                    lease_left,
+                };
                 background.spawn(&runtime, async move {
-                    match lock.release_hold(&owner, &hold, give_up_at).await {
+                    let mut unfinished = unfinished;
+                    let outcome = lock.release_hold(&owner, &hold, give_up_at).await;
+                    unfinished.ran();
+                    match outcome {
                         Ok(ReleaseOutcome::Released { .. }) => {}
                         Ok(outcome) => tracing::debug!(
                             lock = lock.name(),
@@ -286,10 +368,53 @@ impl Drop for LockGuard {
                     }
                 });
             }
-            Err(_) => tracing::warn!(
-                lock = self.lock.name(),
-                "guard dropped outside a tokio runtime; the lock expires with its lease"
+            Err(_) => unreleased(
+                self.lock.name(),
+                lease_left,
+                "the guard was dropped outside a tokio runtime",
             ),
         }
+    }
+}
+
+/// A dropped guard's background release, until it has run.
+struct Unreleased {
+    /// The lock's name while the release has not run.
+    name: Option<String>,
+    lease_left: Duration,
+}
+
+impl Unreleased {
+    fn ran(&mut self) {
+        self.name = None;
+    }
+}
+
+impl Drop for Unreleased {
+    fn drop(&mut self) {
+        if let Some(name) = &self.name {
+            unreleased(
+                name,
+                self.lease_left,
+                "the runtime shut down before the dropped guard's release ran; await \
+                 `client.flush()` (or release the guard) before leaving `main`",
+            );
+        }
+    }
+}
+
+/// A hold that will not be given back: it stays in Redis until its lease runs out, and
+/// everyone else waits for it. Logged at error level; printed to stderr too when no
+/// `tracing` subscriber would show it, because nobody would learn of it otherwise.
+fn unreleased(name: &str, lease_left: Duration, why: &str) {
+    tracing::error!(lock = name, ?lease_left, "lock not released: {why}");
+    let silent = tracing::dispatcher::get_default(|dispatch| {
+        dispatch.is::<tracing::subscriber::NoSubscriber>()
+    });
+    if silent {
+        eprintln!(
+            "redis-locks: lock {name:?} was not released: {why}. It stays held until its \
+             lease runs out, up to {lease_left:?} from now."
+        );
     }
 }

@@ -135,6 +135,28 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
     Ok(())
 }
 
+/// `url` with its password replaced by `***`, for error messages.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &url[..scheme_end + 3],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        // A lone user info part is a password in redis://password@host form.
+        None => format!("{}***{}", &url[..scheme_end + 3], &rest[at..]),
+    }
+}
+
 /// Checks a duration that is sent to Redis as milliseconds: at least 1 ms, at most
 /// [`MAX_DURATION`].
 pub(crate) fn validate_ms(what: &'static str, value: Duration) -> Result<u64> {
@@ -152,12 +174,24 @@ pub(crate) fn validate_ms(what: &'static str, value: Duration) -> Result<u64> {
             reason: "must be at most 100 years",
         });
     }
-    // Cannot truncate: MAX_DURATION in ms fits in u64 with room to spare.
-    Ok(value.as_millis() as u64)
+    // Redis counts in whole milliseconds: a fraction rounds up (1.9 ms is 2 ms, never 1),
+    // so a lease is never shorter than asked. MAX_DURATION in ms fits in u64.
+    let whole = value.as_millis() as u64;
+    Ok(whole + u64::from(!value.subsec_nanos().is_multiple_of(1_000_000)))
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        use super::redact_url;
+        assert_eq!(redact_url("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact_url("redis://secret@h"), "redis://***@h");
+        assert_eq!(redact_url("redis://h:6379/0"), "redis://h:6379/0");
+        assert_eq!(redact_url("not a url"), "not a url");
+        assert_eq!(redact_url("redis://:p@ss@h/x@y"), "redis://:***@h/x@y");
+    }
+
     use super::*;
 
     #[test]

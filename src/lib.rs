@@ -23,9 +23,11 @@
 //! ```
 //!
 //! ## Owners
-//! Reentrancy is per owner. The default owner is the current tokio task (or thread
-//! outside a task): a spawned task is a different owner, and futures joined inside one
-//! task share one. See [`Lock::with_owner`] for explicit owners.
+//! Reentrancy is per owner, and explicit. Every acquire of a handle without an explicit
+//! owner is a new owner, so concurrent futures exclude each other even inside one task
+//! (`join!`, `select!`). A nested critical section re-enters through its guard
+//! ([`LockGuard::reenter`]); [`Lock::with_owner`] names an owner that several handles,
+//! tasks or processes share.
 //!
 //! ## Key layout
 //! For lock `name` under prefix `p` (default `redis-locks`): the hash `p:{name}`, the

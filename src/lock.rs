@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, LockKeys};
 use crate::lanes::LaneGuard;
-use crate::owner::current_owner;
 use crate::protocol::acquire::{
     AcquireReply, AcquireRequest, AfterFailure, Granted, ReconcileStep, after_failure,
 };
@@ -35,16 +34,18 @@ pub(crate) const HOLD_FIELD: &str = "\u{1}h";
 /// watchdog timeout and the client renews it while the guard lives. [`Lock::with_lease`]
 /// gives a fixed lease instead, which is never renewed and simply expires.
 ///
-/// Reentrancy is per owner. The default owner is the current tokio task (or thread
-/// outside a task); [`Lock::with_owner`] picks an explicit one, for example to hand a lock
-/// over between processes.
+/// Reentrancy is per owner, and explicit: each acquire of a handle without an explicit
+/// owner is a new owner (two futures joined in one task exclude each other); a nested
+/// critical section re-enters through its guard ([`LockGuard::reenter`]);
+/// [`Lock::with_owner`] names an owner to share, for example to hand a lock over between
+/// processes.
 ///
 /// ```no_run
 /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
 /// use std::time::Duration;
 /// let lock = client.lock("inventory:sku-9")?;
 /// let outer = lock.acquire().await?;           // count 1, watchdog-renewed
-/// let inner = lock.acquire().await?;           // same task: re-entered, count 2
+/// let inner = outer.reenter().await?;         // nested: re-entered, count 2
 /// inner.release().await?;
 /// outer.release().await?;                      // count 0: deleted, waiters woken
 ///
@@ -56,13 +57,25 @@ pub(crate) const HOLD_FIELD: &str = "\u{1}h";
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Lock {
     pub(crate) client: LockClient,
     pub(crate) keys: LockKeys,
     owner: Option<Arc<str>>,
     pub(crate) mode: LeaseMode,
     fenced: bool,
+}
+
+impl std::fmt::Debug for Lock {
+    /// One line: what identifies the lock and how it is taken (no client internals).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("key", &self.keys.hash)
+            .field("owner", &self.owner)
+            .field("lease", &self.mode)
+            .field("fenced", &self.fenced)
+            .finish()
+    }
 }
 
 /// A snapshot of a lock's state in Redis, from [`Lock::state`].
@@ -126,12 +139,13 @@ impl Lock {
     }
 
     /// The same lock with a fixed lease: acquisitions through the returned handle expire
-    /// after `lease` and are not renewed. Fails with [`Error::InvalidDuration`] for a lease
-    /// below 1 ms or above [`MAX_DURATION`](crate::MAX_DURATION).
+    /// after `lease` and are not renewed. Redis counts whole milliseconds, so a fraction
+    /// rounds up (1.9 ms is 2 ms). Fails with [`Error::InvalidDuration`] for a lease below
+    /// 1 ms or above [`MAX_DURATION`](crate::MAX_DURATION).
     pub fn with_lease(&self, lease: Duration) -> Result<Lock> {
-        keys::validate_ms("lease", lease)?;
+        let ms = keys::validate_ms("lease", lease)?;
         Ok(Lock {
-            mode: LeaseMode::Fixed(lease),
+            mode: LeaseMode::Fixed(Duration::from_millis(ms)),
             ..self.clone()
         })
     }
@@ -212,16 +226,25 @@ impl Lock {
         &self.keys.channel
     }
 
-    /// The owner id this handle acquires as, resolved now: the explicit owner, or the
-    /// current task's (thread's) default owner.
-    pub fn owner(&self) -> String {
-        self.resolve_owner().to_string()
+    /// The explicit owner id this handle acquires as ([`Lock::with_owner`]), or `None`:
+    /// then every acquire is a new owner (see [`LockGuard::owner`] for the one a guard
+    /// got, and [`LockGuard::reenter`] for nesting).
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
     }
 
     fn resolve_owner(&self) -> Arc<str> {
         match &self.owner {
             Some(owner) => owner.clone(),
-            None => current_owner(&self.client.inner.id).into(),
+            None => self.client.inner.next_owner(),
+        }
+    }
+
+    /// This handle acting as `owner` (for [`LockGuard::reenter`]).
+    pub(crate) fn as_owner(&self, owner: &Arc<str>) -> Lock {
+        Lock {
+            owner: Some(owner.clone()),
+            ..self.clone()
         }
     }
 
@@ -258,6 +281,34 @@ impl Lock {
     /// Cancel-safe, as [`Lock::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
         self.acquire_until(Some(Duration::ZERO)).await
+    }
+
+    /// Waits at most `wait`; `Ok(None)` when the lock was still held by another owner
+    /// then. The `Option` form of [`Lock::acquire_timeout`], for callers to whom a busy lock
+    /// is an ordinary outcome. A wait over [`MAX_DURATION`](crate::MAX_DURATION) is
+    /// [`Error::InvalidDuration`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+    /// use std::time::Duration;
+    /// match client.lock("report")?.try_acquire_for(Duration::from_secs(2)).await? {
+    ///     Some(guard) => guard.release().await?,
+    ///     None => println!("still busy after 2 s"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`Lock::acquire`].
+    pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        if wait > keys::MAX_DURATION {
+            return Err(Error::InvalidDuration {
+                what: "wait",
+                value: wait,
+                reason: "must be at most 100 years; use acquire() to wait without limit",
+            });
+        }
+        self.acquire_until(Some(wait)).await
     }
 
     /// Waits at most `wait`, then fails with [`Error::Timeout`]. A zero wait tries once.
@@ -411,37 +462,58 @@ impl Lock {
             Ok(None) => {}
             Err(err) => return Err(Error::Redis(err.error)),
         }
-        let sent_at = inner.clock.now();
-        match inner.run(&request.call(&self.keys.protocol)).await {
-            Ok(reply) => {
-                let decoded = request.decode(&reply).map_err(Error::UnexpectedReply)?;
-                self.on_acquire_reply(owner, decoded, sent_at)
-            }
-            Err(CallError { failure, error }) => match after_failure(&failure) {
-                AfterFailure::Reconcile => {
-                    // The reply was lost, but the acquire may have run. Nothing else is
-                    // sent for this (lock, owner) before finding out what it did: ask now,
-                    // and if that fails too, keep asking in the background.
-                    lane.state()
-                        .lost_acquire(request, sent_at, inner.clock.now());
-                    match self.resolve_pending(&mut lane).await {
-                        Ok(Some((granted, sent_at, _))) => {
-                            tracing::debug!(
-                                lock = self.name(),
-                                "adopted a hold whose reply was lost"
-                            );
-                            Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)))
-                        }
-                        Ok(None) => Err(Error::Redis(error)),
-                        Err(_) => {
-                            drop(lane);
-                            self.reconcile_in_background(owner.clone());
-                            Err(Error::Redis(error))
-                        }
-                    }
+        let mut request = request;
+        // A dropped connection whose probe then shows that nothing ran is not an outage:
+        // Redis answered the probe. Send a fresh request (a couple of times at most).
+        let mut resends = 2;
+        loop {
+            let sent_at = inner.clock.now();
+            let error = match inner.run(&request.call(&self.keys.protocol)).await {
+                Ok(reply) => {
+                    let decoded = request.decode(&reply).map_err(Error::UnexpectedReply)?;
+                    return self.on_acquire_reply(owner, decoded, sent_at);
                 }
-                AfterFailure::DidNotRun | AfterFailure::Fail => Err(Error::Redis(error)),
-            },
+                Err(CallError { failure, error }) => match after_failure(&failure) {
+                    AfterFailure::Reconcile => error,
+                    AfterFailure::DidNotRun | AfterFailure::Fail => {
+                        return Err(Error::Redis(error));
+                    }
+                },
+            };
+            // The reply was lost, but the acquire may have run. Nothing else is sent for
+            // this (lock, owner) before finding out what it did: ask now, and if that
+            // fails too, keep asking in the background.
+            let retry = AcquireRequest {
+                request: inner.next_request_id(),
+                ..request.clone()
+            };
+            lane.state()
+                .lost_acquire(request, sent_at, inner.clock.now());
+            if error.is_timeout() {
+                // No answer in a whole response timeout: a probe now would most likely
+                // time out too. The caller hears at once; the next attempt of this owner
+                // (a waiter's) or the background task finds out what the request did.
+                drop(lane);
+                self.reconcile_in_background(owner.clone());
+                return Err(Error::Redis(error));
+            }
+            match self.resolve_pending(&mut lane).await {
+                Ok(Some((granted, sent_at, _))) => {
+                    tracing::debug!(lock = self.name(), "adopted a hold whose reply was lost");
+                    return Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)));
+                }
+                Ok(None) if resends > 0 => {
+                    resends -= 1;
+                    tracing::debug!(lock = self.name(), error = %error, "acquire: resending");
+                    request = retry;
+                }
+                Ok(None) => return Err(Error::Redis(error)),
+                Err(_) => {
+                    drop(lane);
+                    self.reconcile_in_background(owner.clone());
+                    return Err(Error::Redis(error));
+                }
+            }
         }
     }
 
@@ -574,7 +646,13 @@ impl Lock {
     /// Not cancel-safe in the sense that a cancelled call may or may not have released
     /// the hold; it never releases twice.
     pub async fn unlock(&self) -> Result<u64> {
-        let owner = self.resolve_owner();
+        let Some(owner) = self.owner.clone() else {
+            return Err(Error::InvalidConfig(format!(
+                "unlock of {:?} needs an explicit owner (Lock::with_owner): a handle without one \
+                 is a new owner on every acquire; release its guard instead",
+                self.keys.name
+            )));
+        };
         let inner = &self.client.inner;
         let not_held = || Error::NotHeld {
             name: self.keys.name.to_string(),
@@ -721,7 +799,9 @@ impl Lock {
         Ok(self.state().await?.is_locked())
     }
 
-    /// Whether this handle's owner (see [`Lock::owner`]) holds the lock.
+    /// Whether this handle's explicit owner (see [`Lock::with_owner`]) holds the lock.
+    /// Fails with [`Error::InvalidConfig`] for a handle without one (each of its acquires
+    /// is a new owner; ask the guard).
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -729,13 +809,19 @@ impl Lock {
         Ok(self.hold_count().await? > 0)
     }
 
-    /// This handle's owner's hold count (0 when it does not hold the lock).
+    /// This handle's explicit owner's hold count (0 when it does not hold the lock).
+    /// Fails with [`Error::InvalidConfig`] for a handle without an explicit owner.
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn hold_count(&self) -> Result<u64> {
-        let owner = self.resolve_owner();
-        Ok(self.state().await?.count_of(&owner))
+        let Some(owner) = &self.owner else {
+            return Err(Error::InvalidConfig(format!(
+                "the hold count of {:?} needs an explicit owner (Lock::with_owner)",
+                self.keys.name
+            )));
+        };
+        Ok(self.state().await?.count_of(owner))
     }
 
     /// The lock's remaining time to live in Redis, `None` when it is free.

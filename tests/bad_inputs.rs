@@ -230,7 +230,7 @@ async fn key_holding_a_string_is_wrong_type() {
     expect_wrong_type(lock.acquire().await, "string");
     expect_wrong_type(lock.try_acquire().await, "string");
     expect_wrong_type(lock.acquire_timeout(SEC).await, "string");
-    expect_wrong_type(lock.unlock().await, "not a hash");
+    expect_wrong_type(lock.with_owner("o").unwrap().unlock().await, "not a hash");
     expect_wrong_type(lock.force_unlock().await, "not a hash");
     expect_wrong_type(lock.state().await, "string");
     f.assert_untouched().await;
@@ -244,7 +244,7 @@ async fn key_holding_a_list_is_wrong_type() {
     f.rebase().await;
     expect_wrong_type(lock.acquire().await, "list");
     expect_wrong_type(lock.with_fencing().try_acquire().await, "list");
-    expect_wrong_type(lock.unlock().await, "not a hash");
+    expect_wrong_type(lock.with_owner("o").unwrap().unlock().await, "not a hash");
     expect_wrong_type(lock.force_unlock().await, "not a hash");
     f.assert_untouched().await;
 }
@@ -297,12 +297,16 @@ async fn release_twice_is_not_held() {
     let mut f = Fixture::new().await;
     let lock = f.client.lock("twice").unwrap();
     let guard = lock.acquire().await.unwrap();
+    let guard_owner = guard.owner().to_owned();
     guard.release().await.unwrap();
     f.rebase().await; // includes the first release's latch
-    match lock.unlock().await {
+    // A guardless release needs an explicit owner; as that owner, it is NotHeld now.
+    assert!(matches!(lock.unlock().await, Err(Error::InvalidConfig(_))));
+    let as_owner = lock.with_owner(guard_owner).unwrap();
+    match as_owner.unlock().await {
         Err(Error::NotHeld { name, owner }) => {
             assert_eq!(name, "twice");
-            assert_eq!(owner, lock.owner());
+            assert_eq!(Some(owner.as_str()), as_owner.owner());
         }
         other => panic!("expected NotHeld, got {other:?}"),
     }
@@ -341,8 +345,8 @@ async fn release_of_another_owners_lock_is_not_held_and_count_unchanged() {
         .with_lease(60 * SEC)
         .unwrap();
     let first = lock.acquire().await.unwrap();
-    let second = lock.acquire().await.unwrap();
-    let holder = lock.owner();
+    let second = first.reenter().await.unwrap();
+    let holder = first.owner().to_owned();
     f.rebase().await;
     let stranger = lock.with_owner("stranger").unwrap();
     assert!(matches!(
@@ -351,6 +355,9 @@ async fn release_of_another_owners_lock_is_not_held_and_count_unchanged() {
     ));
     let other_client = f.server.client(30 * SEC).await;
     let other = other_client.lock("theirs").unwrap();
+    // Without an explicit owner there is nobody to release for: a typed refusal.
+    assert!(matches!(other.unlock().await, Err(Error::InvalidConfig(_))));
+    let other = other.with_owner("somebody").unwrap();
     assert!(matches!(other.unlock().await, Err(Error::NotHeld { .. })));
     f.assert_untouched().await;
     assert_eq!(lock.state().await.unwrap().count_of(&holder), 2);
@@ -519,4 +526,133 @@ async fn oversized_or_control_owner_is_invalid_name() {
     expect_invalid_name(lock.with_owner("tab\there"));
     assert!(lock.with_owner("o".repeat(MAX_OWNER_LEN)).is_ok());
     f.assert_untouched().await;
+}
+
+// ---- first-day errors (issue #10) ------------------------------------------------------
+
+/// A server that wants a password is a typed error at connect time, naming the server and
+/// saying what Redis answered, not a protocol error at the first acquire.
+#[tokio::test]
+async fn a_missing_password_fails_at_connect_naming_the_server() {
+    let server = RedisServer::start_with(&["--requirepass", "sesame"]);
+    let addr = format!("127.0.0.1:{}", server.port);
+    match LockClient::connect(&server.url()).await {
+        Err(err @ Error::Connect { .. }) => {
+            let Error::Connect { addr: named, .. } = &err else {
+                unreachable!()
+            };
+            assert_eq!(named, &addr);
+            let cause = std::error::Error::source(&err).map(|c| c.to_string());
+            let cause = cause.unwrap_or_default();
+            assert!(
+                cause.contains("NOAUTH") || cause.to_lowercase().contains("auth"),
+                "the cause should say what Redis answered: {cause}"
+            );
+        }
+        Err(other) => panic!("expected Error::Connect, got {other:?}"),
+        Ok(_) => panic!("connected without the password"),
+    }
+    let url = format!("redis://:sesame@{addr}/");
+    let client = LockClient::connect(&url).await.expect("with the password");
+    let guard = client.lock("pw").unwrap().acquire().await.unwrap();
+    guard.release().await.unwrap();
+}
+
+/// A malformed URL: the message repeats it (password redacted) and names the accepted
+/// forms.
+#[tokio::test]
+async fn a_bad_url_is_repeated_without_its_password() {
+    match LockClient::connect("redis://user:hunter2@localhost:notaport/0").await {
+        Err(Error::InvalidUrl(message)) => {
+            assert!(!message.contains("hunter2"), "{message}");
+            assert!(message.contains("redis://user:***@localhost"), "{message}");
+            assert!(message.contains("accepted forms"), "{message}");
+        }
+        other => panic!("expected InvalidUrl, got {other:?}"),
+    }
+}
+
+/// `prefix("app:")` means the prefix `app`, not `app::{name}`.
+#[tokio::test]
+async fn a_prefix_with_a_trailing_colon_gets_one_separator() {
+    let server = RedisServer::start();
+    let client = LockClient::builder(&server.url())
+        .prefix("app:")
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(client.prefix(), "app");
+    assert_eq!(client.lock("a").unwrap().key(), "app:{a}");
+}
+
+/// A lease with a fraction of a millisecond rounds up (Redis counts whole ms): never
+/// shorter than asked.
+#[tokio::test]
+async fn a_fractional_lease_rounds_up() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+    let lock = client
+        .lock("fraction")
+        .unwrap()
+        .with_lease(Duration::from_micros(60_000_900))
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    let pttl: i64 = conn.pttl(lock.key()).await.unwrap();
+    // 60 000.9 ms is 60 001 ms; truncation would give at most 60 000.
+    assert!(pttl > 59_000 && pttl <= 60_001, "pttl {pttl}");
+    assert!(guard.remaining_lease() <= Duration::from_millis(60_001));
+    guard.release().await.unwrap();
+}
+
+/// The timed try: `Some` when acquired within the wait, `None` when still held after it.
+#[tokio::test]
+async fn a_timed_try_returns_none_when_still_held() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("timed").unwrap();
+    let held = lock.acquire().await.unwrap();
+    let started = Instant::now();
+    assert!(
+        lock.try_acquire_for(Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    held.release().await.unwrap();
+    let got = lock
+        .try_acquire_for(Duration::from_millis(200))
+        .await
+        .unwrap();
+    got.expect("free lock").release().await.unwrap();
+    assert!(matches!(
+        lock.try_acquire_for(Duration::MAX).await,
+        Err(Error::InvalidDuration { what: "wait", .. })
+    ));
+}
+
+/// `{:?}` of the public types fits on a line: what identifies them, no internals, no
+/// scripts (they were printed twice, ~20 KB, flooding `#[instrument]` logs).
+#[tokio::test]
+async fn debug_output_is_one_short_line() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("dbg").unwrap().with_fencing();
+    let guard = lock.acquire().await.unwrap();
+    for (what, text) in [
+        ("client", format!("{client:?}")),
+        ("lock", format!("{lock:?}")),
+        ("guard", format!("{guard:?}")),
+    ] {
+        println!("{what}: {text}");
+        assert!(text.len() < 240, "{what}: {} bytes: {text}", text.len());
+        assert!(
+            !text.contains('\n') && !text.contains("redis.call"),
+            "{text}"
+        );
+    }
+    assert!(format!("{lock:?}").contains("redis-locks:{dbg}"));
+    assert!(format!("{guard:?}").contains(guard.owner()));
+    guard.release().await.unwrap();
 }

@@ -62,18 +62,20 @@ async fn mutual_exclusion_across_clients_and_tasks() {
     assert!(!exists, "lock key left behind");
 }
 
-/// 2. Reentrancy at depth 3: one field whose count goes 3, 2, 1, gone; another owner is
-/// kept out meanwhile.
+/// 2. Reentrancy at depth 3 (through the guards): one field whose count goes 3, 2, 1,
+/// gone; another owner (another acquire, even in this task) is kept out meanwhile.
 #[tokio::test]
 async fn reentrancy_counts_in_one_field() {
     let server = RedisServer::start();
     let client = server.client(30 * SEC).await;
     let mut conn = server.conn().await;
     let lock = client.lock("nested").unwrap();
-    let owner = lock.owner();
     let g1 = lock.acquire().await.unwrap();
-    let g2 = lock.acquire().await.unwrap();
-    let g3 = lock.acquire().await.unwrap();
+    let owner = g1.owner().to_owned();
+    let g2 = g1.reenter().await.unwrap();
+    let g3 = g2.reenter().await.unwrap();
+    assert_eq!((g2.owner(), g3.owner()), (g1.owner(), g1.owner()));
+    assert_eq!((g2.hold_id(), g3.hold_id()), (g1.hold_id(), g1.hold_id()));
     assert_eq!(
         (g1.hold_count(), g2.hold_count(), g3.hold_count()),
         (1, 2, 3)
@@ -95,7 +97,11 @@ async fn reentrancy_counts_in_one_field() {
         vec![(owner.clone(), "3".to_string())]
     );
 
-    // Another owner (a spawned task is another owner) cannot take it.
+    // Another acquire is another owner, in this task as in any other.
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "a second acquire in the holder's task entered the held lock"
+    );
     let other = lock.clone();
     let stolen = tokio::spawn(async move { other.try_acquire().await.unwrap().is_some() })
         .await
@@ -108,16 +114,16 @@ async fn reentrancy_counts_in_one_field() {
         vec![(owner.clone(), "2".to_string())]
     );
     let ttl: i64 = conn.pttl("redis-locks:{nested}").await.unwrap();
-    assert!(
-        ttl > 25_000,
-        "partial release must re-arm the lease, pttl {ttl}"
-    );
+    assert!(ttl > 25_000, "the watchdog lease stays, pttl {ttl}");
     g2.release().await.unwrap();
     assert_eq!(
         fields(&mut conn).await,
         vec![(owner.clone(), "1".to_string())]
     );
-    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    assert_eq!(
+        lock.with_owner(&owner).unwrap().hold_count().await.unwrap(),
+        1
+    );
     g1.release().await.unwrap();
     assert!(fields(&mut conn).await.is_empty());
     assert!(!lock.is_locked().await.unwrap());
@@ -612,7 +618,13 @@ async fn bad_inputs_get_typed_errors() {
         Err(Error::WrongType { .. })
     ));
     assert!(matches!(
-        client.lock("as-list").unwrap().unlock().await,
+        client
+            .lock("as-list")
+            .unwrap()
+            .with_owner("o")
+            .unwrap()
+            .unlock()
+            .await,
         Err(Error::WrongType { .. })
     ));
     let len: i64 = conn.llen("redis-locks:{as-list}").await.unwrap();
@@ -637,10 +649,20 @@ async fn bad_inputs_get_typed_errors() {
         stranger.unlock().await,
         Err(Error::NotHeld { .. })
     ));
-    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    let as_holder = lock.with_owner(guard.owner()).unwrap();
+    assert_eq!(as_holder.hold_count().await.unwrap(), 1);
+    // Counting or releasing without a guard needs an explicit owner.
+    assert!(matches!(
+        lock.hold_count().await,
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(lock.unlock().await, Err(Error::InvalidConfig(_))));
     guard.release().await.unwrap();
     // Release twice (guard-less unlock after the guard's release).
-    assert!(matches!(lock.unlock().await, Err(Error::NotHeld { .. })));
+    assert!(matches!(
+        as_holder.unlock().await,
+        Err(Error::NotHeld { .. })
+    ));
 
     // Bad URL, unreachable server, bad watchdog timeout.
     assert!(matches!(
@@ -918,4 +940,120 @@ async fn releases_publish_only_when_someone_may_wait() {
     let published = publish_calls(&mut conn).await;
     // The holder's release and the first waiter's; nobody waits for the last one.
     assert_eq!(published, 2, "PUBLISH calls for 3 releases");
+}
+
+/// Futures joined in one task (`join!`) exclude each other: each acquire is its own owner.
+/// (With a per-task owner both were inside at once.) A spawned helper enters the holder's
+/// critical section through `reenter` on a guard handed to it, without deadlocking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joined_futures_exclude_each_other_and_helpers_reenter_through_the_guard() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("joined").unwrap();
+    let inside = AtomicUsize::new(0);
+    let max_inside = AtomicUsize::new(0);
+    let section = |n: u32| {
+        let (lock, inside, max_inside) = (&lock, &inside, &max_inside);
+        async move {
+            for _ in 0..n {
+                let guard = lock.acquire_timeout(10 * SEC).await.unwrap();
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                max_inside.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            }
+        }
+    };
+    tokio::join!(section(10), section(10), section(10));
+    assert_eq!(
+        max_inside.load(Ordering::SeqCst),
+        1,
+        "futures joined in one task were inside together"
+    );
+
+    let outer = lock.acquire().await.unwrap();
+    let nested = outer.reenter().await.unwrap();
+    let helper = tokio::spawn(async move {
+        let deeper = nested.reenter().await.unwrap();
+        assert_eq!(deeper.hold_count(), 3);
+        deeper.release().await.unwrap();
+        nested.release().await.unwrap();
+    });
+    tokio::time::timeout(5 * SEC, helper)
+        .await
+        .expect("a helper re-entering through the guard deadlocked")
+        .unwrap();
+    outer.release().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    // Re-entering a hold that ended is LockLost, and takes nothing.
+    let gone = lock.acquire().await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(matches!(gone.reenter().await, Err(Error::LockLost { .. })));
+    client.flush().await;
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+/// Helper process: the end of a `main` whose guard is dropped without `client.flush()`
+/// (current-thread runtime, so the background release has no chance to run), or with it
+/// when `REDIS_LOCKS_HELPER_FLUSH` is set.
+#[test]
+#[ignore = "helper process for the end-of-main test"]
+fn helper_drop_a_guard_at_the_end_of_main() {
+    let url = std::env::var("REDIS_LOCKS_HELPER_URL").expect("spawned by a test");
+    let flush = std::env::var_os("REDIS_LOCKS_HELPER_FLUSH").is_some();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = LockClient::connect(&url).await.unwrap();
+        let guard = client.lock("end-of-main").unwrap().acquire().await.unwrap();
+        drop(guard);
+        if flush {
+            client.flush().await;
+        }
+    });
+}
+
+/// A guard dropped at the end of `main` is either released (`client.flush()`), or the
+/// process says loudly, on stderr when no `tracing` subscriber is installed, that the lock
+/// stays held and for how long. Never silent.
+#[tokio::test]
+async fn a_guard_dropped_at_the_end_of_main_is_flushed_or_reported() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client.lock("end-of-main").unwrap();
+    for flush in [false, true] {
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args([
+                "helper_drop_a_guard_at_the_end_of_main",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("REDIS_LOCKS_HELPER_URL", server.url());
+        if flush {
+            command.env("REDIS_LOCKS_HELPER_FLUSH", "1");
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "helper failed: {stderr}");
+        let locked = lock.is_locked().await.unwrap();
+        println!("flush {flush}: locked {locked}; stderr: {}", stderr.trim());
+        if flush {
+            assert!(!locked, "flush() did not release the dropped guard");
+            assert!(!stderr.contains("was not released"), "{stderr}");
+        } else {
+            assert!(
+                stderr.contains("\"end-of-main\" was not released")
+                    && stderr.contains("client.flush()"),
+                "silent about a lock left held: {stderr}"
+            );
+            // It is still held, as reported; clean up for the next round.
+            assert!(locked);
+            assert!(lock.force_unlock().await.unwrap());
+        }
+    }
 }

@@ -564,7 +564,7 @@ fn script_sha(source: &str) -> Vec<u8> {
 async fn warm_up(client: &LockClient) {
     let lock = client.lock("warm-up").unwrap();
     let outer = lock.acquire().await.unwrap();
-    let inner = lock.acquire().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
     inner.release().await.unwrap();
     outer.release().await.unwrap();
     lock.state().await.unwrap();
@@ -580,8 +580,8 @@ async fn fault_4a_release_retried_over_a_broken_connection_decrements_once() {
     warm_up(&client).await;
     let mut conn = server.conn().await;
     let release_sha = script_sha(include_str!("../lua/release.lua"));
-    let lock = client.lock("retry").unwrap();
-    let owner = lock.owner();
+    let owner = "retry-owner".to_string();
+    let lock = client.lock("retry").unwrap().with_owner(&owner).unwrap();
     let count = |conn: &mut redis::aio::MultiplexedConnection| {
         let mut conn = conn.clone();
         let key = lock.key().to_owned();
@@ -713,7 +713,8 @@ async fn fault_4c_partition_never_hangs_past_the_wait_limit() {
     let lock = client.lock("part").unwrap();
     let mine = client.lock("mine").unwrap();
     let outer = mine.acquire().await.unwrap();
-    let inner = mine.acquire().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
+    let mine_owner = outer.owner().to_owned();
 
     proxy.stall(true);
     let mut worst = Duration::ZERO;
@@ -755,7 +756,7 @@ async fn fault_4c_partition_never_hangs_past_the_wait_limit() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let delivered = proxy.forwarded().0 - held_back;
     assert!(delivered > 0, "the held-back requests were never delivered");
-    let count: Option<u64> = conn.hget(mine.key(), mine.owner()).await.unwrap();
+    let count: Option<u64> = conn.hget(mine.key(), &mine_owner).await.unwrap();
     assert_eq!(
         count,
         Some(1),

@@ -14,13 +14,20 @@ async fn tokens_grow_strictly_and_reentry_keeps_its_token() {
     let server = RedisServer::start();
     let a = server.client(30 * SEC).await;
     let b = server.client(30 * SEC).await;
-    let lock_a = a.lock("ledger").unwrap().with_fencing();
+    // Re-entries with other terms (plain, then fenced) go through an explicit owner.
+    let owner_a = "owner-a";
+    let lock_a = a
+        .lock("ledger")
+        .unwrap()
+        .with_owner(owner_a)
+        .unwrap()
+        .with_fencing();
     let lock_b = b.lock("ledger").unwrap().with_fencing();
     assert!(lock_a.is_fenced());
 
     let first = lock_a.acquire().await.unwrap();
     let t1 = first.fencing_token().unwrap();
-    let nested = lock_a.acquire().await.unwrap();
+    let nested = first.reenter().await.unwrap();
     assert_eq!(
         nested.fencing_token(),
         Some(t1),
@@ -36,7 +43,14 @@ async fn tokens_grow_strictly_and_reentry_keeps_its_token() {
 
     // A plain (unfenced) hold takes no number; re-entering it with fencing takes a fresh
     // one (never a number an earlier holder had), and the hold keeps it.
-    let plain = a.lock("ledger").unwrap().acquire().await.unwrap();
+    let plain = a
+        .lock("ledger")
+        .unwrap()
+        .with_owner(owner_a)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
     assert_eq!(plain.fencing_token(), None);
     assert_eq!(
         a.lock("ledger").unwrap().state().await.unwrap().fence,
@@ -48,7 +62,7 @@ async fn tokens_grow_strictly_and_reentry_keeps_its_token() {
         t3 > t2,
         "a fresh number for the re-entered plain hold ({t3} vs {t2})"
     );
-    let again = lock_a.acquire().await.unwrap();
+    let again = inner.reenter().await.unwrap();
     assert_eq!(again.fencing_token(), Some(t3), "the hold keeps its token");
     let state = a.lock("ledger").unwrap().state().await.unwrap();
     assert_eq!((state.fence, state.hold_token), (Some(t3), Some(t3)));
@@ -80,7 +94,7 @@ async fn unfenced_locks_create_no_counter() {
 async fn a_nested_fenced_acquire_takes_a_fresh_number() {
     let server = RedisServer::start();
     let client = server.client(30 * SEC).await;
-    let lock = client.lock("late").unwrap();
+    let lock = client.lock("late").unwrap().with_owner("o").unwrap();
     let outer = lock.acquire().await.unwrap();
     let inner = lock.with_fencing().acquire().await.unwrap();
     let first = inner.fencing_token().expect("a token");

@@ -56,10 +56,10 @@ async fn acl_user_limited_to_the_prefix_can_use_every_operation() {
     let lock = holder.lock("acl").unwrap();
     let outer = lock.with_fencing().acquire().await.unwrap();
     let token = outer.fencing_token().expect("a token");
-    let inner = lock.acquire().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
     assert_eq!(inner.hold_count(), 2);
     let state = lock.state().await.unwrap();
-    assert_eq!(state.count_of(&lock.owner()), 2);
+    assert_eq!(state.count_of(outer.owner()), 2);
     assert_eq!(state.fence, Some(token));
     assert!(lock.is_locked().await.unwrap());
     assert!(lock.remaining_ttl().await.unwrap().is_some());
@@ -243,16 +243,19 @@ async fn default_owners_carry_a_random_uuid_v4() {
     assert!(is_uuid_v4(a.id()), "{}", a.id());
     assert!(is_uuid_v4(b.id()), "{}", b.id());
     assert_ne!(a.id(), b.id());
-    let owner = a.lock("o").unwrap().owner();
-    assert!(owner.starts_with(a.id()), "{owner}");
-    let in_task = {
-        let lock = a.lock("o").unwrap();
-        tokio::spawn(async move { lock.owner() }).await.unwrap()
-    };
+    let lock = a.lock("o").unwrap();
+    assert_eq!(lock.owner(), None, "no explicit owner");
+    let first = lock.acquire().await.unwrap();
     assert!(
-        in_task.starts_with(&format!("{}:task-", a.id())),
-        "{in_task}"
+        first.owner().starts_with(&format!("{}:", a.id())),
+        "{}",
+        first.owner()
     );
+    first.release().await.unwrap();
+    // Every acquire of a handle without an explicit owner is a new owner.
+    let second = lock.acquire().await.unwrap();
+    assert!(second.owner().starts_with(&format!("{}:", a.id())));
+    second.release().await.unwrap();
 }
 
 #[tokio::test]
@@ -266,17 +269,14 @@ async fn release_with_a_guessed_owner_id_is_refused() {
         .with_lease(60 * SEC)
         .unwrap();
     let guard = lock.acquire().await.unwrap();
-    let real_owner = lock.owner();
+    let real_owner = guard.owner().to_owned();
 
     // Plausible guesses: the attacker's own owner shape, the holder's client id with other
-    // thread/task numbers, and the bare client id.
-    let mut guesses = vec![
-        attacker.lock("guarded").unwrap().owner(),
-        holder.id().to_string(),
-    ];
-    for n in 0..20 {
-        guesses.push(format!("{}:task-{n}", holder.id()));
-        guesses.push(format!("{}:thread-{n}", attacker.id()));
+    // sequence numbers, and the bare client id.
+    let mut guesses = vec![holder.id().to_string()];
+    for n in 0..40 {
+        guesses.push(format!("{}:{n}", holder.id()));
+        guesses.push(format!("{}:{n}", attacker.id()));
     }
     guesses.retain(|g| *g != real_owner);
     for guess in &guesses {
@@ -538,7 +538,7 @@ mod tls {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(!guard.is_lost(), "renewal over TLS failed");
         assert!(holder.watchdog_stats().renewed >= 2);
-        assert_eq!(lock.state().await.unwrap().count_of(&lock.owner()), 1);
+        assert_eq!(lock.state().await.unwrap().count_of(guard.owner()), 1);
 
         let wlock = waiter.lock(name).unwrap();
         let waiting = tokio::spawn(async move {

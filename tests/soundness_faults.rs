@@ -53,7 +53,7 @@ fn release_sha() -> Vec<u8> {
 async fn warm_up(client: &LockClient) {
     let lock = client.lock("warm-up").unwrap();
     let outer = lock.acquire().await.unwrap();
-    let inner = lock.acquire().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
     inner.release().await.unwrap();
     outer.release().await.unwrap();
     lock.state().await.unwrap();

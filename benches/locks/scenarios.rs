@@ -1684,10 +1684,14 @@ pub async fn s7(ctx: &mut Ctx) -> Res<Outcome> {
             let mut bad = 0u64;
             let started = Instant::now();
             for _ in 0..per_round {
-                let mut guards = Vec::with_capacity(depth);
+                let mut guards: Vec<redis_locks::LockGuard> = Vec::with_capacity(depth);
                 for d in 0..depth {
                     let t = Instant::now();
-                    let g = lock2.acquire().await?;
+                    // The outer acquire, then re-entries through the innermost guard.
+                    let g = match guards.last() {
+                        None => lock2.acquire().await?,
+                        Some(outer) => outer.reenter().await?,
+                    };
                     let e = ns(t.elapsed());
                     if g.hold_count() != d as u64 + 1 {
                         bad += 1;

@@ -12,6 +12,8 @@ pub const ACL_RULES: &[&str] = &[
     "~redis-locks:*",
     "&redis-locks:*",
     "-@all",
+    // connect() checks the connection with PING (a refusal is tolerated, but logged).
+    "+ping",
     "+evalsha",
     "+eval",
     "+subscribe",

@@ -1,0 +1,539 @@
+//! Lost replies on every retry path (issue #9): a real redis-server, the in-process TCP
+//! fault proxy between one client and Redis, and the public API only.
+//!
+//! The matrix: operation ∈ {fresh acquire, re-entrant acquire (1 -> 2), partial release
+//! (2 -> 1), final release (1 -> 0)} × fencing ∈ {unfenced, fenced} × cut ∈ {after Redis
+//! ran the request (its reply is lost), before it reached Redis}. One test per operation
+//! loops over fencing × cut and prints one line per cell.
+//!
+//! Every cell reads Redis directly (a plain connection, not the library) and checks:
+//! * the fault happened (`proxy.cuts()` grew by one) and was the kind intended: the number
+//!   of script calls that reached Redis (`INFO commandstats`) is the one the cut implies;
+//! * exactly once: the owner's count field is what one application of the operation gives,
+//!   or, for an acquire that returned an error, what the caller's guards account for after
+//!   `client.flush()` (no orphan, no double increment);
+//! * fenced: the token is > 0 and is the hash's `"\1fence"`, a re-entry keeps its outer
+//!   hold's token, and a fresh acquire after the final release gets a strictly larger one;
+//! * nothing stranded: after the last release the lock key is gone and the only keys left
+//!   in Redis are the fencing counters (`<key>:fence`) of the fenced cells.
+//!
+//! Every lock handle uses the explicit owner `"o"`; re-entry acquires again on the same
+//! handle while the first guard is held.
+
+mod common;
+#[allow(dead_code)]
+#[path = "faults/proxy.rs"]
+mod proxy;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use proxy::FaultProxy;
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use redis_locks::{Error, Lock, LockClient, LockGuard};
+
+const SEC: Duration = Duration::from_secs(1);
+const OWNER: &str = "o";
+/// The reserved hash fields (see `lua/acquire.lua`).
+const HOLD_FIELD: &str = "\u{1}h";
+const TOKEN_FIELD: &str = "\u{1}fence";
+/// Bound on every single library call of a cell.
+const STEP: Duration = Duration::from_secs(10);
+
+// ---- helpers (copied from tests/faults.rs) -------------------------------------------
+
+async fn proxied_client(proxy: &FaultProxy, watchdog: Duration, response: Duration) -> LockClient {
+    LockClient::builder(&proxy.url())
+        .watchdog_timeout(watchdog)
+        .response_timeout(response)
+        .connect_timeout(SEC)
+        .connect()
+        .await
+        .unwrap()
+}
+
+fn script_sha(source: &str) -> Vec<u8> {
+    redis::Script::new(source).get_hash().as_bytes().to_vec()
+}
+
+/// Runs acquire, reentrant acquire, release and inspect once (explicit owner), so that
+/// the client's connections are up and the scripts are in use before any fault.
+async fn warm_up(client: &LockClient) {
+    let lock = client.lock("warm-up").unwrap().with_owner(OWNER).unwrap();
+    let outer = lock.acquire().await.unwrap();
+    let inner = lock.acquire().await.unwrap();
+    inner.release().await.unwrap();
+    outer.release().await.unwrap();
+    lock.state().await.unwrap();
+}
+
+// ---- the rig -------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// The request reaches Redis and runs; the connection is cut before the reply.
+    AfterRedisRan,
+    /// The connection is cut before the request reaches Redis.
+    BeforeRedis,
+}
+
+impl Cut {
+    fn label(self) -> &'static str {
+        match self {
+            Cut::AfterRedisRan => "after",
+            Cut::BeforeRedis => "before",
+        }
+    }
+}
+
+const CELLS: [(bool, Cut); 4] = [
+    (false, Cut::AfterRedisRan),
+    (false, Cut::BeforeRedis),
+    (true, Cut::AfterRedisRan),
+    (true, Cut::BeforeRedis),
+];
+
+struct Rig {
+    // Field order: the client and proxy go before the server they point at.
+    client: LockClient,
+    proxy: FaultProxy,
+    conn: MultiplexedConnection,
+    acquire_sha: Vec<u8>,
+    release_sha: Vec<u8>,
+    /// Keys that may outlive their locks: the fencing counters of fenced cells so far.
+    expected_keys: BTreeSet<String>,
+    _server: RedisServer,
+}
+
+impl Rig {
+    async fn start() -> Rig {
+        let server = RedisServer::start();
+        let proxy = FaultProxy::start(server.port).await;
+        // A long watchdog timeout: no renewal script call lands in a cell's window, so the
+        // script-call counts below see only the operation under test.
+        let client = proxied_client(&proxy, 300 * SEC, 2 * SEC).await;
+        let mut conn = server.conn().await;
+        // Cache every script a cell sends (probe.lua included), so that no fault lands on
+        // a NOSCRIPT round trip and every call counts once.
+        for body in [
+            include_str!("../lua/acquire.lua"),
+            include_str!("../lua/release.lua"),
+            include_str!("../lua/probe.lua"),
+        ] {
+            let _: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(body)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        warm_up(&client).await;
+        Rig {
+            client,
+            proxy,
+            conn,
+            acquire_sha: script_sha(include_str!("../lua/acquire.lua")),
+            release_sha: script_sha(include_str!("../lua/release.lua")),
+            expected_keys: BTreeSet::new(),
+            _server: server,
+        }
+    }
+
+    fn lock(&self, name: &str, fenced: bool) -> Lock {
+        let lock = self.client.lock(name).unwrap().with_owner(OWNER).unwrap();
+        if fenced { lock.with_fencing() } else { lock }
+    }
+
+    /// Arms a one-shot cut on the next request containing `sha`; returns the cut count
+    /// and the script-call count before it.
+    async fn arm(&mut self, cut: Cut, sha: &[u8]) -> (u64, u64) {
+        let before = (self.proxy.cuts(), self.script_calls().await);
+        match cut {
+            Cut::AfterRedisRan => self.proxy.cut_after_request_containing(sha),
+            Cut::BeforeRedis => self.proxy.cut_before_request_containing(sha),
+        }
+        before
+    }
+
+    /// Checks that exactly one cut happened since `arm`, and returns how many script calls
+    /// reached Redis since.
+    async fn fault_happened(&mut self, armed: (u64, u64), context: &str) -> u64 {
+        assert_eq!(
+            self.proxy.cuts(),
+            armed.0 + 1,
+            "{context}: the proxy did not cut the request"
+        );
+        self.script_calls().await - armed.1
+    }
+
+    /// `EVALSHA` + `EVAL` calls the server has processed.
+    async fn script_calls(&mut self) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap();
+        info.lines()
+            .filter(|line| {
+                line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:")
+            })
+            .filter_map(|line| {
+                let calls = line.split("calls=").nth(1)?;
+                calls.split(',').next()?.parse::<u64>().ok()
+            })
+            .sum()
+    }
+
+    async fn count(&mut self, key: &str) -> Option<u64> {
+        self.conn.hget(key, OWNER).await.unwrap()
+    }
+
+    async fn hold(&mut self, key: &str) -> Option<String> {
+        self.conn.hget(key, HOLD_FIELD).await.unwrap()
+    }
+
+    async fn hash_token(&mut self, key: &str) -> Option<u64> {
+        self.conn.hget(key, TOKEN_FIELD).await.unwrap()
+    }
+
+    async fn fence_counter(&mut self, key: &str) -> Option<u64> {
+        self.conn.get(format!("{key}:fence")).await.unwrap()
+    }
+
+    /// The guard matches Redis: the owner's count, the hold id, and for fenced locks the
+    /// token (> 0, the hash's token, at most the counter).
+    async fn assert_guard_matches(
+        &mut self,
+        guard: &LockGuard,
+        key: &str,
+        count: u64,
+        fenced: bool,
+        context: &str,
+    ) {
+        assert_eq!(guard.hold_count(), count, "{context}: guard's count");
+        assert_eq!(
+            self.count(key).await,
+            Some(count),
+            "{context}: the owner's count in Redis"
+        );
+        assert_eq!(
+            self.hold(key).await.as_deref(),
+            Some(guard.hold_id()),
+            "{context}: the guard names another hold than the current one"
+        );
+        if fenced {
+            let token = guard.fencing_token().expect("a fenced guard has a token");
+            assert!(token > 0, "{context}: token 0");
+            assert_eq!(
+                self.hash_token(key).await,
+                Some(token),
+                "{context}: the guard's token is not the hold's"
+            );
+            let counter = self.fence_counter(key).await.expect("fence counter");
+            assert!(
+                token <= counter,
+                "{context}: token {token} above counter {counter}"
+            );
+        } else {
+            assert_eq!(guard.fencing_token(), None, "{context}: unfenced token");
+            assert_eq!(self.hash_token(key).await, None, "{context}: unfenced hold");
+        }
+    }
+
+    /// After every guard of `lock` was released: waits for background work, then checks
+    /// that the lock key is gone and that the only keys in Redis are the fencing counters
+    /// of fenced cells. For fenced locks, a fresh acquire then gets a token above
+    /// `highest` (the largest token handed out in the cell).
+    async fn assert_nothing_stranded(&mut self, lock: &Lock, highest: Option<u64>, ctx: &str) {
+        bounded(self.client.flush(), "flush").await;
+        let key = lock.key().to_owned();
+        assert_eq!(self.count(&key).await, None, "{ctx}: the owner still holds");
+        let exists: bool = self.conn.exists(&key).await.unwrap();
+        assert!(!exists, "{ctx}: the lock key outlived the lock");
+        if lock.is_fenced() {
+            let highest = highest.expect("a fenced cell saw a token");
+            let guard = bounded(lock.acquire(), "fresh acquire").await.unwrap();
+            let token = guard.fencing_token().expect("token");
+            assert_eq!(guard.hold_count(), 1, "{ctx}: fresh acquire not fresh");
+            assert!(
+                token > highest,
+                "{ctx}: a fresh acquire after the final release got token {token}, not \
+                 above {highest}"
+            );
+            bounded(guard.release(), "release").await.unwrap();
+            bounded(self.client.flush(), "flush").await;
+            self.expected_keys.insert(format!("{key}:fence"));
+        }
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap();
+        keys.sort();
+        let expected: Vec<String> = self.expected_keys.iter().cloned().collect();
+        assert_eq!(
+            keys, expected,
+            "{ctx}: keys other than fencing counters left"
+        );
+        let dbsize: u64 = redis::cmd("DBSIZE")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap();
+        assert_eq!(dbsize, expected.len() as u64, "{ctx}: DBSIZE");
+    }
+}
+
+async fn bounded<T>(fut: impl Future<Output = T>, what: &str) -> T {
+    tokio::time::timeout(STEP, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {STEP:?}"))
+}
+
+fn cell_name(op: &str, fenced: bool, cut: Cut) -> String {
+    format!(
+        "lr-{op}-{}-{}",
+        if fenced { "fenced" } else { "plain" },
+        cut.label()
+    )
+}
+
+fn describe<T>(result: &Result<T, Error>) -> String {
+    match result {
+        Ok(_) => "Ok".into(),
+        Err(Error::ReleaseUnconfirmed { .. }) => "Err(ReleaseUnconfirmed)".into(),
+        Err(err) => format!("Err({err})"),
+    }
+}
+
+/// Script calls that reach Redis for one acquire whose connection is cut: the acquire
+/// itself (only when cut after Redis ran it) and the probe that reconciles it.
+fn acquire_calls(_cut: Cut) -> u64 {
+    // Cut after: the acquire and the probe that finds its hold. Cut before: the probe that
+    // finds nothing, and the acquire sent afresh.
+    2
+}
+
+/// Script calls that reach Redis for one release whose connection is cut: the first
+/// attempt (only when cut after Redis ran it) and the retry with the same request id.
+fn release_calls(cut: Cut) -> u64 {
+    match cut {
+        Cut::AfterRedisRan => 2,
+        Cut::BeforeRedis => 1,
+    }
+}
+
+// ---- the cells -----------------------------------------------------------------------
+
+/// Fresh acquire (0 -> 1) with its connection cut.
+///
+/// Cut after Redis ran it: the probe finds the hold and the caller adopts it (README,
+/// "Lost replies": "A caller that is still waiting adopts the hold"): `Ok`, count 1.
+/// Cut before: nothing ran; the probe (on the new connection) says so and the acquire is
+/// sent afresh: `Ok`, count 1. Redis was reachable, so no error reaches the caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_reply_fresh_acquire() {
+    let mut rig = Rig::start().await;
+    for (fenced, cut) in CELLS {
+        let started = Instant::now();
+        let ctx = cell_name("fresh", fenced, cut);
+        let lock = rig.lock(&ctx, fenced);
+        let key = lock.key().to_owned();
+        // A token handed out before the cell, so the lost acquire's token must be above it.
+        let mut highest = None;
+        if fenced {
+            let guard = bounded(lock.acquire(), "acquire").await.unwrap();
+            highest = guard.fencing_token();
+            bounded(guard.release(), "release").await.unwrap();
+        }
+
+        let sha = rig.acquire_sha.clone();
+        let armed = rig.arm(cut, &sha).await;
+        let result = bounded(lock.acquire(), "acquire with a cut").await;
+        let calls = rig.fault_happened(armed, &ctx).await;
+        assert_eq!(calls, acquire_calls(cut), "{ctx}: script calls in Redis");
+        let outcome = describe(&result);
+        let token = match result {
+            Ok(guard) => {
+                rig.assert_guard_matches(&guard, &key, 1, fenced, &ctx)
+                    .await;
+                let token = guard.fencing_token();
+                if let (Some(token), Some(before)) = (token, highest) {
+                    assert!(token > before, "{ctx}: token {token} not above {before}");
+                    highest = Some(token);
+                }
+                // Nothing else happens to the adopted hold in the background.
+                bounded(rig.client.flush(), "flush").await;
+                assert_eq!(rig.count(&key).await, Some(1), "{ctx}: count after flush");
+                bounded(guard.release(), "release")
+                    .await
+                    .unwrap_or_else(|err| panic!("{ctx}: releasing the adopted hold: {err}"));
+                token
+            }
+            // Redis answered the probe: a dropped connection is not an outage, so the
+            // acquire was sent afresh (cut before) or adopted (cut after).
+            Err(err) => panic!("{ctx}: the acquire failed though Redis was reachable: {err:?}"),
+        };
+        rig.assert_nothing_stranded(&lock, highest, &ctx).await;
+        println!(
+            "lost_replies {ctx}: acquire -> {outcome}, script calls {calls}, token {token:?}, \
+             {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// Re-entrant acquire (1 -> 2) with its connection cut, on the same explicit-owner handle
+/// while the outer guard is held.
+///
+/// Cut after: the probe finds this client's record of the re-entry; the caller adopts it
+/// (count 2, same hold, same token; no second increment). Cut before: nothing ran; the
+/// re-entry is sent afresh: `Ok` (count 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_reply_reentrant_acquire() {
+    let mut rig = Rig::start().await;
+    for (fenced, cut) in CELLS {
+        let started = Instant::now();
+        let ctx = cell_name("reenter", fenced, cut);
+        let lock = rig.lock(&ctx, fenced);
+        let key = lock.key().to_owned();
+        let outer = bounded(lock.acquire(), "outer acquire").await.unwrap();
+        rig.assert_guard_matches(&outer, &key, 1, fenced, &ctx)
+            .await;
+
+        let sha = rig.acquire_sha.clone();
+        let armed = rig.arm(cut, &sha).await;
+        let result = bounded(lock.acquire(), "re-entry with a cut").await;
+        let calls = rig.fault_happened(armed, &ctx).await;
+        assert_eq!(calls, acquire_calls(cut), "{ctx}: script calls in Redis");
+        let outcome = describe(&result);
+        match result {
+            Ok(inner) => {
+                rig.assert_guard_matches(&inner, &key, 2, fenced, &ctx)
+                    .await;
+                assert_eq!(
+                    inner.hold_id(),
+                    outer.hold_id(),
+                    "{ctx}: re-entry, new hold"
+                );
+                assert_eq!(
+                    inner.fencing_token(),
+                    outer.fencing_token(),
+                    "{ctx}: a re-entry changed the token"
+                );
+                bounded(rig.client.flush(), "flush").await;
+                assert_eq!(rig.count(&key).await, Some(2), "{ctx}: count after flush");
+                bounded(inner.release(), "inner release")
+                    .await
+                    .unwrap_or_else(|err| panic!("{ctx}: releasing the adopted re-entry: {err}"));
+                assert_eq!(rig.count(&key).await, Some(1), "{ctx}: after inner release");
+            }
+            Err(err) => panic!("{ctx}: the re-entry failed though Redis was reachable: {err:?}"),
+        }
+        // The outer hold is intact and releases normally.
+        rig.assert_guard_matches(&outer, &key, 1, fenced, &ctx)
+            .await;
+        let highest = outer.fencing_token();
+        bounded(outer.release(), "outer release")
+            .await
+            .unwrap_or_else(|err| panic!("{ctx}: outer release: {err}"));
+        rig.assert_nothing_stranded(&lock, highest, &ctx).await;
+        println!(
+            "lost_replies {ctx}: re-entry -> {outcome}, script calls {calls}, token {highest:?}, \
+             {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// Partial release (2 -> 1) with its connection cut. The retry carries the same request
+/// id: cut after, it finds its own record ("-3", already applied) and decrements nothing;
+/// cut before, it applies the release. Both are `Ok` (README: a partial release's retry
+/// "answers already done"), and the count is 1 either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_reply_partial_release() {
+    let mut rig = Rig::start().await;
+    for (fenced, cut) in CELLS {
+        let started = Instant::now();
+        let ctx = cell_name("partial", fenced, cut);
+        let lock = rig.lock(&ctx, fenced);
+        let key = lock.key().to_owned();
+        let outer = bounded(lock.acquire(), "outer acquire").await.unwrap();
+        let inner = bounded(lock.acquire(), "re-entry").await.unwrap();
+        rig.assert_guard_matches(&inner, &key, 2, fenced, &ctx)
+            .await;
+        assert_eq!(
+            inner.fencing_token(),
+            outer.fencing_token(),
+            "{ctx}: re-entry token"
+        );
+
+        let sha = rig.release_sha.clone();
+        let armed = rig.arm(cut, &sha).await;
+        let result = bounded(inner.release(), "partial release with a cut").await;
+        let calls = rig.fault_happened(armed, &ctx).await;
+        assert_eq!(calls, release_calls(cut), "{ctx}: script calls in Redis");
+        let outcome = describe(&result);
+        result.unwrap_or_else(|err| panic!("{ctx}: a retried partial release failed: {err}"));
+        assert_eq!(
+            rig.count(&key).await,
+            Some(1),
+            "{ctx}: the retried partial release did not decrement exactly once"
+        );
+        bounded(rig.client.flush(), "flush").await;
+        rig.assert_guard_matches(&outer, &key, 1, fenced, &ctx)
+            .await;
+        let highest = outer.fencing_token();
+        bounded(outer.release(), "outer release")
+            .await
+            .unwrap_or_else(|err| panic!("{ctx}: outer release: {err}"));
+        rig.assert_nothing_stranded(&lock, highest, &ctx).await;
+        println!(
+            "lost_replies {ctx}: release 2->1 -> {outcome}, script calls {calls}, token \
+             {highest:?}, {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// Final release (1 -> 0) with its connection cut.
+///
+/// Cut after: the first attempt deleted the hash; the retry finds the hold gone and
+/// cannot tell who ended it, so `release()` is `Err(ReleaseUnconfirmed)`, never `Ok`
+/// (README, "Lost replies"; `LockGuard::release`). Cut before: the retry gives the hold
+/// back while it is held: `Ok`. The key is gone either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_reply_final_release() {
+    let mut rig = Rig::start().await;
+    for (fenced, cut) in CELLS {
+        let started = Instant::now();
+        let ctx = cell_name("final", fenced, cut);
+        let lock = rig.lock(&ctx, fenced);
+        let key = lock.key().to_owned();
+        let guard = bounded(lock.acquire(), "acquire").await.unwrap();
+        rig.assert_guard_matches(&guard, &key, 1, fenced, &ctx)
+            .await;
+        let highest = guard.fencing_token();
+
+        let sha = rig.release_sha.clone();
+        let armed = rig.arm(cut, &sha).await;
+        let result = bounded(guard.release(), "final release with a cut").await;
+        let calls = rig.fault_happened(armed, &ctx).await;
+        assert_eq!(calls, release_calls(cut), "{ctx}: script calls in Redis");
+        let outcome = describe(&result);
+        match (cut, &result) {
+            (Cut::AfterRedisRan, Err(Error::ReleaseUnconfirmed { .. })) => {}
+            (Cut::BeforeRedis, Ok(())) => {}
+            _ => panic!("{ctx}: the final release returned {outcome}"),
+        }
+        assert_eq!(rig.count(&key).await, None, "{ctx}: still held");
+        rig.assert_nothing_stranded(&lock, highest, &ctx).await;
+        println!(
+            "lost_replies {ctx}: release 1->0 -> {outcome}, script calls {calls}, token \
+             {highest:?}, {:?}",
+            started.elapsed()
+        );
+    }
+}
