@@ -1,7 +1,7 @@
 //! The benchmark command (issue #3): `cargo bench --bench locks [-- --quick] [--scenario S1,S3]`.
 //!
 //! Starts its own `redis-server` on a free loopback port (persistence off), runs the
-//! scenarios of `../shared/notes/benchmarks.md` against it, prints one JSON line per result
+//! scenarios of `docs/performance.md` against it, prints one JSON line per result
 //! on stdout (each starts with `{"scenario":`), then a Markdown table, and stops the server.
 //!
 //! Every scenario compares in the same run: a raw baseline (`SET k tok NX PX` + a

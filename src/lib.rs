@@ -66,3 +66,8 @@ pub use watchdog::WatchdogStats;
 pub use redis;
 /// The token type of [`LockGuard::lost_token`].
 pub use tokio_util::sync::CancellationToken;
+
+/// The README's Rust blocks, compiled as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

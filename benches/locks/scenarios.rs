@@ -1,4 +1,4 @@
-//! The scenarios S1–S7 (see `../shared/notes/benchmarks.md` and issue #3).
+//! The scenarios S1–S7 (see `docs/performance.md` and issue #3).
 
 use std::path::PathBuf;
 use std::process::Stdio;
