@@ -99,11 +99,12 @@ pub enum Error {
 
     /// The lock's key exists in Redis but is not a lock written by this library (a string,
     /// a list, a hash without an expiry, ...). Nothing was changed.
-    #[error("key {key:?} is not a redis-locks lock (found {found})")]
+    #[error("key {key:?} is not a redis-locks lock: it holds {found}; nothing was changed")]
     WrongType {
         /// The full Redis key.
         key: String,
-        /// What was found there.
+        /// What was found there, as a noun phrase: "a string", "a list", "a hash without
+        /// an expiry", "a value that is not a hash", ...
         found: String,
     },
 

@@ -608,10 +608,7 @@ impl Lock {
             AcquireReply::Held { pttl_ms } => Ok(Attempt::Held {
                 pttl: Duration::from_millis(pttl_ms),
             }),
-            AcquireReply::NotALock(found) => Err(Error::WrongType {
-                key: self.keys.hash.to_string(),
-                found,
-            }),
+            AcquireReply::NotALock(found) => Err(self.wrong_type(&found)),
         }
     }
 
@@ -832,10 +829,18 @@ impl Lock {
         Ok(self.state().await?.ttl)
     }
 
+    /// `found`: a Redis type name (`string`, from `TYPE`) or a description from a script
+    /// (`hash without an expiry`); the error gets it as a noun phrase ("a string").
     pub(crate) fn wrong_type(&self, found: &str) -> Error {
+        let found = match found {
+            "zset" => "a sorted set".to_owned(),
+            "not a hash" => "a value that is not a hash".to_owned(),
+            other if other.starts_with("a ") || other.starts_with("an ") => other.to_owned(),
+            other => format!("a {other}"),
+        };
         Error::WrongType {
             key: self.keys.hash.to_string(),
-            found: found.to_owned(),
+            found,
         }
     }
 

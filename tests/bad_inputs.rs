@@ -227,12 +227,15 @@ async fn key_holding_a_string_is_wrong_type() {
     let lock = f.client.lock("as-string").unwrap();
     let _: () = f.conn.set(lock.key(), "payload").await.unwrap();
     f.rebase().await;
-    expect_wrong_type(lock.acquire().await, "string");
-    expect_wrong_type(lock.try_acquire().await, "string");
-    expect_wrong_type(lock.acquire_timeout(SEC).await, "string");
-    expect_wrong_type(lock.with_owner("o").unwrap().unlock().await, "not a hash");
-    expect_wrong_type(lock.force_unlock().await, "not a hash");
-    expect_wrong_type(lock.state().await, "string");
+    expect_wrong_type(lock.acquire().await, "a string");
+    expect_wrong_type(lock.try_acquire().await, "a string");
+    expect_wrong_type(lock.acquire_timeout(SEC).await, "a string");
+    expect_wrong_type(
+        lock.with_owner("o").unwrap().unlock().await,
+        "a value that is not a hash",
+    );
+    expect_wrong_type(lock.force_unlock().await, "a value that is not a hash");
+    expect_wrong_type(lock.state().await, "a string");
     f.assert_untouched().await;
 }
 
@@ -242,10 +245,13 @@ async fn key_holding_a_list_is_wrong_type() {
     let lock = f.client.lock("as-list").unwrap();
     let _: () = f.conn.rpush(lock.key(), &["x", "y"]).await.unwrap();
     f.rebase().await;
-    expect_wrong_type(lock.acquire().await, "list");
-    expect_wrong_type(lock.with_fencing().try_acquire().await, "list");
-    expect_wrong_type(lock.with_owner("o").unwrap().unlock().await, "not a hash");
-    expect_wrong_type(lock.force_unlock().await, "not a hash");
+    expect_wrong_type(lock.acquire().await, "a list");
+    expect_wrong_type(lock.with_fencing().try_acquire().await, "a list");
+    expect_wrong_type(
+        lock.with_owner("o").unwrap().unlock().await,
+        "a value that is not a hash",
+    );
+    expect_wrong_type(lock.force_unlock().await, "a value that is not a hash");
     f.assert_untouched().await;
 }
 
@@ -255,14 +261,14 @@ async fn key_holding_a_foreign_hash_without_ttl_is_wrong_type() {
     let lock = f.client.lock("as-hash").unwrap();
     let _: () = f.conn.hset(lock.key(), "field", "value").await.unwrap();
     f.rebase().await;
-    expect_wrong_type(lock.acquire().await, "hash without an expiry");
-    expect_wrong_type(lock.try_acquire().await, "hash without an expiry");
+    expect_wrong_type(lock.acquire().await, "a hash without an expiry");
+    expect_wrong_type(lock.try_acquire().await, "a hash without an expiry");
     expect_wrong_type(
         lock.with_lease(SEC).unwrap().acquire_timeout(SEC).await,
-        "hash without an expiry",
+        "a hash without an expiry",
     );
     // The non-count field is reported when the state is read.
-    expect_wrong_type(lock.state().await, "hash with a non-count field");
+    expect_wrong_type(lock.state().await, "a hash with a non-count field");
     f.assert_untouched().await;
 }
 
@@ -285,7 +291,7 @@ async fn owner_field_that_is_not_a_count_is_wrong_type() {
     f.rebase().await;
     expect_wrong_type(
         lock.try_acquire().await,
-        "hash whose owner field is not a hold count",
+        "a hash whose owner field is not a hold count",
     );
     f.assert_untouched().await;
 }

@@ -603,7 +603,7 @@ async fn bad_inputs_get_typed_errors() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::WrongType { found, .. } if found == "string"),
+        matches!(&err, Error::WrongType { found, .. } if found == "a string"),
         "{err}"
     );
     let value: String = conn.get("redis-locks:{as-string}").await.unwrap();
