@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::detach::Detachable;
-use crate::error::{Error, Result};
+use crate::error::{Error, LostReason, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, LockKeys};
 use crate::lanes::LaneGuard;
@@ -272,6 +272,54 @@ impl Lock {
             None => Err(Error::UnexpectedReply(
                 "an unbounded wait ended without the lock".into(),
             )),
+        }
+    }
+
+    /// Runs `body` under the lock: acquires (waiting without limit, like
+    /// [`Lock::acquire`]), runs the body with the guard, and releases. Returns the body's
+    /// result when the lock was held from start to end. If the lock is lost meanwhile, the
+    /// body is **stopped** (its future is dropped at its next await point) and the result is
+    /// [`Error::LockLost`]; a loss found only at the release is `LockLost` too, since the
+    /// end of the body was not protected. The guard lets the body read its fencing token
+    /// or re-enter ([`LockGuard::reenter`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+    /// let lock = client.lock("nightly-report")?.with_fencing();
+    /// let rows = lock
+    ///     .run(async |guard| {
+    ///         let token = guard.fencing_token();
+    ///         // ... write, passing `token` to the store ...
+    ///         42
+    ///     })
+    ///     .await?;
+    /// # let _ = rows; Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future stops the body and releases the hold in the
+    /// background (as dropping a guard does).
+    pub async fn run<T>(&self, body: impl AsyncFnOnce(&LockGuard) -> T) -> Result<T> {
+        let guard = self.acquire().await?;
+        let finished = {
+            let work = body(&guard);
+            tokio::select! {
+                biased;
+                _ = guard.lost() => None,
+                out = work => Some(out),
+            }
+        };
+        let lost = |reason| Error::LockLost {
+            name: self.keys.name.to_string(),
+            reason,
+        };
+        match finished {
+            Some(out) => guard.release().await.map(|()| out),
+            None => {
+                let reason = guard.lost_reason().unwrap_or(LostReason::OwnerFieldGone);
+                drop(guard);
+                Err(lost(reason))
+            }
         }
     }
 

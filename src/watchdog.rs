@@ -83,6 +83,35 @@ impl HoldEntry {
         self.state.lock().lost()
     }
 
+    /// The hold id, and a renewal of just this hold to `lease_ms` (the `renew.lua` call).
+    pub(crate) fn extension(&self, lease_ms: Millis) -> crate::protocol::Call {
+        let item = RenewItem {
+            key: self.key.clone(),
+            hold: self.state.lock().hold().clone(),
+            renew: true,
+        };
+        renew_call(lease_ms, vec![item]).0
+    }
+
+    /// The extension sent at `sent_at` was answered with `reply`: `Ok(true)` when the hold
+    /// was current (its expiry is now at least `lease_ms` from `sent_at`), `Ok(false)` when
+    /// it was gone (the hold is then lost and its guards are told).
+    pub(crate) fn on_extension_reply(
+        self: &Arc<Self>,
+        registry: &Registry,
+        reply: &crate::protocol::Reply,
+        sent_at: Millis,
+        lease_ms: Millis,
+    ) -> std::result::Result<bool, String> {
+        let gone = decode_renew(reply, 1)?;
+        if gone[0] {
+            registry.gone(self);
+            return Ok(false);
+        }
+        self.state.lock().on_extended(sent_at, lease_ms);
+        Ok(true)
+    }
+
     /// When a release of this hold should stop retrying: by then the lease has run out.
     pub(crate) fn deadline(&self) -> Millis {
         self.state.lock().deadline()

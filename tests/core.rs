@@ -1057,3 +1057,109 @@ async fn a_guard_dropped_at_the_end_of_main_is_flushed_or_reported() {
         }
     }
 }
+
+/// The scoped helper: the body runs under the lock and its result comes back; when the
+/// lock is lost mid-way the body is stopped and the call is LockLost. It can be spawned
+/// (its future is Send) and re-enter through the guard it is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_returns_the_body_result_and_stops_the_body_on_loss() {
+    let server = RedisServer::start();
+    let client = server.client(Duration::from_millis(600)).await;
+    let admin = server.client(30 * SEC).await;
+    let lock = client.lock("scoped").unwrap();
+
+    let spawned = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            lock.run(async |guard| {
+                let nested = guard.reenter().await.unwrap();
+                let count = nested.hold_count();
+                nested.release().await.unwrap();
+                count
+            })
+            .await
+        })
+    };
+    assert_eq!(spawned.await.unwrap().unwrap(), 2);
+    assert!(!lock.is_locked().await.unwrap(), "run left the lock held");
+
+    let reached_end = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let body_end = reached_end.clone();
+    let running = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            lock.run(async |_guard| {
+                tokio::time::sleep(10 * SEC).await;
+                body_end.store(true, Ordering::SeqCst);
+            })
+            .await
+        })
+    };
+    assert!(eventually(5 * SEC, || async { lock.is_locked().await.unwrap() }).await);
+    assert!(admin.lock("scoped").unwrap().force_unlock().await.unwrap());
+    let outcome = tokio::time::timeout(5 * SEC, running)
+        .await
+        .expect("the body was not stopped when the lock was lost")
+        .unwrap();
+    assert!(
+        matches!(outcome, Err(Error::LockLost { .. })),
+        "{outcome:?}"
+    );
+    assert!(
+        !reached_end.load(Ordering::SeqCst),
+        "the body ran on unprotected"
+    );
+    assert!(started.elapsed() < 5 * SEC);
+}
+
+/// `extend` lengthens a fixed lease (the key lives past the original lease, and the guard
+/// is not told lost at the original end); on a hold that ended it is LockLost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_lengthens_a_fixed_lease_and_fails_on_a_lost_hold() {
+    let server = RedisServer::start();
+    let client = server.client(Duration::from_millis(300)).await;
+    let mut conn = server.conn().await;
+    let lock = client
+        .lock("extended")
+        .unwrap()
+        .with_lease(Duration::from_millis(800))
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    guard.extend(3 * SEC).await.unwrap();
+    let pttl: i64 = conn.pttl(lock.key()).await.unwrap();
+    assert!(pttl > 2_500, "not extended: pttl {pttl}");
+    // A shorter extension never shortens.
+    guard.extend(Duration::from_millis(100)).await.unwrap();
+    let pttl: i64 = conn.pttl(lock.key()).await.unwrap();
+    assert!(
+        pttl > 2_000,
+        "an extension shortened the lease: pttl {pttl}"
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(
+        lock.is_locked().await.unwrap(),
+        "expired at the original lease"
+    );
+    assert!(
+        !guard.is_lost(),
+        "told lost at the original lease: {:?}",
+        guard.lost_reason()
+    );
+    guard.release().await.unwrap();
+
+    let guard = lock.acquire().await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(matches!(
+        guard.extend(3 * SEC).await,
+        Err(Error::LockLost { .. })
+    ));
+    assert!(
+        !lock.is_locked().await.unwrap(),
+        "extend revived a deleted lock"
+    );
+    assert!(matches!(
+        guard.extend(Duration::ZERO).await,
+        Err(Error::InvalidDuration { .. })
+    ));
+}

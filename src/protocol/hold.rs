@@ -114,6 +114,16 @@ impl HoldState {
         }
     }
 
+    /// An explicit extension (`LockGuard::extend`) to `lease_ms` from `sent_at` found the
+    /// hold current: the expiry is at least that now, whatever kind of lease it has.
+    pub fn on_extended(&mut self, sent_at: Millis, lease_ms: Millis) {
+        let until = sent_at.saturating_add(lease_ms);
+        if self.lost.is_none() && until > self.confirmed_until {
+            self.confirmed_until = until;
+            self.lease_ms = lease_ms;
+        }
+    }
+
     /// A renewal, check or release found the hold no longer current. Returns the reason
     /// when this newly makes the hold lost (only active holds can be lost: a release that
     /// raced a renewal must not count as a loss).
