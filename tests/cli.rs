@@ -569,15 +569,24 @@ async fn bad_arguments_exit_64() {
     for (args, says) in [
         (
             &["run", "x", "--wait", "10", "--", "true"][..],
-            "500ms, 10s, 5m, 1h",
+            "500ms, 10s, 5m, 1h, 1m30s",
         ),
         (
             &["run", "x", "--lease", "abc", "--", "true"],
-            "500ms, 10s, 5m, 1h",
+            "500ms, 10s, 5m, 1h, 1m30s",
         ),
         (
             &["run", "x", "--wait=-5s", "--", "true"],
-            "500ms, 10s, 5m, 1h",
+            "cannot be negative",
+        ),
+        // Without `=`: the value is still read as a duration, not as an option.
+        (
+            &["run", "x", "--wait", "-5s", "--", "true"],
+            "cannot be negative",
+        ),
+        (
+            &["run", "x", "--wait", "30s1m", "--", "true"],
+            "largest first",
         ),
         (
             &["run", "x", "--lease", "0s", "--", "true"],
@@ -587,7 +596,10 @@ async fn bad_arguments_exit_64() {
             &["run", "x", "--watchdog", "10ms", "--", "true"],
             "at least 30 ms",
         ),
-        (&["run", "x", "true"], "<CMD>"),
+        (
+            &["run", "x", "true"],
+            "hint: put `--` between the lock name and the command",
+        ),
         (
             &["run", "x", "--no-wait", "--wait", "1s", "--", "true"],
             "cannot be used with",
@@ -618,6 +630,9 @@ async fn bad_arguments_exit_64() {
     let out = output(cli(&url).arg("--help")).await;
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("Exit status"));
+    // Compound durations are accepted.
+    let out = output(cli(&url).args(["run", "x", "--wait", "1m30s", "--", "true"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use clap::{ArgAction, Args, Parser, Subcommand};
 use crate::duration;
 
 const RUN_HELP: &str = "\
-DURATION is a whole number followed by ms, s, m or h: 500ms, 10s, 5m, 1h.
+DURATION is whole numbers with units h, m, s or ms, largest first: 500ms, 10s, 1m30s, 2h.
 
 The command gets these environment variables:
   REDIS_LOCK_NAME    the lock's name
@@ -42,7 +42,9 @@ the lock expires: signals are forwarded only while redis-locks lives.
 Lost lock: if the lock is lost while the command runs (deleted with `unlock --force`,
 expired because Redis was unreachable, or --lease ran out), the command (on Linux, its
 process group) is sent SIGTERM, then SIGKILL after --kill-after, and redis-locks exits
-with 73.
+with 73. It also exits with 73 (the command was not signalled then) when the loss is
+found only at the release, after the command finished: the end of its work may not have
+been protected. stderr says which.
 
 Examples:
   redis-locks run nightly-report --no-wait -- ./report.sh
@@ -138,7 +140,7 @@ pub struct RunArgs {
 
     /// Give up after waiting this long for the lock (exit 75). Default: wait forever.
     /// 0s tries once, like --no-wait.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
     pub wait: Option<Duration>,
 
     /// Try once; if the lock is held, exit 75 at once.
@@ -147,7 +149,7 @@ pub struct RunArgs {
 
     /// Take the lock with this fixed lease instead of the watchdog: it is not renewed,
     /// and when it runs out the command is stopped as for a lost lock.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, allow_hyphen_values = true)]
     pub lease: Option<Duration>,
 
     /// The watchdog lease: the lock expires this long after redis-locks stops renewing it
@@ -157,7 +159,8 @@ pub struct RunArgs {
         value_name = "DURATION",
         value_parser = duration::parse_positive,
         default_value = "30s",
-        conflicts_with = "lease"
+        conflicts_with = "lease",
+        allow_hyphen_values = true
     )]
     pub watchdog: Duration,
 
@@ -168,7 +171,7 @@ pub struct RunArgs {
 
     /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL; on
     /// Linux, also how long processes it left running get after it exits.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s", allow_hyphen_values = true)]
     pub kill_after: Duration,
 
     /// The command and its arguments, after `--`.

@@ -5,35 +5,66 @@ use std::time::Duration;
 use redis_locks::MAX_DURATION;
 
 /// What every duration error says about the accepted forms.
-const FORMS: &str = "expected a whole number followed by a unit: ms, s, m or h \
-                     (for example 500ms, 10s, 5m, 1h)";
+const FORMS: &str = "expected whole numbers with units h, m, s or ms, largest first \
+                     (for example 500ms, 10s, 5m, 1h, 1m30s, 2h15m)";
 
-/// Parses `<digits><unit>` with unit `ms`, `s`, `m` or `h`. Zero is accepted (callers that
-/// need a positive duration use [`parse_positive`]). Anything else, including a bare
-/// number, a sign, a fraction, spaces or an upper-case unit, is rejected with a message
-/// naming the accepted forms. At most [`MAX_DURATION`] (100 years).
+/// Parses one or more `<digits><unit>` parts with units `h`, `m`, `s`, `ms`, each unit at
+/// most once and largest first (`1h30m`, `1m30s`, `2s500ms`). Zero is accepted (callers
+/// that need a positive duration use [`parse_positive`]). Anything else, including a bare
+/// number, a sign, a fraction, spaces, an upper-case unit or units out of order, is
+/// rejected with a message naming the accepted forms. At most [`MAX_DURATION`] (100
+/// years).
+///
+/// Hand-written rather than `humantime`: that crate also accepts days, months, years,
+/// spaces and spelled-out units, which the CLI would then have to document and show back.
 pub fn parse(input: &str) -> Result<Duration, String> {
-    let split = input
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(input.len());
-    let (digits, unit) = input.split_at(split);
-    if digits.is_empty() || unit.is_empty() {
-        return Err(format!("invalid duration {input:?}: {FORMS}"));
-    }
-    let millis_per_unit: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(format!("invalid duration {input:?}: {FORMS}")),
+    let invalid = || {
+        if input.starts_with('-') {
+            format!("invalid duration {input:?}: a duration cannot be negative; {FORMS}")
+        } else {
+            format!("invalid duration {input:?}: {FORMS}")
+        }
     };
     let too_long = || format!("duration {input:?} is too long: at most 100 years");
-    let millis = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(millis_per_unit))
-        .ok_or_else(too_long)?;
-    let duration = Duration::from_millis(millis);
+    let mut rest = input;
+    let mut total: u64 = 0;
+    // The unit of the previous part, as ms per unit: each next one must be smaller.
+    let mut previous_unit = u64::MAX;
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (digits, after) = rest.split_at(split);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        if digits.is_empty() || unit.is_empty() {
+            return Err(invalid());
+        }
+        let millis_per_unit: u64 = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return Err(invalid()),
+        };
+        if millis_per_unit >= previous_unit {
+            return Err(invalid());
+        }
+        previous_unit = millis_per_unit;
+        let part = digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(millis_per_unit))
+            .ok_or_else(too_long)?;
+        total = total.checked_add(part).ok_or_else(too_long)?;
+        rest = next;
+    }
+    let duration = Duration::from_millis(total);
     if duration > MAX_DURATION {
         return Err(too_long());
     }
@@ -83,11 +114,20 @@ mod tests {
     fn rejects_everything_else_naming_the_forms() {
         for bad in [
             "", "10", "abc", "s", "ms", "-5s", "+5s", "1.5s", "5 s", " 5s", "5s ", "5S", "5sec",
-            "5d", "1h30m", "5mss", "٣s",
+            "5d", "5mss", "٣s", "30s1m", "1m1m", "1m30", "1h 30m",
         ] {
             let err = parse(bad).expect_err(bad);
-            assert!(err.contains("500ms, 10s, 5m, 1h"), "{bad:?}: {err}");
+            assert!(err.contains("500ms, 10s, 5m, 1h, 1m30s"), "{bad:?}: {err}");
         }
+        assert!(parse("-5s").unwrap_err().contains("cannot be negative"));
+    }
+
+    #[test]
+    fn accepts_compound_forms_largest_first() {
+        assert_eq!(parse("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("2s500ms"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse("1h0m5s"), Ok(Duration::from_secs(3605)));
     }
 
     #[test]

@@ -44,7 +44,8 @@ Exit status:
   65       the lock's key holds something that is not a lock (nothing was changed)
   69       Redis is unreachable or failed a command
   70       internal error (unexpected reply)
-  73       run: the lock was lost while the command ran (it was sent SIGTERM)
+  73       run: the lock was lost while the command ran (it was sent SIGTERM), or
+           was found lost at the release after it finished
   75       run: the lock was not acquired (--wait ran out, or --no-wait found it held)
   126      run: the command could not be executed
   127      run: the command was not found

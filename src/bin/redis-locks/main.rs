@@ -33,6 +33,12 @@ fn main() -> ExitCode {
             // --help and --version print to stdout and succeed; every usage error exits
             // with EX_USAGE (clap's own default would be 2).
             let _ = err.print();
+            if err.kind() == clap::error::ErrorKind::UnknownArgument && missing_separator() {
+                eprintln!(
+                    "hint: put `--` between the lock name and the command, as in \
+                     `redis-locks run NAME -- CMD ARGS...`"
+                );
+            }
             return ExitCode::from(if err.use_stderr() { exit::USAGE } else { 0 });
         }
     };
@@ -81,6 +87,12 @@ pub fn print_stdout(text: &str) {
     {
         eprintln!("redis-locks: cannot write to stdout: {err}");
     }
+}
+
+/// Whether this is a `run` without the `--` that separates the command.
+fn missing_separator() -> bool {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    args.iter().any(|arg| arg == "run") && !args.iter().any(|arg| arg == "--")
 }
 
 /// Logs go to stderr. Default level `warn`; `-q` `error`; `-v` `info`, `-vv` `debug`,
