@@ -37,6 +37,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 mod client;
 mod detach;
 mod error;

@@ -1,0 +1,351 @@
+//! A blocking API for code that is not async, mirroring the async one (as
+//! `reqwest::blocking` mirrors `reqwest`). Feature `blocking`.
+//!
+//! A [`LockClient`] owns a small tokio runtime (one worker thread) that runs the watchdog,
+//! the pub/sub waiters and background releases; each call blocks the calling thread until
+//! the async operation is done. Everything else (semantics, errors, the lost signal) is the
+//! async API's. Calling it from inside an async runtime would block that runtime's thread,
+//! so it is refused with [`Error::InvalidConfig`] (use the async API there).
+//!
+//! ```no_run
+//! # fn demo() -> Result<(), redis_locks::Error> {
+//! use redis_locks::blocking::LockClient;
+//! let client = LockClient::connect("redis://127.0.0.1:6379")?;
+//! let lock = client.lock("nightly-export")?;
+//! let guard = lock.acquire()?; // blocks until acquired; renewed by the watchdog
+//! let nested = guard.reenter()?;
+//! nested.release()?;
+//! guard.release()?;
+//! # Ok(()) }
+//! ```
+//!
+//! Dropping the last handle of a client waits (up to four response timeouts) for the
+//! releases of dropped guards to finish before the runtime stops, so a dropped guard does
+//! not leave its lock held until its lease runs out.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, LostReason, Result};
+use crate::lock::LockState;
+use crate::watchdog::WatchdogStats;
+
+/// The runtime and the async client; dropped together, flushing first.
+struct Shared {
+    client: crate::LockClient,
+    /// `None` only during drop.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Shared {
+    fn block_on<F: Future>(&self, work: F) -> Result<F::Output> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Error::InvalidConfig(
+                "the blocking API was called inside an async runtime, where it would block \
+                 a runtime thread; use the async API there"
+                    .into(),
+            ));
+        }
+        match &self.runtime {
+            Some(runtime) => Ok(runtime.block_on(work)),
+            None => Err(Error::InvalidConfig("the client has shut down".into())),
+        }
+    }
+
+    fn client(&self) -> &crate::LockClient {
+        &self.client
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        // Let dropped guards' releases reach Redis before the runtime (and with it the
+        // background tasks) stops. Bounded: an unreachable Redis must not hang the drop.
+        if tokio::runtime::Handle::try_current().is_err() {
+            let wait = self.client.inner.response_timeout * 4;
+            let client = &self.client;
+            runtime.block_on(async {
+                let _ = tokio::time::timeout(wait, client.flush()).await;
+            });
+        }
+        runtime.shutdown_background();
+    }
+}
+
+/// A blocking lock client: [`crate::LockClient`] with its own runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct LockClient {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("blocking::LockClient")
+            .field(self.shared.client())
+            .finish()
+    }
+}
+
+impl LockClient {
+    /// Connects with default settings; see [`crate::LockClient::connect`].
+    pub fn connect(url: &str) -> Result<Self> {
+        Self::from_builder(crate::LockClient::builder(url))
+    }
+
+    /// Connects with the settings of an async builder (prefix, timeouts, ...).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), redis_locks::Error> {
+    /// use std::time::Duration;
+    /// let builder = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .prefix("billing")
+    ///     .watchdog_timeout(Duration::from_secs(10));
+    /// let client = redis_locks::blocking::LockClient::from_builder(builder)?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn from_builder(builder: crate::LockClientBuilder) -> Result<Self> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Error::InvalidConfig(
+                "a blocking client cannot be created inside an async runtime; use the async \
+                 LockClient there"
+                    .into(),
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("redis-locks")
+            .enable_all()
+            .build()
+            .map_err(|err| Error::InvalidConfig(format!("cannot start a runtime: {err}")))?;
+        let client = runtime.block_on(builder.connect())?;
+        Ok(LockClient {
+            shared: Arc::new(Shared {
+                client,
+                runtime: Some(runtime),
+            }),
+        })
+    }
+
+    /// A handle to the lock called `name`; see [`crate::LockClient::lock`].
+    pub fn lock(&self, name: &str) -> Result<Lock> {
+        Ok(Lock {
+            inner: self.shared.client().lock(name)?,
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// The client id (a UUID v4).
+    pub fn id(&self) -> &str {
+        self.shared.client().id()
+    }
+
+    /// Waits for the background releases of dropped guards; see
+    /// [`crate::LockClient::flush`].
+    pub fn flush(&self) -> Result<()> {
+        self.shared.block_on(self.shared.client().flush())
+    }
+
+    /// The watchdog's counters; see [`crate::LockClient::watchdog_stats`].
+    pub fn watchdog_stats(&self) -> WatchdogStats {
+        self.shared.client().watchdog_stats()
+    }
+}
+
+/// A blocking handle to one named lock; see [`crate::Lock`].
+#[derive(Clone)]
+pub struct Lock {
+    inner: crate::Lock,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Lock {
+    fn guard(&self, guard: crate::LockGuard) -> LockGuard {
+        LockGuard {
+            inner: Some(guard),
+            shared: self.shared.clone(),
+        }
+    }
+
+    fn with(&self, inner: crate::Lock) -> Lock {
+        Lock {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// See [`crate::Lock::with_lease`].
+    pub fn with_lease(&self, lease: Duration) -> Result<Lock> {
+        Ok(self.with(self.inner.with_lease(lease)?))
+    }
+
+    /// See [`crate::Lock::with_fencing`].
+    pub fn with_fencing(&self) -> Lock {
+        self.with(self.inner.with_fencing())
+    }
+
+    /// See [`crate::Lock::with_owner`].
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Lock> {
+        Ok(self.with(self.inner.with_owner(owner)?))
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The Redis key of the lock hash.
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// Blocks until acquired; see [`crate::Lock::acquire`].
+    pub fn acquire(&self) -> Result<LockGuard> {
+        let guard = self.shared.block_on(self.inner.acquire())??;
+        Ok(self.guard(guard))
+    }
+
+    /// Tries once; see [`crate::Lock::try_acquire`].
+    pub fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        let guard = self.shared.block_on(self.inner.try_acquire())??;
+        Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    /// Waits at most `wait`, then `None`; see [`crate::Lock::try_acquire_for`].
+    pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        let guard = self.shared.block_on(self.inner.try_acquire_for(wait))??;
+        Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    /// Waits at most `wait`, then [`Error::Timeout`]; see [`crate::Lock::acquire_timeout`].
+    pub fn acquire_timeout(&self, wait: Duration) -> Result<LockGuard> {
+        let guard = self.shared.block_on(self.inner.acquire_timeout(wait))??;
+        Ok(self.guard(guard))
+    }
+
+    /// Runs `body` under the lock and releases; [`Error::LockLost`] if the lock was lost
+    /// before the release. Unlike [`crate::Lock::run`], a blocking body cannot be stopped
+    /// when the lock is lost: check [`LockGuard::is_lost`] at safe points.
+    pub fn run<T>(&self, body: impl FnOnce(&LockGuard) -> T) -> Result<T> {
+        let guard = self.acquire()?;
+        let out = body(&guard);
+        guard.release().map(|()| out)
+    }
+
+    /// See [`crate::Lock::state`].
+    pub fn state(&self) -> Result<LockState> {
+        self.shared.block_on(self.inner.state())?
+    }
+
+    /// See [`crate::Lock::is_locked`].
+    pub fn is_locked(&self) -> Result<bool> {
+        self.shared.block_on(self.inner.is_locked())?
+    }
+
+    /// See [`crate::Lock::force_unlock`].
+    pub fn force_unlock(&self) -> Result<bool> {
+        self.shared.block_on(self.inner.force_unlock())?
+    }
+
+    /// See [`crate::Lock::unlock`].
+    pub fn unlock(&self) -> Result<u64> {
+        self.shared.block_on(self.inner.unlock())?
+    }
+}
+
+/// A blocking guard; see [`crate::LockGuard`]. Dropping it releases the hold in the
+/// background (the client's runtime), never blocking.
+#[must_use = "dropping a guard releases the lock at once"]
+pub struct LockGuard {
+    inner: Option<crate::LockGuard>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner {
+            Some(guard) => guard.fmt(f),
+            None => f.write_str("LockGuard(released)"),
+        }
+    }
+}
+
+impl LockGuard {
+    fn get(&self) -> &crate::LockGuard {
+        // Taken only by `release` and `drop`, which consume the guard.
+        self.inner.as_ref().unwrap_or_else(|| unreachable!())
+    }
+
+    /// Gives the hold back; see [`crate::LockGuard::release`].
+    pub fn release(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(guard) => self.shared.block_on(guard.release())?,
+            None => Ok(()),
+        }
+    }
+
+    /// A nested hold of the same owner; see [`crate::LockGuard::reenter`].
+    pub fn reenter(&self) -> Result<LockGuard> {
+        let guard = self.shared.block_on(self.get().reenter())??;
+        Ok(LockGuard {
+            inner: Some(guard),
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// Lengthens the lease; see [`crate::LockGuard::extend`].
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        self.shared.block_on(self.get().extend(lease))?
+    }
+
+    /// Whether the lock has been lost; see [`crate::LockGuard::is_lost`].
+    pub fn is_lost(&self) -> bool {
+        self.get().is_lost()
+    }
+
+    /// Why the lock was lost, if it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.get().lost_reason()
+    }
+
+    /// A token cancelled when the lock is lost; see [`crate::LockGuard::lost_token`].
+    pub fn lost_token(&self) -> crate::CancellationToken {
+        self.get().lost_token()
+    }
+
+    /// The fencing token, for a fenced lock.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.get().fencing_token()
+    }
+
+    /// The owner id of this hold.
+    pub fn owner(&self) -> &str {
+        self.get().owner()
+    }
+
+    /// The owner's hold count right after this acquire.
+    pub fn hold_count(&self) -> u64 {
+        self.get().hold_count()
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(guard) = self.inner.take()
+            && let Some(runtime) = &self.shared.runtime
+        {
+            // The async guard's drop spawns its release on the current runtime: ours.
+            let _entered = runtime.enter();
+            drop(guard);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The blocking API (feature `blocking`): plain threads, no async in sight.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::RedisServer;
+use redis_locks::Error;
+use redis_locks::blocking::LockClient;
+
+#[test]
+fn threads_exclude_each_other_and_nest_through_the_guard() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).unwrap();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_inside = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, inside, max_inside) = (client.clone(), inside.clone(), max_inside.clone());
+            std::thread::spawn(move || {
+                let lock = client.lock("threads").unwrap();
+                for _ in 0..15 {
+                    let guard = lock.acquire().unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_inside.fetch_max(now, Ordering::SeqCst);
+                    let nested = guard.reenter().unwrap();
+                    assert_eq!(nested.hold_count(), 2);
+                    std::thread::sleep(Duration::from_millis(2));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    nested.release().unwrap();
+                    guard.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(
+        max_inside.load(Ordering::SeqCst),
+        1,
+        "two threads were inside"
+    );
+    assert!(!client.lock("threads").unwrap().is_locked().unwrap());
+}
+
+#[test]
+fn run_try_and_timed_try() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).unwrap();
+    let lock = client.lock("blocking-run").unwrap().with_fencing();
+    let token = lock.run(|guard| guard.fencing_token()).unwrap();
+    assert!(token.is_some());
+    let held = lock.acquire().unwrap();
+    let other = LockClient::connect(&server.url()).unwrap();
+    let theirs = other.lock("blocking-run").unwrap();
+    assert!(theirs.try_acquire().unwrap().is_none());
+    assert!(
+        theirs
+            .try_acquire_for(Duration::from_millis(100))
+            .unwrap()
+            .is_none()
+    );
+    assert!(matches!(
+        theirs.acquire_timeout(Duration::from_millis(100)),
+        Err(Error::Timeout { .. })
+    ));
+    held.release().unwrap();
+    let guard = theirs
+        .try_acquire_for(Duration::from_secs(5))
+        .unwrap()
+        .expect("free now");
+    guard.release().unwrap();
+}
+
+/// Dropping the last client handle waits for the background release of a dropped guard,
+/// so the lock does not stay held for its lease.
+#[test]
+fn dropping_the_client_flushes_dropped_guards() {
+    let server = RedisServer::start();
+    let observer = LockClient::connect(&server.url()).unwrap();
+    {
+        let client = LockClient::connect(&server.url()).unwrap();
+        let guard = client.lock("dropped").unwrap().acquire().unwrap();
+        assert!(observer.lock("dropped").unwrap().is_locked().unwrap());
+        drop(guard);
+        drop(client);
+    }
+    assert!(
+        !observer.lock("dropped").unwrap().is_locked().unwrap(),
+        "the dropped guard's lock stayed held after the client was dropped"
+    );
+}
+
+/// Inside an async runtime the blocking API refuses, with a typed error, instead of
+/// blocking (or panicking in) a runtime thread.
+#[test]
+fn inside_a_runtime_it_refuses_with_a_typed_error() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).unwrap();
+    let lock = client.lock("in-runtime").unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (acquired, connected) = runtime.block_on(async {
+        (
+            lock.try_acquire().map(|guard| guard.is_some()),
+            LockClient::connect(&server.url()).map(|_| ()),
+        )
+    });
+    assert!(
+        matches!(acquired, Err(Error::InvalidConfig(_))),
+        "{acquired:?}"
+    );
+    assert!(
+        matches!(connected, Err(Error::InvalidConfig(_))),
+        "{connected:?}"
+    );
+    assert!(!lock.is_locked().unwrap());
+    assert!(matches!(
+        LockClient::connect("not a url"),
+        Err(Error::InvalidUrl(_))
+    ));
+}
