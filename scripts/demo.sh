@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-redis.sh
-cargo build --examples --features blocking --locked
+cargo build --examples --features blocking,metrics --locked
 if [ -z "${REDIS_URL:-}" ]; then
   dir="$(mktemp -d)"
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)))"
@@ -18,3 +18,4 @@ fi
 cargo run -q --locked --example quickstart
 cargo run -q --locked --example long_job
 cargo run -q --locked --features blocking --example blocking
+cargo run -q --locked --features metrics --example observability

@@ -39,6 +39,8 @@ const RELEASE_WAIT_TIMEOUTS: u32 = 4;
 /// ```
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct LockGuard {
+    /// When this guard's acquire returned (for the hold-time metric).
+    acquired_at: std::time::Instant,
     lock: Lock,
     owner: Arc<str>,
     entry: Arc<HoldEntry>,
@@ -73,6 +75,7 @@ impl LockGuard {
         token: Option<u64>,
     ) -> Self {
         LockGuard {
+            acquired_at: std::time::Instant::now(),
             lock,
             owner,
             entry,
@@ -283,7 +286,10 @@ impl LockGuard {
         self.is_lost();
         let give_up_at = self.give_up_at();
         self.disarm();
-        let outcome = self.release_detached(give_up_at).await?;
+        crate::observe::hold_ended(self.lock.name(), self.acquired_at.elapsed(), "released");
+        let span = tracing::debug_span!("redis_locks::release", lock = %self.lock.name());
+        let outcome =
+            tracing::Instrument::instrument(self.release_detached(give_up_at), span).await?;
         let lost = |reason| Error::LockLost {
             name: self.lock.name().to_owned(),
             reason,
@@ -383,6 +389,7 @@ impl Drop for LockGuard {
         let give_up_at = self.give_up_at();
         let lease_left = self.remaining_lease();
         self.disarm();
+        crate::observe::hold_ended(self.lock.name(), self.acquired_at.elapsed(), "dropped");
         let inner = &self.lock.client.inner;
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {

@@ -46,6 +46,7 @@ mod guard;
 mod keys;
 mod lanes;
 mod lock;
+mod observe;
 mod owner;
 #[doc(hidden)]
 pub mod protocol;

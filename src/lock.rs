@@ -382,7 +382,23 @@ impl Lock {
         }
     }
 
+    /// One acquire call (wait `None`: without limit), observed: a `tracing` span and
+    /// the acquisition metrics (see `observe.rs`).
     async fn acquire_until(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
+        use tracing::Instrument;
+        let started = Instant::now();
+        let span = tracing::debug_span!("redis_locks::acquire", lock = %self.keys.name);
+        let outcome = self.wait_for(wait).instrument(span).await;
+        let label = match &outcome {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "timeout",
+            Err(_) => "error",
+        };
+        crate::observe::acquire_ended(&self.keys.name, started.elapsed(), label);
+        outcome
+    }
+
+    async fn wait_for(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
         let owner = self.resolve_owner();
         let deadline = wait.map(|wait| Instant::now() + wait);
         // How long to pause: `wanted`, cut to the time left; `None` once the wait is over.
@@ -405,6 +421,7 @@ impl Lock {
         // Subscribe before the next attempt, so a release between that attempt and our
         // sleep cannot be missed.
         let listener = self.client.inner.hub.listen(&self.keys.channel);
+        let _waiting = crate::observe::Waiting::start();
         let _ = tokio::time::timeout(first_pause, listener.ready()).await;
 
         let mut woken = false;

@@ -305,7 +305,7 @@ impl Registry {
     }
 
     fn announce_lost(&self, entry: &HoldEntry, reason: LostReason) {
-        tracing::warn!(key = %entry.key, owner = %entry.owner, %reason, "lock lost");
+        crate::observe::lost(&entry.key, &entry.owner, reason);
         self.counters.lost.fetch_add(1, Ordering::Relaxed);
         entry.lost.cancel();
     }
@@ -475,17 +475,21 @@ impl Watchdog {
                             Err(err) => {
                                 tracing::error!(error = %err, "watchdog: unreadable renew reply");
                                 c.failed_calls.fetch_add(1, Ordering::Relaxed);
+                            crate::observe::renewal_failed();
+                                crate::observe::renewal_failed();
                                 return 0;
                             }
                         },
                         Ok(Err(err)) => {
                             tracing::warn!(error = %err.error, "watchdog: renewal failed; will retry");
                             c.failed_calls.fetch_add(1, Ordering::Relaxed);
+                            crate::observe::renewal_failed();
                             return 0;
                         }
                         Err(_) => {
                             tracing::warn!("watchdog: renewal timed out; will retry");
                             c.failed_calls.fetch_add(1, Ordering::Relaxed);
+                            crate::observe::renewal_failed();
                             return 0;
                         }
                     };
@@ -513,8 +517,10 @@ impl Watchdog {
             c.ticks.fetch_add(1, Ordering::Relaxed);
             c.last_tick_calls.store(call_count, Ordering::Relaxed);
             c.last_tick_locks.store(renewed, Ordering::Relaxed);
+            let took = started.elapsed();
             c.last_tick_micros
-                .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                .store(took.as_micros() as u64, Ordering::Relaxed);
+            crate::observe::renewal_tick(took, renewed, call_count);
         }
     }
 }

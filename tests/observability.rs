@@ -1,0 +1,123 @@
+//! Metrics through the `metrics` facade (feature `metrics`): each event is counted once,
+//! with the documented names and labels.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::RedisServer;
+use metrics::{
+    Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
+    SharedString, Unit,
+};
+
+type Values = Arc<Mutex<BTreeMap<String, f64>>>;
+
+struct Cell(Values, String);
+
+impl Cell {
+    fn add(&self, value: f64) {
+        *self.0.lock().unwrap().entry(self.1.clone()).or_default() += value;
+    }
+}
+
+impl CounterFn for Cell {
+    fn increment(&self, value: u64) {
+        self.add(value as f64);
+    }
+    fn absolute(&self, _: u64) {}
+}
+
+impl GaugeFn for Cell {
+    fn increment(&self, value: f64) {
+        self.add(value);
+    }
+    fn decrement(&self, value: f64) {
+        self.add(-value);
+    }
+    fn set(&self, _: f64) {}
+}
+
+impl HistogramFn for Cell {
+    /// Histograms count observations.
+    fn record(&self, _: f64) {
+        self.add(1.0);
+    }
+}
+
+struct Memory(Values);
+
+impl Memory {
+    fn cell(&self, key: &Key) -> Arc<Cell> {
+        let labels: Vec<String> = key
+            .labels()
+            .map(|label| format!("{}={}", label.key(), label.value()))
+            .collect();
+        Arc::new(Cell(
+            self.0.clone(),
+            format!("{}{{{}}}", key.name(), labels.join(",")),
+        ))
+    }
+}
+
+impl Recorder for Memory {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        Counter::from_arc(self.cell(key))
+    }
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::from_arc(self.cell(key))
+    }
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::from_arc(self.cell(key))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_is_counted_with_its_labels() {
+    let values: Values = Arc::default();
+    metrics::set_global_recorder(Memory(values.clone())).unwrap();
+    let server = RedisServer::start();
+    let client = server.client(Duration::from_millis(300)).await;
+    let lock = client.lock("metered").unwrap();
+
+    let held = lock.acquire().await.unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire().await.unwrap().release().await.unwrap() })
+    };
+    let get = |name: &str| values.lock().unwrap().get(name).copied().unwrap_or(0.0);
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            get("redis_locks_waiters{}") == 1.0
+        })
+        .await,
+        "the waiter is not in the gauge"
+    );
+    assert!(lock.try_acquire().await.unwrap().is_none());
+    held.release().await.unwrap();
+    waiter.await.unwrap();
+
+    let lost = lock.acquire().await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(5), lost.lost())
+        .await
+        .unwrap();
+    drop(lost);
+    client.flush().await;
+
+    let snapshot = values.lock().unwrap().clone();
+    println!("{snapshot:#?}");
+    assert_eq!(get("redis_locks_acquisitions_total{outcome=acquired}"), 3.0);
+    assert_eq!(get("redis_locks_acquisitions_total{outcome=timeout}"), 1.0);
+    assert_eq!(get("redis_locks_acquire_wait_seconds{}"), 4.0);
+    assert_eq!(get("redis_locks_hold_seconds{end=released}"), 2.0);
+    assert_eq!(get("redis_locks_hold_seconds{end=dropped}"), 1.0);
+    assert_eq!(get("redis_locks_lost_total{reason=owner_field_gone}"), 1.0);
+    assert_eq!(get("redis_locks_waiters{}"), 0.0);
+    assert!(get("redis_locks_renewal_seconds{}") >= 1.0);
+}
