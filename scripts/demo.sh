@@ -17,5 +17,6 @@ if [ -z "${REDIS_URL:-}" ]; then
 fi
 cargo run -q --locked --example quickstart
 cargo run -q --locked --example long_job
+cargo run -q --locked --example service
 cargo run -q --locked --features blocking --example blocking
 cargo run -q --locked --features metrics --example observability

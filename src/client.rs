@@ -170,16 +170,23 @@ impl ClientInner {
 
     /// [`ClientInner::run`] for calls whose failures are simply reported.
     pub(crate) async fn eval(&self, call: &Call) -> Result<Reply> {
-        self.run(call).await.map_err(|err| Error::Redis(err.error))
+        self.run(call)
+            .await
+            .map_err(|err| self.redis_error(err.error))
+    }
+
+    /// A failed command, naming this client's server.
+    pub(crate) fn redis_error(&self, error: redis::RedisError) -> Error {
+        Error::Redis(crate::error::CommandError {
+            server: self.addr.clone(),
+            error,
+        })
     }
 
     pub(crate) fn timeout_error(&self) -> redis::RedisError {
         std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            format!(
-                "no reply from {} within {:?}",
-                self.addr, self.response_timeout
-            ),
+            format!("no reply within {:?}", self.response_timeout),
         )
         .into()
     }

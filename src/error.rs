@@ -24,9 +24,9 @@ pub enum Error {
     },
 
     /// A command failed after the client was connected (connection lost, timeout, server
-    /// error). The operation may be retried.
-    #[error("Redis command failed: {0}")]
-    Redis(#[from] redis::RedisError),
+    /// error), at the server it names. The operation may be retried.
+    #[error("Redis command failed at {0}")]
+    Redis(#[source] CommandError),
 
     /// The connection URL could not be parsed.
     #[error("invalid Redis URL: {0}")]
@@ -127,6 +127,9 @@ pub enum LostReason {
     LeaseExpiredUnconfirmed,
     /// The lock was taken with an explicit lease (no watchdog) and it has run out.
     LeaseElapsed,
+    /// The hold was given back without this guard: [`Lock::unlock`](crate::Lock::unlock)
+    /// in this client released its last count.
+    Unlocked,
 }
 
 impl std::fmt::Display for LostReason {
@@ -137,8 +140,21 @@ impl std::fmt::Display for LostReason {
                 "Redis could not be reached to renew the lease before it ran out"
             }
             LostReason::LeaseElapsed => "the explicit lease ran out",
+            LostReason::Unlocked => "it was released without this guard, by Lock::unlock",
         })
     }
+}
+
+/// A Redis command that failed, with the server it was sent to. Displays as
+/// `<server>: <what Redis or the connection reported>`.
+#[derive(Debug, thiserror::Error)]
+#[error("{server}: {error}")]
+pub struct CommandError {
+    /// The server, as `host:port` (or the socket path).
+    pub server: String,
+    /// What redis-rs reported.
+    #[source]
+    pub error: redis::RedisError,
 }
 
 /// Shorthand for `Result<T, redis_locks::Error>`.

@@ -338,14 +338,13 @@ impl LockGuard {
         match tokio::time::timeout(wait, &mut work).await {
             Ok(outcome) => outcome,
             // Dropping `work` moves the release to a background task.
-            Err(_) => Err(Error::Redis(
+            Err(_) => Err(inner.redis_error(
                 std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!(
-                        "release of {:?} not confirmed by {} within {wait:?}; still retrying \
-                         in the background until the lease runs out",
+                        "release of {:?} not confirmed within {wait:?}; still retrying in \
+                         the background until the lease runs out",
                         self.lock.name(),
-                        inner.addr
                     ),
                 )
                 .into(),

@@ -58,7 +58,7 @@ pub use client::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RENEW_BATCH, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_WATCHDOG_TIMEOUT, LockClient, LockClientBuilder,
 };
-pub use error::{Error, LostReason, Result};
+pub use error::{CommandError, Error, LostReason, Result};
 pub use guard::LockGuard;
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use lock::{Lock, LockState};

@@ -445,7 +445,7 @@ impl Lock {
                     backoff = Duration::from_millis(50);
                     pttl
                 }
-                Err(Error::Redis(err)) if is_transient(&err) => {
+                Err(Error::Redis(err)) if is_transient(&err.error) => {
                     // A waiter rides out a connection blip or a Redis restart; a longer
                     // outage is reported. An attempt whose reply was lost is cleaned up
                     // in the background (see `attempt_here`).
@@ -525,7 +525,7 @@ impl Lock {
                     .await?;
             }
             Ok(None) => {}
-            Err(err) => return Err(Error::Redis(err.error)),
+            Err(err) => return Err(self.client.inner.redis_error(err.error)),
         }
         let mut request = request;
         // A dropped connection whose probe then shows that nothing ran is not an outage:
@@ -541,7 +541,7 @@ impl Lock {
                 Err(CallError { failure, error }) => match after_failure(&failure) {
                     AfterFailure::Reconcile => error,
                     AfterFailure::DidNotRun | AfterFailure::Fail => {
-                        return Err(Error::Redis(error));
+                        return Err(self.client.inner.redis_error(error));
                     }
                 },
             };
@@ -560,7 +560,7 @@ impl Lock {
                 // (a waiter's) or the background task finds out what the request did.
                 drop(lane);
                 self.reconcile_in_background(owner.clone());
-                return Err(Error::Redis(error));
+                return Err(self.client.inner.redis_error(error));
             }
             match self.resolve_pending(&mut lane).await {
                 Ok(Some((granted, sent_at, _))) => {
@@ -572,11 +572,11 @@ impl Lock {
                     tracing::debug!(lock = self.name(), error = %error, "acquire: resending");
                     request = retry;
                 }
-                Ok(None) => return Err(Error::Redis(error)),
+                Ok(None) => return Err(self.client.inner.redis_error(error)),
                 Err(_) => {
                     drop(lane);
                     self.reconcile_in_background(owner.clone());
-                    return Err(Error::Redis(error));
+                    return Err(self.client.inner.redis_error(error));
                 }
             }
         }
@@ -730,23 +730,32 @@ impl Lock {
                 .query_async(&mut conn),
         )
         .await
-        .map_err(|_| Error::Redis(inner.timeout_error()))?
+        .map_err(|_| inner.redis_error(inner.timeout_error()))?
         .map_err(|err| match err.code() {
             Some("WRONGTYPE") => self.wrong_type("not a hash"),
-            _ => Error::Redis(err),
+            _ => inner.redis_error(err),
         })?;
         let Some(hold) = hold else {
             return Err(not_held());
         };
         let give_up_at = inner.clock.now() + 2 * inner.response_timeout.as_millis() as Millis;
-        match self.release_hold(&owner, &hold.into(), give_up_at).await? {
-            ReleaseOutcome::Released { remaining } => Ok(remaining.unwrap_or(0)),
+        match self
+            .release_hold(&owner, &hold.clone().into(), give_up_at)
+            .await?
+        {
+            ReleaseOutcome::Released { remaining } => {
+                let remaining = remaining.unwrap_or(0);
+                if remaining == 0 {
+                    inner.registry.unlocked(&self.keys.hash, &owner, &hold);
+                }
+                Ok(remaining)
+            }
             ReleaseOutcome::NotHeld => Err(not_held()),
             ReleaseOutcome::Unconfirmed => Err(Error::ReleaseUnconfirmed {
                 name: self.keys.name.to_string(),
             }),
             ReleaseOutcome::NotALock => Err(self.wrong_type("not a hash")),
-            ReleaseOutcome::Failed(_) => Err(Error::Redis(inner.timeout_error())),
+            ReleaseOutcome::Failed(_) => Err(inner.redis_error(inner.timeout_error())),
         }
     }
 
@@ -849,7 +858,8 @@ impl Lock {
             cmd.query_async::<Vec<(String, u64)>>(&mut conn),
         )
         .await
-        .map_err(|_| Error::Redis(inner.timeout_error()))??;
+        .map_err(|_| inner.redis_error(inner.timeout_error()))?
+        .map_err(|err| inner.redis_error(err))?;
         Ok(reply.first().map_or(0, |(_, n)| *n))
     }
 
@@ -935,7 +945,7 @@ impl Lock {
                     lane.state()
                         .on_probe_failure(&err.failure, now, inner.jitter());
                     if now >= give_up_at {
-                        return Err(Error::Redis(err.error));
+                        return Err(self.client.inner.redis_error(err.error));
                     }
                     let delay = crate::protocol::backoff(1, inner.jitter());
                     tokio::time::sleep(Duration::from_millis(delay)).await;
@@ -972,7 +982,7 @@ impl Lock {
             };
             match op.on_failure(&failure.failure, inner.clock.now(), inner.jitter()) {
                 ReleaseStep::Done(ReleaseOutcome::Failed(_)) => {
-                    return Err(Error::Redis(failure.error));
+                    return Err(inner.redis_error(failure.error));
                 }
                 ReleaseStep::Done(outcome) => return Ok(outcome),
                 ReleaseStep::RetryAt(at) => {

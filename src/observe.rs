@@ -6,7 +6,7 @@
 //! * `redis_locks_acquire_wait_seconds`: from the call to the outcome
 //! * `redis_locks_hold_seconds{end}`: from acquisition to `released` or `dropped`
 //! * `redis_locks_lost_total{reason}`: `owner_field_gone`, `lease_expired_unconfirmed`,
-//!   `lease_elapsed`
+//!   `lease_elapsed`, `unlocked`
 //! * `redis_locks_renewal_seconds`: one watchdog tick, first call to last reply
 //! * `redis_locks_renewal_failures_total`: renew calls that failed or timed out
 //! * `redis_locks_waiters`: callers currently waiting for a lock (gauge)
@@ -49,6 +49,7 @@ pub(crate) fn lost(key: &str, owner: &str, reason: LostReason) {
             LostReason::OwnerFieldGone => "owner_field_gone",
             LostReason::LeaseExpiredUnconfirmed => "lease_expired_unconfirmed",
             LostReason::LeaseElapsed => "lease_elapsed",
+            LostReason::Unlocked => "unlocked",
         };
         metrics::counter!("redis_locks_lost_total", "reason" => reason).increment(1);
     }

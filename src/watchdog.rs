@@ -283,6 +283,28 @@ impl Registry {
         }
     }
 
+    /// `Lock::unlock` in this client gave back the last count of `hold`: the guards of that
+    /// hold here are told (their own release would otherwise report it gone).
+    pub(crate) fn unlocked(&self, key: &Arc<str>, owner: &Arc<str>, hold: &str) {
+        let entry = self
+            .holds
+            .lock()
+            .get(&(key.clone(), owner.clone()))
+            .cloned();
+        if let Some(entry) = entry {
+            let reason = {
+                let mut state = entry.state.lock();
+                if &**state.hold() != hold {
+                    return;
+                }
+                state.lose(LostReason::Unlocked)
+            };
+            if let Some(reason) = reason {
+                self.told_lost(&entry, reason);
+            }
+        }
+    }
+
     /// A renewal or release found the hold gone: lost, if it is still active.
     pub(crate) fn gone(&self, entry: &Arc<HoldEntry>) {
         let reason = entry.state.lock().on_gone();

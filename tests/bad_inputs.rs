@@ -389,7 +389,12 @@ async fn acquire_while_redis_is_down_is_redis_error_without_hanging() {
         let result = lock.acquire().await;
         let took = started.elapsed();
         match result {
-            Err(Error::Redis(_)) => {}
+            // The error names the server it failed at.
+            Err(err @ Error::Redis(_)) => assert!(
+                err.to_string()
+                    .contains(&format!("127.0.0.1:{}", server.port)),
+                "{err}"
+            ),
             other => panic!("attempt {attempt}: expected Error::Redis, got {other:?}"),
         }
         // Generous: one response timeout plus reconnect back-off, far from a hang.

@@ -1163,3 +1163,27 @@ async fn extend_lengthens_a_fixed_lease_and_fails_on_a_lost_hold() {
         Err(Error::InvalidDuration { .. })
     ));
 }
+
+/// A guardless `unlock` of the last count tells this client's guards of that hold why it
+/// ended: `Unlocked`, not "the hold is gone" (which reads as if something else took it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_tells_the_guards_it_ended_their_hold() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let lock = client
+        .lock("handover")
+        .unwrap()
+        .with_owner("worker-7")
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    assert_eq!(lock.unlock().await.unwrap(), 0);
+    tokio::time::timeout(SEC, guard.lost())
+        .await
+        .expect("the guard was not told");
+    assert_eq!(guard.lost_reason(), Some(LostReason::Unlocked));
+    match guard.release().await {
+        Err(Error::LockLost { reason, .. }) => assert_eq!(reason, LostReason::Unlocked),
+        other => panic!("release after unlock: {other:?}"),
+    }
+    assert!(!lock.is_locked().await.unwrap());
+}
