@@ -203,6 +203,7 @@ pub struct LockClientBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     renew_batch: usize,
+    check_interval: Option<Duration>,
 }
 
 impl LockClient {
@@ -301,6 +302,7 @@ impl LockClientBuilder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             renew_batch: DEFAULT_RENEW_BATCH,
+            check_interval: None,
         }
     }
 
@@ -341,6 +343,17 @@ impl LockClientBuilder {
         self
     }
 
+    /// How often the watchdog renews watchdog-leased holds and checks fixed-lease holds,
+    /// which is how soon a hold learns that it was lost (deleted, force-unlocked, taken over
+    /// after a restart). Default and maximum: a third of the watchdog timeout. A shorter
+    /// interval tells fixed-lease holds of a loss sooner (for example a job with a long
+    /// fixed lease that must stop within a second of a `force_unlock`), for one script call
+    /// per interval. At least 10 ms.
+    pub fn check_interval(mut self, interval: Duration) -> Self {
+        self.check_interval = Some(interval);
+        self
+    }
+
     /// Validates the settings, connects, and starts the watchdog and pub/sub tasks.
     ///
     /// Errors: [`Error::InvalidUrl`], [`Error::InvalidConfig`], [`Error::InvalidDuration`],
@@ -365,6 +378,24 @@ impl LockClientBuilder {
         }
         keys::validate_ms("connect timeout", self.connect_timeout)?;
         keys::validate_ms("response timeout", self.response_timeout)?;
+        let period = match self.check_interval {
+            None => watchdog_timeout / 3,
+            Some(interval) if interval < Duration::from_millis(10) => {
+                return Err(Error::InvalidDuration {
+                    what: "check interval",
+                    value: interval,
+                    reason: "must be at least 10 ms",
+                });
+            }
+            Some(interval) if interval > watchdog_timeout / 3 => {
+                return Err(Error::InvalidDuration {
+                    what: "check interval",
+                    value: interval,
+                    reason: "must be at most a third of the watchdog timeout",
+                });
+            }
+            Some(interval) => interval,
+        };
         if self.renew_batch == 0 {
             return Err(Error::InvalidConfig(
                 "renew batch must be at least 1".into(),
@@ -437,6 +468,7 @@ impl LockClientBuilder {
             conn: conn.clone(),
             scripts: scripts.clone(),
             lease: watchdog_timeout,
+            period,
             batch: self.renew_batch,
             call_timeout: self.response_timeout,
             shutdown: shutdown.clone(),

@@ -382,15 +382,17 @@ pub(crate) struct Watchdog {
     pub(crate) conn: ConnectionManager,
     pub(crate) scripts: Arc<Scripts>,
     pub(crate) lease: Duration,
+    pub(crate) period: Duration,
     pub(crate) batch: usize,
     pub(crate) call_timeout: Duration,
     pub(crate) shutdown: CancellationToken,
 }
 
 impl Watchdog {
-    /// Renewals run every third of the lease, so two can fail before it runs out.
+    /// How often renewals and checks run: every third of the lease by default, so two
+    /// can fail before it runs out; shorter when the client asked for it.
     fn period(&self) -> Duration {
-        self.lease / 3
+        self.period
     }
 
     /// Runs until the client's shutdown token is cancelled.

@@ -667,3 +667,20 @@ async fn debug_output_is_one_short_line() {
     assert!(format!("{guard:?}").contains(guard.owner()));
     guard.release().await.unwrap();
 }
+
+/// The check interval: at least 10 ms, at most a third of the watchdog timeout.
+#[tokio::test]
+async fn check_interval_out_of_range_is_invalid_duration() {
+    let server = RedisServer::start();
+    for interval in [Duration::from_millis(5), Duration::from_secs(11)] {
+        match LockClient::builder(&server.url())
+            .watchdog_timeout(30 * SEC)
+            .check_interval(interval)
+            .connect()
+            .await
+        {
+            Err(Error::InvalidDuration { what, .. }) => assert_eq!(what, "check interval"),
+            other => panic!("{interval:?}: expected InvalidDuration, got {other:?}"),
+        }
+    }
+}

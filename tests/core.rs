@@ -1187,3 +1187,31 @@ async fn unlock_tells_the_guards_it_ended_their_hold() {
     }
     assert!(!lock.is_locked().await.unwrap());
 }
+
+/// With a short check interval, a fixed-lease hold learns of a force-unlock within about
+/// that interval, though the watchdog timeout (and its default period, 10 s) is long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_check_interval_tells_fixed_leases_sooner() {
+    let server = RedisServer::start();
+    let client = LockClient::builder(&server.url())
+        .watchdog_timeout(30 * SEC)
+        .check_interval(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let lock = client
+        .lock("checked")
+        .unwrap()
+        .with_lease(60 * SEC)
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!guard.is_lost(), "checks must not end a live hold");
+    assert!(lock.force_unlock().await.unwrap());
+    let started = Instant::now();
+    tokio::time::timeout(3 * SEC, guard.lost())
+        .await
+        .expect("not told within 3 s (default period would be 10 s)");
+    println!("told after {:?} (interval 200 ms)", started.elapsed());
+    assert_eq!(guard.lost_reason(), Some(LostReason::OwnerFieldGone));
+}

@@ -39,7 +39,8 @@ shell script should `exec` its last command, or trap signals and pass them on); 
 redis-locks dies (for example by SIGKILL), the command keeps running, unprotected once
 the lock expires: signals are forwarded only while redis-locks lives.
 
-Lost lock: if the lock is lost while the command runs (deleted with `unlock --force`,
+Lost lock: the lock is renewed or checked every second (every third of --watchdog if
+that is shorter). If it is lost while the command runs (deleted with `unlock --force`,
 expired because Redis was unreachable, or --lease ran out), the command (on Linux, its
 process group) is sent SIGTERM, then SIGKILL after --kill-after, and redis-locks exits
 with 73. It also exits with 73 (the command was not signalled then) when the loss is
