@@ -131,22 +131,17 @@ impl LockGuard {
     /// Cancel-safe, as [`Lock::acquire`]: a nested hold won after the caller left is given
     /// back at once.
     pub async fn reenter(&self) -> Result<LockGuard> {
-        let lost = |reason| Error::LockLost {
-            name: self.lock.name().to_owned(),
-            reason,
-        };
-        if self.is_lost() {
-            return Err(lost(
-                self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
-            ));
-        }
+        self.ensure_not_lost()?;
         let mut lock = self.lock.as_owner(&self.owner);
         if let LeaseMode::Fixed(_) = self.lock.mode {
             // The nested hold ends with this one: re-entering must not stretch a fixed
             // lease (the script only ever lengthens the expiry).
             let left = self.remaining_lease();
             if left < Duration::from_millis(1) {
-                return Err(lost(LostReason::LeaseElapsed));
+                return Err(Error::LockLost {
+                    name: self.lock.name().to_owned(),
+                    reason: LostReason::LeaseElapsed,
+                });
             }
             lock = lock.with_lease(left)?;
         }
@@ -155,9 +150,7 @@ impl LockGuard {
             // The owner holds a newer hold (another handle with the same explicit owner
             // took it after this one ended): not this critical section. Dropping the new
             // guard gives back exactly the count this call added.
-            Some(_) | None => Err(lost(
-                self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
-            )),
+            Some(_) | None => Err(self.lost_error()),
         }
     }
 
@@ -184,15 +177,7 @@ impl LockGuard {
     /// Cancel-safe: a cancelled extension either lengthened the expiry or did nothing.
     pub async fn extend(&self, lease: Duration) -> Result<()> {
         let lease_ms = crate::keys::validate_ms("lease", lease)?;
-        let lost = |reason| Error::LockLost {
-            name: self.lock.name().to_owned(),
-            reason,
-        };
-        if self.is_lost() {
-            return Err(lost(
-                self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
-            ));
-        }
+        self.ensure_not_lost()?;
         let inner = &self.lock.client.inner;
         let sent_at = inner.clock.now();
         let reply = inner.eval(&self.entry.extension(lease_ms)).await?;
@@ -201,11 +186,25 @@ impl LockGuard {
             .on_extension_reply(&inner.registry, &reply, sent_at, lease_ms)
         {
             Ok(true) => Ok(()),
-            Ok(false) => Err(lost(
-                self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
-            )),
+            Ok(false) => Err(self.lost_error()),
             Err(unexpected) => Err(Error::UnexpectedReply(unexpected)),
         }
+    }
+
+    /// `LockLost` with the reason this hold was lost (the hold is gone, if none is known).
+    fn lost_error(&self) -> Error {
+        Error::LockLost {
+            name: self.lock.name().to_owned(),
+            reason: self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
+        }
+    }
+
+    /// `Err(LockLost)` when this hold is known to be lost (the clock included).
+    fn ensure_not_lost(&self) -> Result<()> {
+        if self.is_lost() {
+            return Err(self.lost_error());
+        }
+        Ok(())
     }
 
     /// The owner's hold count right after this acquire: 1 for a fresh acquisition, more

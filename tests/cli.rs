@@ -1049,3 +1049,50 @@ fn in_a_terminal_the_command_gets_the_terminal_and_gives_it_back() {
     assert!(!out.contains("got:"), "{out}");
     assert!(out.contains("after:two"), "{out}");
 }
+
+// ---- issue #15 item 5: a fixed-lease run told of a force-unlock ----------------------
+
+/// How soon the command must be stopped after the force-unlock. `run` checks its hold
+/// every second (fixed leases included), so a loss is told within about a second plus
+/// the SIGTERM hand-off; generous for a loaded CI machine. Before the check interval
+/// it took ~10 s (one default watchdog tick); before fixed leases were checked at all
+/// the command ran on to the 20 s lease and the CLI said "lease ran out".
+const STOP_BOUND: Duration = Duration::from_secs(4);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlocked_fixed_lease_run_stops_the_command_as_lost() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        trap 'echo TERM > "$DIR/got"; exit 0' TERM
+        touch "$DIR/ready"
+        while :; do sleep 0.05; done
+    "#;
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args(["run", "--lease", "20s", "leased", "--", "sh", "-c", script])
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("ready")).await;
+
+    let out = output(cli(&url).args(["unlock", "leased", "--force"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let unlocked = Instant::now();
+    let out = finish(child).await;
+    let took = unlocked.elapsed();
+    let err = stderr(&out);
+    println!("item 5: stopped {took:?} after the force-unlock; stderr:\n{err}");
+    assert_eq!(code(&out), LOCK_LOST, "{err}");
+    assert!(
+        dir.path().join("got").exists(),
+        "the command got no SIGTERM"
+    );
+    assert!(!err.contains("lease ran out"), "{err}");
+    assert!(err.contains("was lost"), "{err}");
+    assert!(err.contains("hold is gone"), "{err}");
+    assert!(
+        took < STOP_BOUND,
+        "the command was stopped only {took:?} after the force-unlock (20 s lease)"
+    );
+}

@@ -24,7 +24,7 @@ use harness::{
     Fleet, Log, Report, WorkerConfig, check, now_us, read_records, resource_log, result_line,
     run_tasks, scale, worker_main,
 };
-use proxy::FaultProxy;
+use proxy::{FaultProxy, proxied_client, script_sha, warm_up};
 use redis::AsyncCommands;
 use redis_locks::{Error, LockClient};
 
@@ -543,33 +543,6 @@ async fn fault_3_redis_killed_and_restarted_empty() {
 
 // ---- 4. A TCP fault proxy between the client and Redis ------------------------------------
 
-/// A client whose every connection (commands and pub/sub) goes through the proxy.
-async fn proxied_client(proxy: &FaultProxy, watchdog: Duration, response: Duration) -> LockClient {
-    LockClient::builder(&proxy.url())
-        .watchdog_timeout(watchdog)
-        .response_timeout(response)
-        .connect_timeout(SEC)
-        .connect()
-        .await
-        .unwrap()
-}
-
-fn script_sha(source: &str) -> Vec<u8> {
-    redis::Script::new(source).get_hash().as_bytes().to_vec()
-}
-
-/// Runs acquire, reentrant acquire, release and inspect once, so that Redis has the
-/// scripts cached: otherwise the first `EVALSHA` of a script is answered `NOSCRIPT` and a
-/// fault injected on it tests the script loading, not the operation.
-async fn warm_up(client: &LockClient) {
-    let lock = client.lock("warm-up").unwrap();
-    let outer = lock.acquire().await.unwrap();
-    let inner = outer.reenter().await.unwrap();
-    inner.release().await.unwrap();
-    outer.release().await.unwrap();
-    lock.state().await.unwrap();
-}
-
 /// 4a. Depth-2 reentrant hold; the connection breaks while the inner release is in
 /// flight (after Redis ran it, and before it reached Redis): one decrement each time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -577,7 +550,7 @@ async fn fault_4a_release_retried_over_a_broken_connection_decrements_once() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port).await;
     let client = proxied_client(&proxy, 30 * SEC, SEC).await;
-    warm_up(&client).await;
+    warm_up(&client, None).await;
     let mut conn = server.conn().await;
     let release_sha = script_sha(include_str!("../lua/release.lua"));
     let owner = "retry-owner".to_string();
@@ -707,7 +680,7 @@ async fn fault_4c_partition_never_hangs_past_the_wait_limit() {
     let response = Duration::from_millis(500);
     let holder = server.client(30 * SEC).await;
     let client = proxied_client(&proxy, 30 * SEC, response).await;
-    warm_up(&client).await;
+    warm_up(&client, None).await;
     let mut conn = server.conn().await;
     let held = holder.lock("part").unwrap().acquire().await.unwrap();
     let lock = client.lock("part").unwrap();
@@ -877,7 +850,7 @@ async fn fault_4e_lost_acquire_reply_strands_no_hold() {
     let proxy = FaultProxy::start(server.port).await;
     let client = proxied_client(&proxy, 30 * SEC, SEC).await;
     let other = server.client(30 * SEC).await;
-    warm_up(&client).await;
+    warm_up(&client, None).await;
     let lock = client.lock("stranded").unwrap();
     proxy.cut_after_request_containing(&script_sha(include_str!("../lua/acquire.lua")));
     let outcome = lock.acquire().await;
@@ -909,7 +882,7 @@ async fn fault_4f_waiter_survives_a_reset_of_all_its_connections() {
     let proxy = FaultProxy::start(server.port).await;
     let holder = server.client(30 * SEC).await;
     let waiter = proxied_client(&proxy, 30 * SEC, SEC).await;
-    warm_up(&waiter).await;
+    warm_up(&waiter, None).await;
     let guard = holder.lock("blip").unwrap().acquire().await.unwrap();
     let lock = waiter.lock("blip").unwrap();
     let waiting = tokio::spawn(async move {
@@ -1137,7 +1110,7 @@ async fn an_acquire_lost_in_a_long_partition_leaves_no_orphan() {
     let proxy = FaultProxy::start(server.port).await;
     let response = Duration::from_millis(500);
     let client = proxied_client(&proxy, 30 * SEC, response).await;
-    warm_up(&client).await;
+    warm_up(&client, None).await;
     let mut conn = server.conn().await;
     let lock = client.lock("orphan").unwrap();
     let before = hset_calls(&mut conn).await;

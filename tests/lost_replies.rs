@@ -30,7 +30,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use common::RedisServer;
-use proxy::FaultProxy;
+use proxy::{FaultProxy, proxied_client, script_sha, warm_up};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redis_locks::{Error, Lock, LockClient, LockGuard};
@@ -42,33 +42,6 @@ const HOLD_FIELD: &str = "\u{1}h";
 const TOKEN_FIELD: &str = "\u{1}fence";
 /// Bound on every single library call of a cell.
 const STEP: Duration = Duration::from_secs(10);
-
-// ---- helpers (copied from tests/faults.rs) -------------------------------------------
-
-async fn proxied_client(proxy: &FaultProxy, watchdog: Duration, response: Duration) -> LockClient {
-    LockClient::builder(&proxy.url())
-        .watchdog_timeout(watchdog)
-        .response_timeout(response)
-        .connect_timeout(SEC)
-        .connect()
-        .await
-        .unwrap()
-}
-
-fn script_sha(source: &str) -> Vec<u8> {
-    redis::Script::new(source).get_hash().as_bytes().to_vec()
-}
-
-/// Runs acquire, reentrant acquire, release and inspect once (explicit owner), so that
-/// the client's connections are up and the scripts are in use before any fault.
-async fn warm_up(client: &LockClient) {
-    let lock = client.lock("warm-up").unwrap().with_owner(OWNER).unwrap();
-    let outer = lock.acquire().await.unwrap();
-    let inner = lock.acquire().await.unwrap();
-    inner.release().await.unwrap();
-    outer.release().await.unwrap();
-    lock.state().await.unwrap();
-}
 
 // ---- the rig -------------------------------------------------------------------------
 
@@ -130,7 +103,7 @@ impl Rig {
                 .await
                 .unwrap();
         }
-        warm_up(&client).await;
+        warm_up(&client, Some(OWNER)).await;
         Rig {
             client,
             proxy,

@@ -7,8 +7,8 @@
 //!   never reports `Ok`;
 //! * item 4: a short fixed lease re-entering a watchdog hold of the same owner does not
 //!   move the expiry earlier (and the reverse: a watchdog re-entry lengthens a fixed one);
-//! * item 5: `redis-locks run --lease` is stopped when its lock is force-unlocked, and says
-//!   the hold is gone, not that the lease ran out.
+//! * item 5 (the CLI part) is in `tests/cli.rs`:
+//!   `a_force_unlocked_fixed_lease_run_stops_the_command_as_lost`.
 
 mod common;
 #[allow(dead_code)]
@@ -18,45 +18,17 @@ mod proxy;
 use std::time::{Duration, Instant};
 
 use common::RedisServer;
-use proxy::FaultProxy;
+use proxy::{FaultProxy, proxied_client, script_sha, warm_up};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use redis_locks::{Error, Lock, LockClient, LockGuard, LostReason};
+use redis_locks::{Error, Lock, LockGuard, LostReason};
 
 const SEC: Duration = Duration::from_secs(1);
 /// The reserved hash field holding the current hold id (see `lua/acquire.lua`).
 const HOLD_FIELD: &str = "\u{1}h";
 
-// ---- helpers (copied from tests/faults.rs) -------------------------------------------
-
-async fn proxied_client(proxy: &FaultProxy, watchdog: Duration, response: Duration) -> LockClient {
-    LockClient::builder(&proxy.url())
-        .watchdog_timeout(watchdog)
-        .response_timeout(response)
-        .connect_timeout(SEC)
-        .connect()
-        .await
-        .unwrap()
-}
-
-fn script_sha(source: &str) -> Vec<u8> {
-    redis::Script::new(source).get_hash().as_bytes().to_vec()
-}
-
 fn release_sha() -> Vec<u8> {
     script_sha(include_str!("../lua/release.lua"))
-}
-
-/// Runs acquire, reentrant acquire, release and inspect once, so that Redis has the
-/// scripts cached: otherwise the first `EVALSHA` of a script is answered `NOSCRIPT` and a
-/// fault injected on it tests the script loading, not the operation.
-async fn warm_up(client: &LockClient) {
-    let lock = client.lock("warm-up").unwrap();
-    let outer = lock.acquire().await.unwrap();
-    let inner = outer.reenter().await.unwrap();
-    inner.release().await.unwrap();
-    outer.release().await.unwrap();
-    lock.state().await.unwrap();
 }
 
 // ---- helpers -------------------------------------------------------------------------
@@ -115,7 +87,7 @@ async fn a_retried_final_release_leaves_a_newer_hold_of_the_same_owner_alone() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port).await;
     let a = proxied_client(&proxy, 30 * SEC, 2 * SEC).await;
-    warm_up(&a).await;
+    warm_up(&a, None).await;
     let b = server.client(30 * SEC).await;
     let intruder_client = server.client(30 * SEC).await;
     let mut conn = server.conn().await;
@@ -206,7 +178,7 @@ async fn a_release_held_back_past_the_lease_is_not_ok() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port).await;
     let a = proxied_client(&proxy, 30 * SEC, 3 * SEC).await;
-    warm_up(&a).await;
+    warm_up(&a, None).await;
     let mut conn = server.conn().await;
     let lease = Duration::from_millis(800);
     let lock = a.lock("expiring").unwrap().with_lease(lease).unwrap();
@@ -267,7 +239,7 @@ async fn a_release_that_ran_before_the_expiry_with_its_reply_lost_is_unconfirmed
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port).await;
     let a = proxied_client(&proxy, 30 * SEC, 3 * SEC).await;
-    warm_up(&a).await;
+    warm_up(&a, None).await;
     let mut conn = server.conn().await;
     let lease = Duration::from_millis(800);
     let lock = a.lock("expiring").unwrap().with_lease(lease).unwrap();
@@ -321,7 +293,7 @@ async fn releasing_an_expired_fixed_lease_with_its_reply_lost_is_lock_lost() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port).await;
     let a = proxied_client(&proxy, 30 * SEC, 3 * SEC).await;
-    warm_up(&a).await;
+    warm_up(&a, None).await;
     let conn = server.conn().await;
     let lease = Duration::from_millis(800);
     let lock = a.lock("expired").unwrap().with_lease(lease).unwrap();
@@ -580,105 +552,4 @@ async fn a_watchdog_reentry_lengthens_a_fixed_lease_hold() {
     assert!(!inner.is_lost(), "B lost: {:?}", inner.lost_reason());
     inner.release().await.expect("B's release");
     assert!(!exists(&mut conn, &key).await);
-}
-
-// ---- item 5: the CLI with --lease, force-unlocked ------------------------------------
-
-#[cfg(feature = "cli")]
-mod cli {
-    use std::path::Path;
-    use std::process::{Output, Stdio};
-    use std::time::{Duration, Instant};
-
-    use tokio::process::{Child, Command};
-
-    use super::{RedisServer, SEC, common};
-
-    const BIN: &str = env!("CARGO_BIN_EXE_redis-locks");
-    const LOCK_LOST: i32 = 73;
-    /// How soon the command must be stopped after the force-unlock. `run` checks its hold
-    /// every second (fixed leases included), so a loss is told within about a second plus
-    /// the SIGTERM hand-off; generous for a loaded CI machine. Before the check interval
-    /// it took ~10 s (one default watchdog tick); before fixed leases were checked at all
-    /// the command ran on to the 20 s lease and the CLI said "lease ran out".
-    const STOP_BOUND: Duration = Duration::from_secs(4);
-
-    // (copied from tests/cli.rs)
-    fn cli(url: &str) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.env("REDIS_URL", url)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        cmd
-    }
-
-    async fn output(cmd: &mut Command) -> Output {
-        tokio::time::timeout(30 * SEC, cmd.output())
-            .await
-            .expect("redis-locks finished within 30 s")
-            .expect("spawn redis-locks")
-    }
-
-    async fn finish(child: Child) -> Output {
-        tokio::time::timeout(30 * SEC, child.wait_with_output())
-            .await
-            .expect("redis-locks finished within 30 s")
-            .expect("wait for redis-locks")
-    }
-
-    fn code(out: &Output) -> i32 {
-        out.status
-            .code()
-            .unwrap_or_else(|| panic!("killed by a signal: {out:?}"))
-    }
-
-    fn stderr(out: &Output) -> String {
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-
-    async fn wait_for_file(path: &Path) {
-        let found = common::eventually(10 * SEC, || async { path.exists() }).await;
-        assert!(found, "{} did not appear", path.display());
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_force_unlocked_fixed_lease_run_stops_the_command_as_lost() {
-        let server = RedisServer::start();
-        let url = server.url();
-        let dir = tempfile::tempdir().unwrap();
-        let script = r#"
-            trap 'echo TERM > "$DIR/got"; exit 0' TERM
-            touch "$DIR/ready"
-            while :; do sleep 0.05; done
-        "#;
-        let child = cli(&url)
-            .env("DIR", dir.path())
-            .args(["run", "--lease", "20s", "leased", "--", "sh", "-c", script])
-            .spawn()
-            .unwrap();
-        wait_for_file(&dir.path().join("ready")).await;
-
-        let out = output(cli(&url).args(["unlock", "leased", "--force"])).await;
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let unlocked = Instant::now();
-        let out = finish(child).await;
-        let took = unlocked.elapsed();
-        let err = stderr(&out);
-        println!("item 5: stopped {took:?} after the force-unlock; stderr:\n{err}");
-        assert_eq!(code(&out), LOCK_LOST, "{err}");
-        assert!(
-            dir.path().join("got").exists(),
-            "the command got no SIGTERM"
-        );
-        assert!(!err.contains("lease ran out"), "{err}");
-        assert!(err.contains("was lost"), "{err}");
-        assert!(err.contains("hold is gone"), "{err}");
-        assert!(
-            took < STOP_BOUND,
-            "the command was stopped only {took:?} after the force-unlock (20 s lease)"
-        );
-    }
 }

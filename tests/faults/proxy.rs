@@ -303,3 +303,44 @@ async fn pump(
         let _ = server.set_zero_linger();
     }
 }
+
+// ---- helpers the proxied tests share ------------------------------------------------------
+
+/// A client whose every connection (commands and pub/sub) goes through `proxy`.
+#[allow(dead_code)]
+pub async fn proxied_client(
+    proxy: &FaultProxy,
+    watchdog: Duration,
+    response: Duration,
+) -> redis_locks::LockClient {
+    redis_locks::LockClient::builder(&proxy.url())
+        .watchdog_timeout(watchdog)
+        .response_timeout(response)
+        .connect_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// The SHA1 that `EVALSHA` requests of a script carry: the pattern to cut on.
+#[allow(dead_code)]
+pub fn script_sha(source: &str) -> Vec<u8> {
+    redis::Script::new(source).get_hash().as_bytes().to_vec()
+}
+
+/// Runs acquire, re-entry, release and inspect once (as `owner`, or a fresh owner), so
+/// that Redis has the scripts cached: otherwise the first `EVALSHA` of a script is
+/// answered `NOSCRIPT` and a fault injected on it tests the script loading, not the
+/// operation.
+#[allow(dead_code)]
+pub async fn warm_up(client: &redis_locks::LockClient, owner: Option<&str>) {
+    let mut lock = client.lock("warm-up").unwrap();
+    if let Some(owner) = owner {
+        lock = lock.with_owner(owner).unwrap();
+    }
+    let outer = lock.acquire().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
+    inner.release().await.unwrap();
+    outer.release().await.unwrap();
+    lock.state().await.unwrap();
+}
