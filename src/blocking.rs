@@ -21,7 +21,9 @@
 //!
 //! Dropping the last handle of a client waits (up to four response timeouts) for the
 //! releases of dropped guards to finish before the runtime stops, so a dropped guard does
-//! not leave its lock held until its lease runs out.
+//! not leave its lock held until its lease runs out. (Not when that last handle is dropped
+//! inside an async runtime: waiting there would block it; such holds then expire with
+//! their lease, and an error is logged for each.)
 
 use std::future::Future;
 use std::sync::Arc;
@@ -287,6 +289,9 @@ impl LockGuard {
 
     /// Gives the hold back; see [`crate::LockGuard::release`].
     pub fn release(mut self) -> Result<()> {
+        // Refuse before taking the guard: a refused call must leave the guard as it was
+        // (its drop then releases it on the client's runtime, as for any dropped guard).
+        self.shared.block_on(std::future::ready(()))?;
         match self.inner.take() {
             Some(guard) => self.shared.block_on(guard.release())?,
             None => Ok(()),

@@ -25,8 +25,10 @@ pub enum Error {
 
     /// A command failed after the client was connected (connection lost, timeout, server
     /// error), at the server it names. The operation may be retried.
-    #[error("Redis command failed at {0}")]
-    Redis(#[source] CommandError),
+    // Not a `#[source]`: the message already carries the server and the cause, and a
+    // chain-printing reporter would repeat them. Match on the variant for the details.
+    #[error("Redis command failed at {}: {}", .0.server, .0.error)]
+    Redis(CommandError),
 
     /// The connection URL could not be parsed.
     #[error("invalid Redis URL: {0}")]

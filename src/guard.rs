@@ -150,7 +150,12 @@ impl LockGuard {
             // The owner holds a newer hold (another handle with the same explicit owner
             // took it after this one ended): not this critical section. Dropping the new
             // guard gives back exactly the count this call added.
-            Some(_) | None => Err(self.lost_error()),
+            Some(_) | None => {
+                // The hold is certainly gone: tell every guard of it now, not at the next
+                // tick.
+                self.lock.client.inner.registry.gone(&self.entry);
+                Err(self.lost_error())
+            }
         }
     }
 

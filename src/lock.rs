@@ -743,12 +743,17 @@ impl Lock {
             .release_hold(&owner, &hold.clone().into(), give_up_at)
             .await?
         {
-            ReleaseOutcome::Released { remaining } => {
-                let remaining = remaining.unwrap_or(0);
-                if remaining == 0 {
-                    inner.registry.unlocked(&self.keys.hash, &owner, &hold);
-                }
-                Ok(remaining)
+            ReleaseOutcome::Released { remaining: Some(0) } => {
+                inner.registry.unlocked(&self.keys.hash, &owner, &hold);
+                Ok(0)
+            }
+            ReleaseOutcome::Released {
+                remaining: Some(remaining),
+            } => Ok(remaining),
+            // A retry found its lost first attempt applied: that was a partial release (a
+            // final one deletes the hash with the record), so holds remain. Read how many.
+            ReleaseOutcome::Released { remaining: None } => {
+                Ok(self.state().await?.count_of(&owner))
             }
             ReleaseOutcome::NotHeld => Err(not_held()),
             ReleaseOutcome::Unconfirmed => Err(Error::ReleaseUnconfirmed {

@@ -448,7 +448,10 @@ impl Watchdog {
         let scripts = self.scripts.clone();
         let lease_ms = self.lease.as_millis() as Millis;
         let batch = self.batch.max(1);
-        let call_timeout = self.call_timeout.min(self.period());
+        // Bounded by a third of the lease (two renewals can then fail before it runs out),
+        // not by the check interval: a short interval must not make a slow but successful
+        // renewal look like a failure.
+        let call_timeout = self.call_timeout.min(self.lease / 3);
         async move {
             if entries.is_empty() {
                 return;
@@ -499,7 +502,6 @@ impl Watchdog {
                             Err(err) => {
                                 tracing::error!(error = %err, "watchdog: unreadable renew reply");
                                 c.failed_calls.fetch_add(1, Ordering::Relaxed);
-                            crate::observe::renewal_failed();
                                 crate::observe::renewal_failed();
                                 return 0;
                             }

@@ -990,6 +990,7 @@ async fn joined_futures_exclude_each_other_and_helpers_reenter_through_the_guard
     let gone = lock.acquire().await.unwrap();
     assert!(lock.force_unlock().await.unwrap());
     assert!(matches!(gone.reenter().await, Err(Error::LockLost { .. })));
+    assert!(gone.is_lost(), "reenter found the hold gone but did not say so");
     client.flush().await;
     assert!(!lock.is_locked().await.unwrap());
 }
