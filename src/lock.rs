@@ -323,7 +323,9 @@ impl Lock {
         }
     }
 
-    /// Tries once, without waiting. `Ok(None)` means another owner holds the lock.
+    /// Tries once, without waiting. `Ok(None)` means another owner holds the lock. (A
+    /// request whose connection dropped before Redis ran it, as a probe on the new
+    /// connection shows, is sent again: that is still one attempt.)
     ///
     /// # Cancel safety
     /// Cancel-safe, as [`Lock::acquire`].
