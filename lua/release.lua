@@ -8,9 +8,12 @@
 -- ARGV[4]  request seq          so that the script need not parse it; the same on every
 --                               retry of one release)
 -- ARGV[5]  wake-up channel     (<prefix>:{<name>}:db<n>:released)
+-- ARGV[6]  re-arm ms           ('0': leave the expiry alone)
+-- ARGV[7]  expected count      (the sender's own guards of this hold after this release)
 --
 -- Returns an integer:
---   n >= 1  one hold given back; n remain (the expiry is left alone)
+--   n >= 1  one hold given back; n remain (the expiry is re-armed to ARGV[6] ms when n
+--           equals ARGV[7], else left alone)
 --   0       the last hold was given back: the key was deleted, and waiters were woken if
 --           a failed attempt had marked the lock ("\1w", see acquire.lua)
 --   -1      the named hold is not current: it ended (released, expired, deleted, Redis lost
@@ -27,9 +30,16 @@
 -- one request at a time per (lock, owner), so the record of its last applied request
 -- answers the retry ("exactly once"). A final release deletes the hash with its records;
 -- its retry then answers -1, which the client reports as unconfirmed, never as Ok.
--- Why no re-arm on a partial release: the remaining holds keep the expiry they were given
--- (renewed by the watchdog, or their own fixed lease); extending it here would stretch a
--- fixed lease behind its holder's back.
+-- Why the re-arm, and why only when n equals ARGV[7]: a nested hold with a longer lease
+-- (a watchdog re-entry into a short fixed hold) lengthened the expiry, which would
+-- otherwise outlive it: nobody holding, everybody waiting. The sender knows what its own
+-- remaining guards need (ARGV[6]), but not what another client's holds of the same owner
+-- need. When the count left is exactly its own guards, there is no other hold to cut
+-- short; otherwise (another client's counts, a lost acquire not yet reconciled, a release
+-- of its own still in flight) the expiry is left alone, which is always safe. PEXPIRE
+-- without GT: the point is to shorten. The sender never believes in more than it asked
+-- for here (protocol/hold.rs, prepare_rearm), so the expiry never ends before a live
+-- hold's confirmed deadline ("never two holders").
 -- Why PUBLISH only when marked: an uncontended cycle then costs no PUBLISH. A waiter always
 -- marks the hash it failed on before it sleeps, and its sleep is bounded by the pttl, so
 -- a missed mark could cost latency only, never a hang.
@@ -48,6 +58,9 @@ local count = tonumber(held[1])
 if count ~= nil and count > 1 then
   count = redis.call('HINCRBY', lock, owner, -1)
   redis.call('HSET', lock, '\1r' .. ARGV[3], seq)
+  if ARGV[6] ~= '0' and count == tonumber(ARGV[7]) then
+    redis.call('PEXPIRE', lock, ARGV[6])
+  end
   return count
 end
 redis.call('DEL', lock)

@@ -3,9 +3,12 @@
 # lost requests and replies, BUSY replies, expiry, force-unlocks and restarts up to a bound,
 # running the real lua/ scripts in an embedded Lua 5.1 against an in-memory keyspace and
 # the library's own protocol core. Prints `states explored: N` and each property; exits
-# non-zero on a violation (with a numbered trace and a replay command).
+# non-zero on a violation (with a numbered trace and a replay command). Then the teeth.
 #   CHECK_DEPTH=15 ./scripts/check-protocol.sh          deeper (default 13)
 #   CHECK_REPLAY='<config>:<steps>' ./scripts/check-protocol.sh   replay a counterexample
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --release --locked --test protocol_check
+# The teeth (planted defects the checker must catch), in the same release build: the deep
+# one (the re-arm count check, depth 17) is too slow for a debug build.
+cargo test --release --locked --test protocol_teeth -- --include-ignored

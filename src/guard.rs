@@ -8,6 +8,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
 use crate::protocol::Millis;
+use crate::protocol::hold::Rearm;
 use crate::protocol::release::ReleaseOutcome;
 use crate::watchdog::{HoldEntry, LeaseMode};
 
@@ -47,6 +48,8 @@ pub struct LockGuard {
     hold: Arc<str>,
     count: u64,
     token: Option<u64>,
+    /// For a fixed lease: when it ends (the acquire's send time plus the lease).
+    fixed_end: Option<Millis>,
     armed: bool,
 }
 
@@ -73,6 +76,7 @@ impl LockGuard {
         hold: Arc<str>,
         count: u64,
         token: Option<u64>,
+        fixed_end: Option<Millis>,
     ) -> Self {
         LockGuard {
             acquired_at: std::time::Instant::now(),
@@ -82,6 +86,7 @@ impl LockGuard {
             hold,
             count,
             token,
+            fixed_end,
             armed: true,
         }
     }
@@ -289,11 +294,11 @@ impl LockGuard {
         // not run since (the runtime was busy): check the clock before leaving.
         self.is_lost();
         let give_up_at = self.give_up_at();
-        self.disarm();
+        let rearm = self.disarm();
         crate::observe::hold_ended(self.lock.name(), self.acquired_at.elapsed(), "released");
         let span = tracing::debug_span!("redis_locks::release", lock = %self.lock.name());
         let outcome =
-            tracing::Instrument::instrument(self.release_detached(give_up_at), span).await?;
+            tracing::Instrument::instrument(self.release_detached(give_up_at, rearm), span).await?;
         let lost = |reason| Error::LockLost {
             name: self.lock.name().to_owned(),
             reason,
@@ -330,11 +335,15 @@ impl LockGuard {
     /// [`RELEASE_WAIT_TIMEOUTS`] response timeouts. If Redis is unreachable or busy for
     /// longer, the caller gets an error and the task keeps retrying until the lease has
     /// run out, so the lock is freed as soon as Redis answers again (never twice).
-    async fn release_detached(&self, give_up_at: Millis) -> Result<ReleaseOutcome> {
+    async fn release_detached(
+        &self,
+        give_up_at: Millis,
+        rearm: Option<Rearm>,
+    ) -> Result<ReleaseOutcome> {
         let inner = &self.lock.client.inner;
         let (lock, owner, hold) = (self.lock.clone(), self.owner.clone(), self.hold.clone());
         let mut work = crate::detach::Detachable::new(
-            Box::pin(async move { lock.release_hold(&owner, &hold, give_up_at).await }),
+            Box::pin(async move { lock.release_hold(&owner, &hold, give_up_at, rearm).await }),
             inner.background.clone(),
             true,
         );
@@ -369,18 +378,23 @@ impl LockGuard {
     /// id re-acquires or [`unlock`](Lock::unlock)s it. This is how a hold is handed to
     /// another process that uses the same explicit owner id.
     pub fn detach(mut self) {
-        self.disarm();
+        let _ = self.disarm();
     }
 
     /// Stops renewal of this hold (once) and makes `Drop` do nothing more.
-    fn disarm(&mut self) {
-        if std::mem::replace(&mut self.armed, false) {
-            self.lock
-                .client
-                .inner
-                .registry
-                .leave(&self.entry, self.lock.mode);
+    /// Stops tracking this guard. Returns the expiry re-arm for its release when other
+    /// guards of the hold remain here (see `HoldState::prepare_rearm`).
+    fn disarm(&mut self) -> Option<Rearm> {
+        if !std::mem::replace(&mut self.armed, false) {
+            return None;
         }
+        let inner = &self.lock.client.inner;
+        inner.registry.leave(
+            &self.entry,
+            self.lock.mode,
+            self.fixed_end,
+            inner.watchdog_timeout.as_millis() as Millis,
+        )
     }
 }
 
@@ -391,7 +405,7 @@ impl Drop for LockGuard {
         }
         let give_up_at = self.give_up_at();
         let lease_left = self.remaining_lease();
-        self.disarm();
+        let rearm = self.disarm();
         crate::observe::hold_ended(self.lock.name(), self.acquired_at.elapsed(), "dropped");
         let inner = &self.lock.client.inner;
         match tokio::runtime::Handle::try_current() {
@@ -408,7 +422,7 @@ impl Drop for LockGuard {
                 };
                 background.spawn(&runtime, async move {
                     let mut unfinished = unfinished;
-                    let outcome = lock.release_hold(&owner, &hold, give_up_at).await;
+                    let outcome = lock.release_hold(&owner, &hold, give_up_at, rearm).await;
                     unfinished.ran();
                     match outcome {
                         Ok(ReleaseOutcome::Released { .. }) => {}

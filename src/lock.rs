@@ -16,6 +16,7 @@ use crate::lanes::LaneGuard;
 use crate::protocol::acquire::{
     AcquireReply, AcquireRequest, AfterFailure, Granted, ReconcileStep, after_failure,
 };
+use crate::protocol::hold::Rearm;
 use crate::protocol::lane::Resolved;
 use crate::protocol::release::{ReleaseOp, ReleaseOutcome, ReleaseStep};
 use crate::protocol::{Failure, Millis, Reply, force_unlock_call};
@@ -523,7 +524,7 @@ impl Lock {
                     return Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)));
                 }
                 let give_up_at = inner.clock.now() + lost.lease_ms;
-                self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at)
+                self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at, None)
                     .await?;
             }
             Ok(None) => {}
@@ -637,7 +638,7 @@ impl Lock {
                         );
                         let give_up_at = inner.clock.now() + lock.lease_ms();
                         let _ = lock
-                            .release_in_lane(&mut lane, &owner, &granted.hold, give_up_at)
+                            .release_in_lane(&mut lane, &owner, &granted.hold, give_up_at, None)
                             .await;
                         return;
                     }
@@ -689,6 +690,10 @@ impl Lock {
             self.lease_ms(),
             sent_at,
         );
+        let fixed_end = match self.mode {
+            LeaseMode::Fixed(_) => Some(sent_at + self.lease_ms()),
+            LeaseMode::Watchdog => None,
+        };
         LockGuard::new(
             self.clone(),
             owner.clone(),
@@ -696,6 +701,7 @@ impl Lock {
             granted.hold.clone(),
             granted.count,
             granted.token,
+            fixed_end,
         )
     }
 
@@ -742,7 +748,7 @@ impl Lock {
         };
         let give_up_at = inner.clock.now() + 2 * inner.response_timeout.as_millis() as Millis;
         match self
-            .release_hold(&owner, &hold.clone().into(), give_up_at)
+            .release_hold(&owner, &hold.clone().into(), give_up_at, None)
             .await?
         {
             ReleaseOutcome::Released { remaining: Some(0) } => {
@@ -935,6 +941,7 @@ impl Lock {
         owner: &Arc<str>,
         hold: &Arc<str>,
         give_up_at: Millis,
+        rearm: Option<Rearm>,
     ) -> Result<ReleaseOutcome> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
@@ -943,7 +950,7 @@ impl Lock {
         loop {
             match self.resolve_pending(&mut lane).await {
                 Ok(Some((granted, _, _))) => {
-                    self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at)
+                    self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at, None)
                         .await?;
                 }
                 Ok(None) => break,
@@ -959,7 +966,7 @@ impl Lock {
                 }
             }
         }
-        self.release_in_lane(&mut lane, owner, hold, give_up_at)
+        self.release_in_lane(&mut lane, owner, hold, give_up_at, rearm)
             .await
     }
 
@@ -970,6 +977,7 @@ impl Lock {
         owner: &Arc<str>,
         hold: &Arc<str>,
         give_up_at: Millis,
+        rearm: Option<Rearm>,
     ) -> Result<ReleaseOutcome> {
         let inner = &self.client.inner;
         let mut op = ReleaseOp::new(
@@ -977,7 +985,8 @@ impl Lock {
             hold.clone(),
             inner.next_request_id(),
             give_up_at,
-        );
+        )
+        .with_rearm(rearm);
         let call = op.call(&self.keys.protocol);
         loop {
             let failure = match inner.run(&call).await {

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::LostReason;
-use crate::protocol::hold::{HoldState, Joining};
+use crate::protocol::hold::{HoldState, Joining, Rearm};
 use crate::protocol::renew::{RenewItem, decode_renew, renew_call};
 use crate::protocol::{Millis, acquire::Granted};
 use crate::scripts::{self, Scripts};
@@ -266,11 +266,23 @@ impl Registry {
 
     /// Forgets one local guard. When the entry has none left it leaves the registry, so
     /// the watchdog stops renewing it.
-    pub(crate) fn leave(&self, entry: &Arc<HoldEntry>, mode: LeaseMode) {
+    /// Returns, when guards of the hold remain here, the expiry re-arm for the release of
+    /// the leaving guard (see `HoldState::prepare_rearm`).
+    pub(crate) fn leave(
+        &self,
+        entry: &Arc<HoldEntry>,
+        mode: LeaseMode,
+        fixed_end: Option<Millis>,
+        watchdog_lease_ms: Millis,
+    ) -> Option<Rearm> {
         let mut holds = self.holds.lock();
-        if entry.state.lock().leave(mode == LeaseMode::Watchdog) {
+        let mut state = entry.state.lock();
+        if state.leave(mode == LeaseMode::Watchdog, fixed_end) {
+            drop(state);
             Self::remove_locked(&mut holds, entry);
+            return None;
         }
+        state.prepare_rearm(self.clock.now(), watchdog_lease_ms)
     }
 
     fn remove_locked(holds: &mut HashMap<HoldKey, Arc<HoldEntry>>, entry: &Arc<HoldEntry>) {
@@ -570,9 +582,9 @@ mod tests {
         let a = registry.grant(&k, &o, &granted("h1"), LeaseMode::Watchdog, 30_000, 0);
         let b = registry.grant(&k, &o, &granted("h1"), LeaseMode::Watchdog, 30_000, 0);
         assert!(Arc::ptr_eq(&a, &b));
-        registry.leave(&b, LeaseMode::Watchdog);
+        registry.leave(&b, LeaseMode::Watchdog, None, 30_000);
         assert_eq!(registry.len(), 1);
-        registry.leave(&a, LeaseMode::Watchdog);
+        registry.leave(&a, LeaseMode::Watchdog, None, 30_000);
         assert_eq!(registry.len(), 0);
     }
 
@@ -587,7 +599,7 @@ mod tests {
         assert!(old.lost_token().is_cancelled());
         assert!(!new.lost_token().is_cancelled());
         // Leaving the stale entry must not remove the fresh one.
-        registry.leave(&old, LeaseMode::Watchdog);
+        registry.leave(&old, LeaseMode::Watchdog, None, 30_000);
         assert_eq!(registry.len(), 1);
     }
 }

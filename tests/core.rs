@@ -990,7 +990,10 @@ async fn joined_futures_exclude_each_other_and_helpers_reenter_through_the_guard
     let gone = lock.acquire().await.unwrap();
     assert!(lock.force_unlock().await.unwrap());
     assert!(matches!(gone.reenter().await, Err(Error::LockLost { .. })));
-    assert!(gone.is_lost(), "reenter found the hold gone but did not say so");
+    assert!(
+        gone.is_lost(),
+        "reenter found the hold gone but did not say so"
+    );
     client.flush().await;
     assert!(!lock.is_locked().await.unwrap());
 }
@@ -1215,4 +1218,46 @@ async fn a_short_check_interval_tells_fixed_leases_sooner() {
         .expect("not told within 3 s (default period would be 10 s)");
     println!("told after {:?} (interval 200 ms)", started.elapsed());
     assert_eq!(guard.lost_reason(), Some(LostReason::OwnerFieldGone));
+}
+
+/// Leases compose: a watchdog re-entry into a 1 s fixed hold (same owner, same client)
+/// keeps the key alive while it lives, and when it is released the expiry comes back to
+/// what the outer hold needs, so the lock frees at the outer lease's end, not 30 s later.
+/// The reverse (a short fixed re-entry into a watchdog hold) never shortens it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_longer_nested_lease_does_not_outlive_it() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let other = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+    let pttl = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move { conn.pttl::<_, i64>("redis-locks:{compose}").await.unwrap() }
+    };
+    let owned = client.lock("compose").unwrap().with_owner("o").unwrap();
+    let outer = owned.with_lease(SEC).unwrap().acquire().await.unwrap();
+    let inner = owned.acquire().await.unwrap(); // watchdog lease, joins the hold
+    assert!(pttl(&mut conn).await > 25_000, "the watchdog re-entry keeps it alive");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    inner.release().await.unwrap();
+    let left = pttl(&mut conn).await;
+    assert!(
+        left > 0 && left <= 1_000,
+        "the expiry did not come back to the outer 1 s lease: pttl {left}"
+    );
+    // The outer lease runs out: the lock is free (within its drift), not held 30 s more.
+    let intruder = other.lock("compose").unwrap();
+    let started = Instant::now();
+    let taken = intruder.acquire_timeout(3 * SEC).await.unwrap();
+    assert!(started.elapsed() < 2 * SEC, "freed only after {:?}", started.elapsed());
+    assert!(outer.is_lost(), "the outer guard must know its lease ran out");
+    taken.release().await.unwrap();
+    assert!(matches!(outer.release().await, Err(Error::LockLost { .. })));
+
+    // The reverse: a short fixed re-entry into a watchdog hold, then released.
+    let outer = owned.acquire().await.unwrap();
+    let inner = owned.with_lease(SEC).unwrap().acquire().await.unwrap();
+    inner.release().await.unwrap();
+    assert!(pttl(&mut conn).await > 25_000, "a short nested lease cut the outer one");
+    outer.release().await.unwrap();
 }

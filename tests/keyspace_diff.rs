@@ -51,6 +51,10 @@ enum Slot {
     Fenced,
     /// The lock's wake-up channel.
     Channel,
+    /// release's re-arm ms: '0' half of the time.
+    RearmMs,
+    /// release's expected count: 0..=3.
+    Expected,
 }
 use Slot::*;
 
@@ -72,7 +76,7 @@ const SCRIPTS: &[Script] = &[
         name: "release",
         body: include_str!("../lua/release.lua"),
         keys: &[Lock],
-        argv: &[Owner, Hold, RequestParts, Channel],
+        argv: &[Owner, Hold, RequestParts, Channel, RearmMs, Expected],
     },
     Script {
         name: "renew",
@@ -697,6 +701,9 @@ fn script_call(
             Renewing => argv.push(rng.range(0, keys.len() as u64).to_string()),
             Fenced => argv.push(rng.pick(&["0", "1", "2", "3"]).to_string()),
             Channel => argv.push(format!("lk:{{{lock}}}:db0:released")),
+            RearmMs if rng.chance(50) => argv.push("0".into()),
+            RearmMs => argv.push(rng.range(20, 400).to_string()),
+            Expected => argv.push(rng.range(0, 3).to_string()),
             other => panic!("{}: {other:?} is not an ARGV slot", script.name),
         }
     }

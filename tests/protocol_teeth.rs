@@ -105,5 +105,43 @@ fn the_real_scripts_pass_at_a_small_bound() {
     assert_eq!(counterexample(Scripts::real(), 8), None);
 }
 
-#[allow(dead_code)]
-fn unused(_: Config) {}
+/// A partial release that re-arms the expiry without checking that the owner's remaining
+/// count is all the sender's own guards: it can cut short a hold of the same owner in
+/// another client.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "depth 17: about 30 s in a release build; scripts/check-protocol.sh runs it"
+)]
+fn a_rearm_without_the_count_check_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Release,
+        "if ARGV[6] ~= '0' and count == tonumber(ARGV[7]) then",
+        "if ARGV[6] ~= '0' then",
+    );
+    // One owner on two clients, nothing else going on: the shortest way to the defect
+    // (client 0 holds twice, client 1 joins with a longer lease, client 0 gives one
+    // back, the clock passes client 0's end) is longer than the default bound.
+    let config = Config {
+        name: "one owner on two clients, re-arm",
+        owners: vec!["a", "a"],
+        acquires: 2,
+        fenced: false,
+        faults: 0,
+        restarts: 0,
+        force_unlocks: 0,
+        advances: 2,
+    };
+    let report = explore::explore(&config, scripts.clone(), 17, 3_000_000);
+    println!("{:?}", report.violation.as_ref().map(|v| (v.0, &v.1)));
+    let (property, message, _) = report
+        .violation
+        .expect("the checker found no counterexample");
+    assert!(
+        ["never two holders", "losses are told"].contains(&property),
+        "{property}: {message}"
+    );
+    // The real script passes the same exploration.
+    let report = explore::explore(&config, Scripts::real(), 17, 3_000_000);
+    assert!(report.violation.is_none(), "{:?}", report.violation);
+}

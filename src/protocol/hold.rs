@@ -29,9 +29,23 @@ pub struct HoldState {
     hold: Arc<str>,
     local_holds: usize,
     watchdog_holds: usize,
+    /// The end (grant send time + lease) of each local fixed-lease guard.
+    fixed_ends: Vec<Millis>,
+    /// The hold must last until at least this (set by `LockGuard::extend`).
+    floor: Millis,
     confirmed_until: Millis,
     lease_ms: Millis,
     lost: Option<LostReason>,
+}
+
+/// Re-arming the expiry at a partial release (see `lua/release.lua`): to `ms` from the
+/// release, if the owner's count after it is `expected` (all of it this client's guards).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rearm {
+    /// The expiry to set, in ms from when Redis runs the release.
+    pub ms: Millis,
+    /// This client's guards of the hold after the release.
+    pub expected: u64,
 }
 
 /// How a grant relates to the hold this client already tracks for the same (lock, owner).
@@ -51,6 +65,12 @@ impl HoldState {
             hold,
             local_holds: 1,
             watchdog_holds: usize::from(watchdog),
+            fixed_ends: if watchdog {
+                Vec::new()
+            } else {
+                vec![sent_at.saturating_add(lease_ms)]
+            },
+            floor: 0,
             confirmed_until: sent_at.saturating_add(lease_ms),
             lease_ms,
             lost: None,
@@ -77,6 +97,8 @@ impl HoldState {
         self.local_holds += 1;
         if watchdog {
             self.watchdog_holds += 1;
+        } else {
+            self.fixed_ends.push(sent_at.saturating_add(lease_ms));
         }
         let until = sent_at.saturating_add(lease_ms);
         if until > self.confirmed_until {
@@ -85,13 +107,50 @@ impl HoldState {
         }
     }
 
-    /// One local guard left (released, dropped or detached). Returns whether none is left.
-    pub fn leave(&mut self, watchdog: bool) -> bool {
+    /// One local guard left (released, dropped or detached); `fixed_end` is its end when
+    /// it had a fixed lease. Returns whether none is left.
+    pub fn leave(&mut self, watchdog: bool, fixed_end: Option<Millis>) -> bool {
         self.local_holds = self.local_holds.saturating_sub(1);
         if watchdog {
             self.watchdog_holds = self.watchdog_holds.saturating_sub(1);
         }
+        if let Some(end) = fixed_end
+            && let Some(i) = self.fixed_ends.iter().position(|e| *e == end)
+        {
+            self.fixed_ends.swap_remove(i);
+        }
         self.local_holds == 0
+    }
+
+    /// After a guard left, with a partial release of it about to be sent at `now`: the
+    /// expiry that this client's remaining guards need (`watchdog_lease_ms` from now while
+    /// a watchdog guard remains, each fixed guard's end, an extension's floor), so that a
+    /// longer lease that a released nested guard set does not outlive it. `None` when no
+    /// guard remains, the hold is lost, or nothing is needed any more.
+    ///
+    /// The confirmed deadline drops to what the re-arm would leave (never below what a
+    /// remaining guard needs), whether or not Redis applies it: the expiry Redis ends up
+    /// with is at least the old confirmed one (no re-arm) or `now + ms` (re-armed later
+    /// than now), so belief never exceeds Redis.
+    pub fn prepare_rearm(&mut self, now: Millis, watchdog_lease_ms: Millis) -> Option<Rearm> {
+        if self.local_holds == 0 || self.lost.is_some() {
+            return None;
+        }
+        let watchdog_until = if self.watchdog_holds > 0 {
+            now.saturating_add(watchdog_lease_ms)
+        } else {
+            0
+        };
+        let fixed_until = self.fixed_ends.iter().copied().max().unwrap_or(0);
+        let until = watchdog_until.max(fixed_until).max(self.floor);
+        if until <= now {
+            return None;
+        }
+        self.confirmed_until = self.confirmed_until.min(until);
+        Some(Rearm {
+            ms: until - now,
+            expected: self.local_holds as u64,
+        })
     }
 
     /// Whether local guards remain and the hold is not known to be lost.
@@ -118,6 +177,7 @@ impl HoldState {
     /// hold current: the expiry is at least that now, whatever kind of lease it has.
     pub fn on_extended(&mut self, sent_at: Millis, lease_ms: Millis) {
         let until = sent_at.saturating_add(lease_ms);
+        self.floor = self.floor.max(until);
         if self.lost.is_none() && until > self.confirmed_until {
             self.confirmed_until = until;
             self.lease_ms = lease_ms;
@@ -182,16 +242,47 @@ mod tests {
         let mut hold = HoldState::new("c.1".into(), 0, 30_000, true);
         hold.join(10, 1_000, false);
         assert_eq!(hold.deadline(), 30_000 - drift(30_000));
-        assert!(!hold.leave(false));
+        assert!(!hold.leave(false, Some(1_010)));
         assert!(hold.renews());
-        assert!(hold.leave(true));
+        assert!(hold.leave(true, None));
         assert!(!hold.is_active());
+    }
+
+    #[test]
+    fn a_rearm_covers_the_remaining_guards_and_only_lowers_belief() {
+        // Outer fixed 1 s (ends at 1_000), inner watchdog 30 s: the inner leaves at 200.
+        let mut hold = HoldState::new("c.1".into(), 0, 1_000, false);
+        hold.join(100, 30_000, true);
+        assert_eq!(hold.deadline(), 30_100 - drift(30_000));
+        assert!(!hold.leave(true, None));
+        let rearm = hold.prepare_rearm(200, 30_000).expect("a guard remains");
+        assert_eq!((rearm.ms, rearm.expected), (800, 1));
+        assert!(
+            hold.deadline() <= 1_000,
+            "belief must drop to the outer's end"
+        );
+        // The reverse: outer watchdog, inner fixed: the watchdog's lease is kept.
+        let mut hold = HoldState::new("c.2".into(), 0, 30_000, true);
+        hold.join(100, 1_000, false);
+        assert!(!hold.leave(false, Some(1_100)));
+        let rearm = hold.prepare_rearm(200, 30_000).expect("a guard remains");
+        assert_eq!(rearm.ms, 30_000);
+        assert_eq!(hold.deadline(), 30_000 - drift(30_000), "never raised");
+        // An extension is a floor.
+        let mut hold = HoldState::new("c.3".into(), 0, 1_000, false);
+        hold.on_extended(0, 5_000);
+        hold.join(10, 1_000, false);
+        assert!(!hold.leave(false, Some(1_010)));
+        assert_eq!(hold.prepare_rearm(100, 30_000).map(|r| r.ms), Some(4_900));
+        // The last guard leaving: nothing to re-arm.
+        assert!(hold.leave(false, Some(1_000)));
+        assert_eq!(hold.prepare_rearm(100, 30_000), None);
     }
 
     #[test]
     fn a_release_racing_a_renewal_is_not_a_loss() {
         let mut hold = HoldState::new("c.1".into(), 0, 30_000, true);
-        assert!(hold.leave(true));
+        assert!(hold.leave(true, None));
         assert_eq!(hold.on_gone(), None);
         assert_eq!(hold.lost(), None);
     }

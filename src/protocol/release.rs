@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use super::hold::Rearm;
 use super::{Call, Failure, LockKeys, Millis, Reply, ScriptId, backoff};
 
 /// One release in progress.
@@ -20,6 +21,7 @@ pub struct ReleaseOp {
     give_up_at: Millis,
     attempts: u32,
     may_have_run: bool,
+    rearm: Option<Rearm>,
 }
 
 /// How a release ended.
@@ -63,7 +65,15 @@ impl ReleaseOp {
             give_up_at,
             attempts: 0,
             may_have_run: false,
+            rearm: None,
         }
+    }
+
+    /// The same release, re-arming the expiry if it is partial (see
+    /// [`HoldState::prepare_rearm`](super::hold::HoldState::prepare_rearm)).
+    pub fn with_rearm(mut self, rearm: Option<Rearm>) -> Self {
+        self.rearm = rearm;
+        self
     }
 
     /// The hold being released.
@@ -92,12 +102,15 @@ impl ReleaseOp {
                     .request
                     .rsplit_once('.')
                     .unwrap_or((self.request.as_str(), ""));
+                let (ms, expected) = self.rearm.map_or((0, 0), |r| (r.ms, r.expected));
                 vec![
                     self.owner.to_string(),
                     self.hold.to_string(),
                     tag.to_owned(),
                     seq.to_owned(),
                     keys.channel.to_string(),
+                    ms.to_string(),
+                    expected.to_string(),
                 ]
             },
         }

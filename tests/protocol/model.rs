@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use redis_locks::protocol::acquire::{AcquireReply, AcquireRequest, Granted};
-use redis_locks::protocol::hold::{HoldState, Joining, drift};
+use redis_locks::protocol::hold::{HoldState, Joining, Rearm, drift};
 use redis_locks::protocol::lane::{Lane, Resolved};
 use redis_locks::protocol::release::{ReleaseOp, ReleaseOutcome, ReleaseStep};
 use redis_locks::protocol::renew::{RenewItem, decode_renew, renew_call};
@@ -162,6 +162,10 @@ struct Guard {
     state: usize,
     hold: Arc<str>,
     watchdog: bool,
+    /// For a fixed lease: its end (the acquire's send time plus the lease).
+    fixed_end: Option<Millis>,
+    /// The expiry re-arm its release sends (computed when it left, as the driver does).
+    rearm: Option<Rearm>,
     released: bool,
 }
 
@@ -603,9 +607,12 @@ impl State {
         let c = &mut self.clients[client];
         let g = &mut c.guards[guard];
         g.released = true;
-        let (state, watchdog) = (g.state, g.watchdog);
-        // Disarm first (as the guard does): renewal stops if this was the last guard.
-        c.states[state].leave(watchdog);
+        let (state, watchdog, fixed_end) = (g.state, g.watchdog, g.fixed_end);
+        // Disarm first (as the guard does): renewal stops if this was the last guard; if
+        // not, the release re-arms the expiry to what the remaining guards need.
+        if !c.states[state].leave(watchdog, fixed_end) {
+            g.rearm = c.states[state].prepare_rearm(self.now, LEASE);
+        }
         let kind = OpKind::Release {
             guard,
             reported,
@@ -626,7 +633,8 @@ impl State {
         let c = &mut self.clients[client];
         let g = &c.guards[guard];
         let give_up_at = c.states[g.state].deadline().max(self.now + 2 * STEP);
-        let op = ReleaseOp::new(c.owner.clone(), g.hold.clone(), c.ids.next_id(), give_up_at);
+        let op = ReleaseOp::new(c.owner.clone(), g.hold.clone(), c.ids.next_id(), give_up_at)
+            .with_rearm(g.rearm);
         let call = op.call(&world.keys);
         c.op = Some(Op {
             kind: OpKind::Release {
@@ -980,6 +988,8 @@ impl State {
             state,
             hold: granted.hold.clone(),
             watchdog,
+            fixed_end: (!watchdog).then(|| sent_at + lease),
+            rearm: None,
             released: false,
         });
         c.guards.len() - 1
