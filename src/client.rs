@@ -77,6 +77,9 @@ pub(crate) struct ClientInner {
     shutdown: CancellationToken,
     pub(crate) background: Arc<Background>,
     pub(crate) lanes: Arc<Lanes>,
+    /// The runtime the client was connected on (its watchdog and hub run there): work a
+    /// guard starts when it is dropped outside any runtime goes there.
+    pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) clock: Clock,
 }
 
@@ -366,6 +369,13 @@ impl LockClientBuilder {
     /// Cancel-safe: nothing is started until the connection is established.
     pub async fn connect(self) -> Result<LockClient> {
         let client = self.client?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::InvalidConfig(
+                "LockClient::connect must run inside a tokio runtime (or use the `blocking` \
+                 feature's client)"
+                    .into(),
+            )
+        })?;
         keys::validate_prefix(&self.prefix)?;
         let watchdog_ms = keys::validate_ms("watchdog timeout", self.watchdog_timeout)?;
         let watchdog_timeout = Duration::from_millis(watchdog_ms);
@@ -473,7 +483,7 @@ impl LockClientBuilder {
             call_timeout: self.response_timeout,
             shutdown: shutdown.clone(),
         };
-        tokio::spawn(watchdog.run());
+        runtime.spawn(watchdog.run());
 
         let id = uuid::Uuid::new_v4();
         Ok(LockClient {
@@ -493,6 +503,7 @@ impl LockClientBuilder {
                 shutdown,
                 background: Arc::default(),
                 lanes: Arc::default(),
+                runtime,
                 clock,
             }),
         })

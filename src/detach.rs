@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::client::Background;
+use crate::client::{Background, ClientInner};
 use crate::error::{Error, Result};
 
 type Work<T> = Pin<Box<dyn Future<Output = Result<T>> + Send>>;
@@ -24,15 +24,18 @@ pub(crate) struct Detachable<T: Send + 'static> {
     /// an acquire attempt that was never sent need not).
     run_if_unstarted: bool,
     background: Arc<Background>,
+    /// The client's runtime, for a drop outside any runtime.
+    runtime: tokio::runtime::Handle,
 }
 
 impl<T: Send + 'static> Detachable<T> {
-    pub(crate) fn new(work: Work<T>, background: Arc<Background>, run_if_unstarted: bool) -> Self {
+    pub(crate) fn new(work: Work<T>, client: &ClientInner, run_if_unstarted: bool) -> Self {
         Detachable {
             work: Some(work),
             started: false,
             run_if_unstarted,
-            background,
+            background: client.background.clone(),
+            runtime: client.runtime.clone(),
         }
     }
 }
@@ -64,14 +67,12 @@ impl<T: Send + 'static> Drop for Detachable<T> {
         if !self.started && !self.run_if_unstarted {
             return; // never sent
         }
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => self.background.spawn(&runtime, async move {
-                // A guard in an acquire's outcome releases its hold when dropped here.
-                let _ = work.await;
-            }),
-            Err(_) => tracing::warn!(
-                "lock operation cancelled outside a runtime; a hold it concerns expires with its lease"
-            ),
-        }
+        // The current runtime, or else the client's own.
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.runtime.clone());
+        self.background.spawn(&runtime, async move {
+            // A guard in an acquire's outcome releases its hold when dropped here.
+            let _ = work.await;
+        });
     }
 }

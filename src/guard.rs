@@ -344,7 +344,7 @@ impl LockGuard {
         let (lock, owner, hold) = (self.lock.clone(), self.owner.clone(), self.hold.clone());
         let mut work = crate::detach::Detachable::new(
             Box::pin(async move { lock.release_hold(&owner, &hold, give_up_at, rearm).await }),
-            inner.background.clone(),
+            inner,
             true,
         );
         let wait = inner.response_timeout * RELEASE_WAIT_TIMEOUTS;
@@ -408,43 +408,37 @@ impl Drop for LockGuard {
         let rearm = self.disarm();
         crate::observe::hold_ended(self.lock.name(), self.acquired_at.elapsed(), "dropped");
         let inner = &self.lock.client.inner;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let lock = self.lock.clone();
-                let owner = self.owner.clone();
-                let hold = self.hold.clone();
-                let background = inner.background.clone();
-                // Speaks up if the runtime shuts down before the release ran (the end of
-                // `main` without `client.flush().await`).
-                let unfinished = Unreleased {
-                    name: Some(lock.name().to_owned()),
-                    lease_left,
-                };
-                background.spawn(&runtime, async move {
-                    let mut unfinished = unfinished;
-                    let outcome = lock.release_hold(&owner, &hold, give_up_at, rearm).await;
-                    unfinished.ran();
-                    match outcome {
-                        Ok(ReleaseOutcome::Released { .. }) => {}
-                        Ok(outcome) => tracing::debug!(
-                            lock = lock.name(),
-                            ?outcome,
-                            "dropped guard: the hold was not given back by this release"
-                        ),
-                        Err(err) => tracing::warn!(
-                            lock = lock.name(),
-                            error = %err,
-                            "dropped guard: background release failed; the lease will expire"
-                        ),
-                    }
-                });
+        // The current runtime, or else the client's own (a guard dropped on a plain
+        // thread): the release runs there as long as that runtime lives. If it has shut
+        // down, the task is dropped unrun and `Unreleased` says so.
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
+        let lock = self.lock.clone();
+        let owner = self.owner.clone();
+        let hold = self.hold.clone();
+        let background = inner.background.clone();
+        let unfinished = Unreleased {
+            name: Some(lock.name().to_owned()),
+            lease_left,
+        };
+        background.spawn(&runtime, async move {
+            let mut unfinished = unfinished;
+            let outcome = lock.release_hold(&owner, &hold, give_up_at, rearm).await;
+            unfinished.ran();
+            match outcome {
+                Ok(ReleaseOutcome::Released { .. }) => {}
+                Ok(outcome) => tracing::debug!(
+                    lock = lock.name(),
+                    ?outcome,
+                    "dropped guard: the hold was not given back by this release"
+                ),
+                Err(err) => tracing::warn!(
+                    lock = lock.name(),
+                    error = %err,
+                    "dropped guard: background release failed; the lease will expire"
+                ),
             }
-            Err(_) => unreleased(
-                self.lock.name(),
-                lease_left,
-                "the guard was dropped outside a tokio runtime",
-            ),
-        }
+        });
     }
 }
 
@@ -468,7 +462,8 @@ impl Drop for Unreleased {
                 name,
                 self.lease_left,
                 "the runtime shut down before the dropped guard's release ran; await \
-                 `client.flush()` (or release the guard) before leaving `main`",
+                 `client.flush()` (or release the guard) before leaving `main` or shutting \
+                 the runtime down",
             );
         }
     }

@@ -497,7 +497,7 @@ impl Lock {
         let owner = owner.clone();
         Detachable::new(
             Box::pin(async move { lock.attempt_here(&owner, listening).await }),
-            self.client.inner.background.clone(),
+            &self.client.inner,
             false,
         )
     }
@@ -614,9 +614,8 @@ impl Lock {
     /// and gives such a hold back. Takes the lane only for each probe, so other requests of
     /// the owner are not held up (they resolve the pending acquire themselves first).
     fn reconcile_in_background(&self, owner: Arc<str>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
+        let runtime = tokio::runtime::Handle::try_current()
+            .unwrap_or_else(|_| self.client.inner.runtime.clone());
         let lock = self.clone();
         let background = self.client.inner.background.clone();
         background.spawn(&runtime, async move {

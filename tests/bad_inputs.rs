@@ -684,3 +684,16 @@ async fn check_interval_out_of_range_is_invalid_duration() {
         }
     }
 }
+
+/// `connect` outside a tokio runtime is a typed error, not a panic.
+#[test]
+fn connect_outside_a_runtime_is_invalid_config() {
+    let mut connecting = std::pin::pin!(LockClient::connect("redis://127.0.0.1:1/"));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match connecting.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Err(Error::InvalidConfig(message))) => {
+            assert!(message.contains("tokio runtime"), "{message}")
+        }
+        other => panic!("expected InvalidConfig at once, got {other:?}"),
+    }
+}

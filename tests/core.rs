@@ -1005,30 +1005,52 @@ async fn joined_futures_exclude_each_other_and_helpers_reenter_through_the_guard
 #[ignore = "helper process for the end-of-main test"]
 fn helper_drop_a_guard_at_the_end_of_main() {
     let url = std::env::var("REDIS_LOCKS_HELPER_URL").expect("spawned by a test");
-    let flush = std::env::var_os("REDIS_LOCKS_HELPER_FLUSH").is_some();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    let mode = std::env::var("REDIS_LOCKS_HELPER_MODE").unwrap_or_default();
+    let runtime = if mode == "thread-mt" {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    }
+    .unwrap();
+    let (client, guard) = runtime.block_on(async {
         let client = LockClient::connect(&url).await.unwrap();
         let guard = client.lock("end-of-main").unwrap().acquire().await.unwrap();
-        drop(guard);
-        if flush {
-            client.flush().await;
-        }
+        (client, guard)
     });
+    match mode.as_str() {
+        "flush" => runtime.block_on(async {
+            drop(guard);
+            client.flush().await;
+        }),
+        // Handed to a plain thread, outside any runtime, and dropped there: the release
+        // goes to the client's runtime. A multi-thread runtime runs it (flush waits for
+        // it); a current-thread one is not driven any more, so the release never runs.
+        "thread" | "thread-mt" => {
+            std::thread::spawn(move || drop(guard)).join().unwrap();
+            if mode == "thread-mt" {
+                runtime.block_on(client.flush());
+            }
+        }
+        _ => runtime.block_on(async { drop(guard) }),
+    }
 }
 
 /// A guard dropped at the end of `main` is either released (`client.flush()`), or the
 /// process says loudly, on stderr when no `tracing` subscriber is installed, that the lock
-/// stays held and for how long. Never silent.
+/// stays held and for how long. Never silent. A guard dropped on a plain thread is
+/// released on the client's runtime while that runtime runs.
 #[tokio::test]
 async fn a_guard_dropped_at_the_end_of_main_is_flushed_or_reported() {
     let server = RedisServer::start();
     let client = server.client(30 * SEC).await;
     let lock = client.lock("end-of-main").unwrap();
-    for flush in [false, true] {
+    for mode in ["end", "flush", "thread", "thread-mt"] {
+        let flush = mode == "flush" || mode == "thread-mt";
         let mut command = std::process::Command::new(std::env::current_exe().unwrap());
         command
             .args([
@@ -1037,15 +1059,13 @@ async fn a_guard_dropped_at_the_end_of_main_is_flushed_or_reported() {
                 "--ignored",
                 "--nocapture",
             ])
-            .env("REDIS_LOCKS_HELPER_URL", server.url());
-        if flush {
-            command.env("REDIS_LOCKS_HELPER_FLUSH", "1");
-        }
+            .env("REDIS_LOCKS_HELPER_URL", server.url())
+            .env("REDIS_LOCKS_HELPER_MODE", mode);
         let out = command.output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "helper failed: {stderr}");
         let locked = lock.is_locked().await.unwrap();
-        println!("flush {flush}: locked {locked}; stderr: {}", stderr.trim());
+        println!("{mode}: locked {locked}; stderr: {}", stderr.trim());
         if flush {
             assert!(!locked, "flush() did not release the dropped guard");
             assert!(!stderr.contains("was not released"), "{stderr}");
@@ -1237,7 +1257,10 @@ async fn a_released_longer_nested_lease_does_not_outlive_it() {
     let owned = client.lock("compose").unwrap().with_owner("o").unwrap();
     let outer = owned.with_lease(SEC).unwrap().acquire().await.unwrap();
     let inner = owned.acquire().await.unwrap(); // watchdog lease, joins the hold
-    assert!(pttl(&mut conn).await > 25_000, "the watchdog re-entry keeps it alive");
+    assert!(
+        pttl(&mut conn).await > 25_000,
+        "the watchdog re-entry keeps it alive"
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     inner.release().await.unwrap();
     let left = pttl(&mut conn).await;
@@ -1249,8 +1272,15 @@ async fn a_released_longer_nested_lease_does_not_outlive_it() {
     let intruder = other.lock("compose").unwrap();
     let started = Instant::now();
     let taken = intruder.acquire_timeout(3 * SEC).await.unwrap();
-    assert!(started.elapsed() < 2 * SEC, "freed only after {:?}", started.elapsed());
-    assert!(outer.is_lost(), "the outer guard must know its lease ran out");
+    assert!(
+        started.elapsed() < 2 * SEC,
+        "freed only after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        outer.is_lost(),
+        "the outer guard must know its lease ran out"
+    );
     taken.release().await.unwrap();
     assert!(matches!(outer.release().await, Err(Error::LockLost { .. })));
 
@@ -1258,6 +1288,9 @@ async fn a_released_longer_nested_lease_does_not_outlive_it() {
     let outer = owned.acquire().await.unwrap();
     let inner = owned.with_lease(SEC).unwrap().acquire().await.unwrap();
     inner.release().await.unwrap();
-    assert!(pttl(&mut conn).await > 25_000, "a short nested lease cut the outer one");
+    assert!(
+        pttl(&mut conn).await > 25_000,
+        "a short nested lease cut the outer one"
+    );
     outer.release().await.unwrap();
 }
