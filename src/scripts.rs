@@ -80,7 +80,7 @@ fn evalsha(script: &Script, call: &Call) -> Cmd {
         cmd.arg(&**key);
     }
     for arg in &call.args {
-        cmd.arg(arg);
+        cmd.arg(&**arg);
     }
     cmd
 }
@@ -166,7 +166,7 @@ mod tests {
         let call = Call {
             script: ScriptId::Acquire,
             keys: vec![Arc::from("k1"), Arc::from("k2")],
-            args: vec!["owner".into(), "30000".into()],
+            args: vec![Arc::from("owner"), Arc::from("30000")],
         };
         let eval = as_eval(&script, &evalsha(&script, &call));
         let args: Vec<Vec<u8>> = eval

@@ -77,16 +77,16 @@ impl AcquireRequest {
             script: ScriptId::Acquire,
             keys: vec![keys.hash.clone(), keys.fence.clone()],
             args: vec![
-                self.owner.to_string(),
-                self.lease_ms.to_string(),
-                self.request.clone(),
+                self.owner.clone(),
+                self.lease_ms.to_string().into(),
+                self.request.as_str().into(),
                 match (self.fenced, self.others_waiting) {
                     (false, false) => "0",
                     (true, false) => "1",
                     (false, true) => "2",
                     (true, true) => "3",
                 }
-                .to_owned(),
+                .into(),
             ],
         }
     }
@@ -189,7 +189,10 @@ impl Reconcile {
         Call {
             script: ScriptId::Probe,
             keys: vec![keys.hash.clone()],
-            args: vec![self.request.owner.to_string(), self.request.request.clone()],
+            args: vec![
+                self.request.owner.clone(),
+                self.request.request.as_str().into(),
+            ],
         }
     }
 

@@ -79,8 +79,9 @@ pub struct Call {
     pub script: ScriptId,
     /// KEYS.
     pub keys: Vec<Arc<str>>,
-    /// ARGV.
-    pub args: Vec<String>,
+    /// ARGV (shared strings: a renewal batch names hundreds of hold ids without copying
+    /// them).
+    pub args: Vec<Arc<str>>,
 }
 
 /// A script's reply, as Redis converts a Lua value.
@@ -200,7 +201,7 @@ pub fn force_unlock_call(keys: &LockKeys) -> Call {
     Call {
         script: ScriptId::ForceUnlock,
         keys: vec![keys.hash.clone()],
-        args: vec![keys.channel.to_string()],
+        args: vec![keys.channel.clone()],
     }
 }
 

@@ -104,13 +104,13 @@ impl ReleaseOp {
                     .unwrap_or((self.request.as_str(), ""));
                 let (ms, expected) = self.rearm.map_or((0, 0), |r| (r.ms, r.expected));
                 vec![
-                    self.owner.to_string(),
-                    self.hold.to_string(),
-                    tag.to_owned(),
-                    seq.to_owned(),
-                    keys.channel.to_string(),
-                    ms.to_string(),
-                    expected.to_string(),
+                    self.owner.clone(),
+                    self.hold.clone(),
+                    tag.into(),
+                    seq.into(),
+                    keys.channel.clone(),
+                    ms.to_string().into(),
+                    expected.to_string().into(),
                 ]
             },
         }

@@ -21,9 +21,9 @@ pub fn renew_call(lease_ms: Millis, mut items: Vec<RenewItem>) -> (Call, Vec<Ren
     items.sort_by_key(|item| !item.renew);
     let renewing = items.iter().filter(|item| item.renew).count();
     let mut args = Vec::with_capacity(items.len() + 2);
-    args.push(lease_ms.to_string());
-    args.push(renewing.to_string());
-    args.extend(items.iter().map(|item| item.hold.to_string()));
+    args.push(lease_ms.to_string().into());
+    args.push(renewing.to_string().into());
+    args.extend(items.iter().map(|item| item.hold.clone()));
     let call = Call {
         script: ScriptId::Renew,
         keys: items.iter().map(|item| item.key.clone()).collect(),
@@ -59,7 +59,8 @@ mod tests {
             renew,
         };
         let (call, order) = renew_call(30_000, vec![item("a", false), item("b", true)]);
-        assert_eq!(call.args, vec!["30000", "1", "h-b", "h-a"]);
+        let args: Vec<&str> = call.args.iter().map(|a| &**a).collect();
+        assert_eq!(args, vec!["30000", "1", "h-b", "h-a"]);
         assert_eq!(order[0].key.as_ref(), "b");
         let gone = decode_renew(&Reply::Array(vec![Reply::Int(2)]), 2).unwrap();
         assert_eq!(gone, vec![false, true]);

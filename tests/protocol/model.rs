@@ -696,7 +696,7 @@ impl State {
                     _ => None,
                 };
                 if let Some(token) = fresh_token {
-                    let owner: Arc<str> = call.args[0].as_str().into();
+                    let owner: Arc<str> = call.args[0].clone();
                     if let Some(last) = &self.last_fresh_owner
                         && *last != owner
                     {
