@@ -41,7 +41,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn block_on<F: Future>(&self, work: F) -> Result<F::Output> {
+    /// The runtime to block on, or why a blocking call may not be made here.
+    fn runtime(&self) -> Result<&tokio::runtime::Runtime> {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Err(Error::InvalidConfig(
                 "the blocking API was called inside an async runtime, where it would block \
@@ -49,10 +50,13 @@ impl Shared {
                     .into(),
             ));
         }
-        match &self.runtime {
-            Some(runtime) => Ok(runtime.block_on(work)),
-            None => Err(Error::InvalidConfig("the client has shut down".into())),
-        }
+        self.runtime
+            .as_ref()
+            .ok_or_else(|| Error::InvalidConfig("the client has shut down".into()))
+    }
+
+    fn block_on<F: Future>(&self, work: F) -> Result<F::Output> {
+        Ok(self.runtime()?.block_on(work))
     }
 
     fn client(&self) -> &crate::LockClient {
@@ -291,9 +295,9 @@ impl LockGuard {
     pub fn release(mut self) -> Result<()> {
         // Refuse before taking the guard: a refused call must leave the guard as it was
         // (its drop then releases it on the client's runtime, as for any dropped guard).
-        self.shared.block_on(std::future::ready(()))?;
+        let runtime = self.shared.runtime()?;
         match self.inner.take() {
-            Some(guard) => self.shared.block_on(guard.release())?,
+            Some(guard) => runtime.block_on(guard.release()),
             None => Ok(()),
         }
     }

@@ -104,7 +104,7 @@ impl HoldEntry {
         lease_ms: Millis,
     ) -> std::result::Result<bool, String> {
         let gone = decode_renew(reply, 1)?;
-        if gone[0] {
+        if gone.first() == Some(&true) {
             registry.gone(self);
             return Ok(false);
         }

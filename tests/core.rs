@@ -880,19 +880,6 @@ async fn force_unlock_wakes_waiters() {
         .expect("the old holder learns it lost the lock");
 }
 
-async fn publish_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_publish:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A release publishes only when someone may be waiting (the "\1w" mark): uncontended
 /// cycles send no PUBLISH, while two waiters of one client, both asleep on a 30 s pttl,
 /// are still woken release by release, never by the lease. The release wakes only one of
@@ -908,7 +895,7 @@ async fn releases_publish_only_when_someone_may_wait() {
         lock.acquire().await.unwrap().release().await.unwrap();
     }
     assert_eq!(
-        publish_calls(&mut conn).await,
+        common::command_calls(&mut conn, &["publish"]).await,
         0,
         "uncontended cycles published"
     );
@@ -937,7 +924,7 @@ async fn releases_publish_only_when_someone_may_wait() {
             .unwrap();
     }
     assert!(started.elapsed() < 10 * SEC);
-    let published = publish_calls(&mut conn).await;
+    let published = common::command_calls(&mut conn, &["publish"]).await;
     // The holder's release and the first waiter's; nobody waits for the last one.
     assert_eq!(published, 2, "PUBLISH calls for 3 releases");
 }

@@ -1085,21 +1085,6 @@ async fn fault_6_holder_runtime_shuts_down_while_holding() {
     assert_eq!(report.errors, 0, "{:?}", report.error_messages);
 }
 
-/// Hset calls Redis has run so far (only a fresh acquire calls HSET).
-async fn hset_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find(|line| line.starts_with("cmdstat_hset:"))
-        .and_then(|line| line.split("calls=").nth(1))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Soundness issue, item 3: an acquire whose reply is lost in a partition that outlasts
 /// every quick retry (here 5 s, response timeout 500 ms) leaves no orphan: once Redis
 /// answers again, the background reconciliation gives the hold back, long before its
@@ -1113,7 +1098,7 @@ async fn an_acquire_lost_in_a_long_partition_leaves_no_orphan() {
     warm_up(&client, None).await;
     let mut conn = server.conn().await;
     let lock = client.lock("orphan").unwrap();
-    let before = hset_calls(&mut conn).await;
+    let before = common::command_calls(&mut conn, &["hset"]).await;
 
     proxy.stall(true);
     let outcome = lock.acquire_timeout(2 * SEC).await;
@@ -1125,7 +1110,7 @@ async fn an_acquire_lost_in_a_long_partition_leaves_no_orphan() {
     // Wait for the run first: a key that is absent before it ran would prove nothing.
     let ran = eventually(5 * SEC, || {
         let mut conn = conn.clone();
-        async move { hset_calls(&mut conn).await > before }
+        async move { common::command_calls(&mut conn, &["hset"]).await > before }
     })
     .await;
     assert!(ran, "the acquire never ran: the test proved nothing");

@@ -144,20 +144,7 @@ impl Rig {
 
     /// `EVALSHA` + `EVAL` calls the server has processed.
     async fn script_calls(&mut self) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut self.conn)
-            .await
-            .unwrap();
-        info.lines()
-            .filter(|line| {
-                line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:")
-            })
-            .filter_map(|line| {
-                let calls = line.split("calls=").nth(1)?;
-                calls.split(',').next()?.parse::<u64>().ok()
-            })
-            .sum()
+        common::command_calls(&mut self.conn, &["evalsha", "eval"]).await
     }
 
     async fn count(&mut self, key: &str) -> Option<u64> {

@@ -187,6 +187,31 @@ where
     }
 }
 
+/// How many times Redis ran each of `commands` (lowercase, as `INFO commandstats` names
+/// them), summed; inside scripts too.
+#[allow(dead_code)]
+pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, commands: &[&str]) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            if !commands.contains(&name) {
+                return None;
+            }
+            stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 /// `PUBSUB NUMSUB channel`.
 pub async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> i64 {
     let reply: Vec<(String, i64)> = redis::cmd("PUBSUB")
