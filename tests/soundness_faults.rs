@@ -329,11 +329,14 @@ async fn releasing_an_expired_fixed_lease_with_its_reply_lost_is_lock_lost() {
 
 // ---- item 4: the expiry never moves earlier behind a holder's back ---------------------
 
-/// Samples the key while `outer` believes it holds. Each sample first observes Redis (PTTL
-/// and the owner's field in one round trip, then an intruder's `try_acquire`), and only
-/// then asks `outer` whether it still holds and for how long: if it still does, every
-/// earlier observation must show the hold, and Redis's expiry must be at least the lease
-/// `outer` counts on (it is confirmed from send times, so Redis's is never earlier).
+/// Samples the key while `outer` believes it holds. Each sample reads the lease `outer`
+/// counts on first, then observes Redis (PTTL and the owner's field in one round trip,
+/// then an intruder's `try_acquire`), and only then asks `outer` whether it still holds:
+/// if it still does, every earlier observation must show the hold. Redis's expiry must
+/// be at least the lease `outer` counted on before the PTTL was read (it is confirmed
+/// from send times, so Redis's is never earlier). The belief is read *before* the PTTL on
+/// purpose: a renewal landing between the two lengthens the belief past the older PTTL
+/// without anything being wrong (CI saw exactly that: PTTL 2008 ms, belief 2998 ms).
 /// Returns the smallest PTTL seen and the smallest (PTTL - believed lease).
 async fn watch_while_held(
     conn: &mut MultiplexedConnection,
@@ -345,6 +348,8 @@ async fn watch_while_held(
 ) -> (i64, i64) {
     let (mut min_pttl, mut min_margin) = (i64::MAX, i64::MAX);
     while Instant::now() < until {
+        let believed = outer.remaining_lease().as_millis() as i64;
+        let believed_at = Instant::now();
         let (left, count): (i64, Option<u64>) = redis::pipe()
             .cmd("PTTL")
             .arg(key)
@@ -367,7 +372,9 @@ async fn watch_while_held(
             }
             panic!("the outer hold was lost: {:?}", outer.lost_reason());
         }
-        let believed = outer.remaining_lease().as_millis() as i64;
+        // Time between reading the belief and the PTTL reply: an upper bound on how far
+        // the belief's clock ran before Redis answered.
+        let read_gap = (Instant::now() - believed_at).as_millis() as i64;
         assert!(
             left > 0 && count.is_some(),
             "the hold is gone from Redis (PTTL {left}, count {count:?}) while the outer guard \
@@ -378,9 +385,9 @@ async fn watch_while_held(
             "an intruder acquired while the outer guard holds"
         );
         min_pttl = min_pttl.min(left);
-        min_margin = min_margin.min(left - believed);
+        min_margin = min_margin.min(left + read_gap - believed);
         assert!(
-            left + 100 >= believed,
+            left + read_gap + 100 >= believed,
             "Redis expires the key in {left} ms, the outer guard counts on {believed} ms"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
