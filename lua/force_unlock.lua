@@ -2,6 +2,7 @@
 --
 -- KEYS[1]  the lock hash         (<prefix>:{<name>})
 -- ARGV[1]  wake-up channel       (<prefix>:{<name>}:db<n>:released)
+-- ARGV[2]  publish how           ('1': SPUBLISH, a sharded channel on a cluster; else PUBLISH)
 --
 -- Returns an integer:
 --   1   the lock existed; it was deleted and waiters were woken
@@ -20,5 +21,5 @@ if kind ~= 'hash' or redis.call('HEXISTS', KEYS[1], '\1h') == 0 then
   return -2
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[1], 'released')
+redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[1], 'released')
 return 1

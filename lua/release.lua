@@ -10,6 +10,7 @@
 -- ARGV[5]  wake-up channel     (<prefix>:{<name>}:db<n>:released)
 -- ARGV[6]  re-arm ms           ('0': leave the expiry alone)
 -- ARGV[7]  expected count      (the sender's own guards of this hold after this release)
+-- ARGV[8]  publish how         ('1': SPUBLISH, a sharded channel on a cluster; else PUBLISH)
 --
 -- Returns an integer:
 --   n >= 1  one hold given back; n remain (the expiry is re-armed to ARGV[6] ms when n
@@ -40,6 +41,9 @@
 -- without GT: the point is to shorten. The sender never believes in more than it asked
 -- for here (protocol/hold.rs, prepare_rearm), so the expiry never ends before a live
 -- hold's confirmed deadline ("never two holders").
+-- Why SPUBLISH on a cluster: a classic PUBLISH is broadcast to every node of the cluster
+-- over the bus; a sharded one goes to the lock's shard only, and its channel carries the
+-- lock's hash tag, so it lives in the script's slot (no CROSSSLOT).
 -- Why PUBLISH only when marked: an uncontended cycle then costs no PUBLISH. A waiter always
 -- marks the hash it failed on before it sleeps, and its sleep is bounded by the pttl, so
 -- a missed mark could cost latency only, never a hang.
@@ -65,6 +69,6 @@ if count ~= nil and count > 1 then
 end
 redis.call('DEL', lock)
 if held[4] then
-  redis.call('PUBLISH', ARGV[5], 'released')
+  redis.call(ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[5], 'released')
 end
 return 0

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
@@ -14,6 +13,7 @@ use crate::lock::Lock;
 use crate::protocol::{Call, Reply};
 use crate::pubsub::Hub;
 use crate::scripts::{self, CallError, Scripts};
+use crate::topology::{self, Conn, Target};
 use crate::watchdog::{Clock, Registry, Watchdog, WatchdogStats};
 
 /// Default watchdog timeout: the lease of locks taken without an explicit lease.
@@ -62,7 +62,11 @@ impl std::fmt::Debug for LockClient {
 #[derive(Debug)]
 pub(crate) struct ClientInner {
     pub(crate) id: Arc<str>,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
+    /// Wake-ups go over sharded channels (a cluster).
+    pub(crate) sharded: bool,
+    /// Acquisitions wait for this many replicas to acknowledge them.
+    pub(crate) replica_ack: Option<ReplicaAck>,
     pub(crate) scripts: Arc<Scripts>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) hub: Hub,
@@ -171,6 +175,30 @@ impl ClientInner {
         }
     }
 
+    /// [`ClientInner::run`] for an acquire: with replica acknowledgement configured, the
+    /// script is followed by `WAIT` in one pipeline, and the replicas that acknowledged
+    /// come back too.
+    pub(crate) async fn run_acquire(
+        &self,
+        call: &Call,
+    ) -> std::result::Result<(Reply, Option<u32>), CallError> {
+        let Some(ack) = self.replica_ack else {
+            return self.run(call).await.map(|reply| (reply, None));
+        };
+        let mut conn = self.conn.clone();
+        let ms = ack.timeout.as_millis() as u64;
+        let sent = scripts::run_acknowledged(&mut conn, &self.scripts, call, ack.replicas, ms);
+        // WAIT itself may take its whole timeout.
+        match tokio::time::timeout(self.response_timeout + ack.timeout, sent).await {
+            Ok(Ok((reply, acked))) => Ok((reply, Some(u32::try_from(acked.max(0)).unwrap_or(0)))),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(CallError {
+                failure: crate::protocol::Failure::Lost,
+                error: self.timeout_error(),
+            }),
+        }
+    }
+
     /// [`ClientInner::run`] for calls whose failures are simply reported.
     pub(crate) async fn eval(&self, call: &Call) -> Result<Reply> {
         self.run(call)
@@ -195,12 +223,20 @@ impl ClientInner {
     }
 }
 
+/// Replica acknowledgement settings (see [`LockClientBuilder::min_replicas`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplicaAck {
+    pub(crate) replicas: u32,
+    pub(crate) timeout: Duration,
+}
+
 /// Builds a [`LockClient`]. Obtain one with [`LockClient::builder`] or
 /// [`LockClient::builder_from_client`].
 #[derive(Debug)]
 #[must_use = "a builder does nothing until .connect().await"]
 pub struct LockClientBuilder {
-    client: Result<redis::Client>,
+    target: Result<Target>,
+    replica_ack: Option<ReplicaAck>,
     watchdog_timeout: Duration,
     prefix: String,
     connect_timeout: Duration,
@@ -213,21 +249,48 @@ impl LockClient {
     /// Starts building a client for a Redis URL such as `redis://user:pass@host:6379/0`.
     /// A malformed URL is reported by [`LockClientBuilder::connect`] as
     /// [`Error::InvalidUrl`].
+    ///
+    /// A Sentinel-managed primary is named by the sentinels, in Lettuce's form:
+    /// `redis-sentinel://[user[:password]@]host1[:port1][,host2[:port2]...][/db]#service`
+    /// (default sentinel port 26379; the credentials are the primary's). The client
+    /// follows failovers: see the README's "Topology" section.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), redis_locks::Error> {
+    /// let client = redis_locks::LockClient::builder(
+    ///     "redis-sentinel://10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/0#mymaster",
+    /// )
+    /// .connect()
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder(url: &str) -> LockClientBuilder {
-        let client = redis::Client::open(url).map_err(|err| {
-            Error::InvalidUrl(format!(
-                "{:?}: {err}; accepted forms: redis://[user[:password]@]host[:port][/db], \
-                 rediss://... (TLS, feature `tls`), unix:///path/to/socket[?db=N]",
-                keys::redact_url(url)
-            ))
-        });
-        LockClientBuilder::new(client)
+        LockClientBuilder::new(Target::parse(url))
+    }
+
+    /// Starts building a client for a Redis Cluster, given one or more seed nodes
+    /// (`redis://host:port`, `rediss://…`; credentials in the URLs apply to every node).
+    /// Each lock's keys and channel share one hash slot (`<prefix>:{<name>}`), wake-ups use
+    /// sharded pub/sub, and the watchdog renews per slot.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), redis_locks::Error> {
+    /// let client = redis_locks::LockClient::builder_cluster([
+    ///     "redis://10.0.0.1:7000",
+    ///     "redis://10.0.0.2:7000",
+    /// ])
+    /// .connect()
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder_cluster<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> LockClientBuilder {
+        LockClientBuilder::new(Target::cluster(seeds))
     }
 
     /// Starts building a client around an existing `redis::Client` (for custom TLS or
     /// connection settings).
     pub fn builder_from_client(client: redis::Client) -> LockClientBuilder {
-        LockClientBuilder::new(Ok(client))
+        LockClientBuilder::new(Ok(Target::Single(client)))
     }
 
     /// Connects with default settings. Shorthand for `LockClient::builder(url).connect()`.
@@ -250,7 +313,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self, name: &str) -> Result<Lock> {
-        let keys = LockKeys::new(&self.inner.prefix, self.inner.db, name)?;
+        let keys = LockKeys::new(&self.inner.prefix, self.inner.db, self.inner.sharded, name)?;
         Ok(Lock::new(self.clone(), keys))
     }
 
@@ -297,9 +360,10 @@ impl LockClient {
 }
 
 impl LockClientBuilder {
-    fn new(client: Result<redis::Client>) -> Self {
+    fn new(target: Result<Target>) -> Self {
         LockClientBuilder {
-            client,
+            target,
+            replica_ack: None,
             watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
             prefix: DEFAULT_PREFIX.to_owned(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -357,6 +421,17 @@ impl LockClientBuilder {
         self
     }
 
+    /// Opt-in replica acknowledgement: every acquisition is followed, in the same
+    /// pipeline on the same connection, by `WAIT replicas timeout`. When fewer replicas
+    /// acknowledge within `timeout`, the acquisition is given back and
+    /// [`Error::NotReplicated`] is returned. This narrows, but does not close, the window
+    /// in which a failover loses a lock: see the README's "Replica acknowledgement".
+    /// `replicas` must be at least 1; `timeout` at least 1 ms.
+    pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_ack = Some(ReplicaAck { replicas, timeout });
+        self
+    }
+
     /// Validates the settings, connects, and starts the watchdog and pub/sub tasks.
     ///
     /// Errors: [`Error::InvalidUrl`], [`Error::InvalidConfig`], [`Error::InvalidDuration`],
@@ -368,7 +443,7 @@ impl LockClientBuilder {
     /// # Cancel safety
     /// Cancel-safe: nothing is started until the connection is established.
     pub async fn connect(self) -> Result<LockClient> {
-        let client = self.client?;
+        let target = self.target?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::InvalidConfig(
                 "LockClient::connect must run inside a tokio runtime (or use the `blocking` \
@@ -412,15 +487,28 @@ impl LockClientBuilder {
             ));
         }
 
-        let info = client.get_connection_info();
-        let addr = info.addr().to_string();
-        let db = info.redis_settings().db();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let connecting = ConnectionManager::new_with_config(client.clone(), config);
+        if let Some(ack) = self.replica_ack {
+            if ack.replicas == 0 {
+                return Err(Error::InvalidConfig(
+                    "min_replicas: at least 1 replica (leave it unset for none)".into(),
+                ));
+            }
+            if ack.timeout < Duration::from_millis(1) {
+                return Err(Error::InvalidDuration {
+                    what: "replica timeout",
+                    value: ack.timeout,
+                    reason: "must be at least 1 ms",
+                });
+            }
+            keys::validate_ms("replica timeout", ack.timeout)?;
+        }
+        let addr = target.describe();
+        let db = target.db();
+        let settings = topology::Settings {
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+        };
+        let connecting = Conn::connect(&target, settings);
         let mut conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(conn)) => conn,
             Ok(Err(source)) => return Err(Error::Connect { addr, source }),
@@ -467,12 +555,7 @@ impl LockClientBuilder {
         let scripts = Arc::new(Scripts::new());
         let clock = Clock::new();
         let registry = Arc::new(Registry::new(clock));
-        let hub = Hub::start(
-            client,
-            self.connect_timeout,
-            self.response_timeout,
-            shutdown.clone(),
-        );
+        let hub = Hub::start(&target, &conn, settings, shutdown.clone());
         let watchdog = Watchdog {
             registry: registry.clone(),
             conn: conn.clone(),
@@ -491,6 +574,8 @@ impl LockClientBuilder {
                 id: id.to_string().into(),
                 tag: format!("{:016x}", id.as_u64_pair().1).into(),
                 conn,
+                sharded: target.sharded(),
+                replica_ack: self.replica_ack,
                 scripts,
                 registry,
                 hub,

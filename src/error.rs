@@ -110,6 +110,27 @@ pub enum Error {
         found: String,
     },
 
+    /// Replica acknowledgement was asked for ([`min_replicas`]) and fewer replicas than
+    /// that acknowledged the acquisition within the timeout. The acquisition was given
+    /// back (nothing is left held by it); retrying may succeed once replicas catch up.
+    ///
+    /// [`min_replicas`]: crate::LockClientBuilder::min_replicas
+    #[error(
+        "lock {name:?}: {} of {wanted} replica(s) acknowledged the acquisition within {timeout:?}; it was given back",
+        acked.map_or_else(|| "an unknown number".to_owned(), |n| n.to_string())
+    )]
+    NotReplicated {
+        /// The lock name.
+        name: String,
+        /// Replicas asked for.
+        wanted: u32,
+        /// Replicas that acknowledged, or `None` when unknown (the acquire's reply was
+        /// lost, and the hold was found afterwards).
+        acked: Option<u32>,
+        /// The time allowed.
+        timeout: Duration,
+    },
+
     /// A script returned a reply the library does not understand. This points at a version
     /// mismatch or a bug, never at user input.
     #[error("unexpected reply from Redis: {0}")]

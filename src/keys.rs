@@ -46,7 +46,7 @@ impl std::ops::Deref for LockKeys {
 }
 
 impl LockKeys {
-    pub(crate) fn new(prefix: &str, db: i64, name: &str) -> Result<Self> {
+    pub(crate) fn new(prefix: &str, db: i64, sharded: bool, name: &str) -> Result<Self> {
         validate_name(name)?;
         let hash: Arc<str> = format!("{prefix}:{{{name}}}").into();
         Ok(LockKeys {
@@ -55,6 +55,7 @@ impl LockKeys {
                 channel: format!("{hash}:db{db}:released").into(),
                 fence: format!("{hash}:fence").into(),
                 hash,
+                sharded,
             },
         })
     }
@@ -196,7 +197,7 @@ mod tests {
 
     #[test]
     fn layout_shares_one_hash_tag() {
-        let keys = LockKeys::new("app", 3, "orders:42").unwrap();
+        let keys = LockKeys::new("app", 3, false, "orders:42").unwrap();
         assert_eq!(&*keys.hash, "app:{orders:42}");
         assert_eq!(&*keys.channel, "app:{orders:42}:db3:released");
         assert_eq!(&*keys.fence, "app:{orders:42}:fence");

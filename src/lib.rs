@@ -52,6 +52,7 @@ mod owner;
 pub mod protocol;
 mod pubsub;
 mod scripts;
+mod topology;
 mod watchdog;
 
 pub use client::{

@@ -108,6 +108,9 @@ impl LockState {
     }
 }
 
+// One attempt's result, moved once per attempt: boxing the guard would cost an
+// allocation on the hot path to save a copy of a few hundred bytes.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Attempt {
     Acquired(LockGuard),
     Held { pttl: Duration },
@@ -503,6 +506,19 @@ impl Lock {
     }
 
     async fn attempt_here(&self, owner: &Arc<str>, listening: bool) -> Result<Attempt> {
+        // The replica check runs after the lane is left: giving an unreplicated hold back
+        // is a release, which enters the lane itself.
+        let (attempt, acked) = self.attempt_in_lane(owner, listening).await?;
+        self.replicated(attempt, acked).await
+    }
+
+    /// [`Lock::attempt_here`] inside the (lock, owner) lane. Also returns how many
+    /// replicas acknowledged a won hold (`None`: not asked, or unknown).
+    async fn attempt_in_lane(
+        &self,
+        owner: &Arc<str>,
+        listening: bool,
+    ) -> Result<(Attempt, Option<u32>)> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
         // Other local waiters may sleep on a wake-up that only one of them got: a hold this
@@ -521,7 +537,8 @@ impl Lock {
         match self.resolve_pending(&mut lane).await {
             Ok(Some((granted, sent_at, lost))) => {
                 if lost.same_terms(&request) {
-                    return Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)));
+                    let guard = self.guard_for(owner, &granted, sent_at);
+                    return Ok((Attempt::Acquired(guard), None));
                 }
                 let give_up_at = inner.clock.now() + lost.lease_ms;
                 self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at, None)
@@ -536,10 +553,10 @@ impl Lock {
         let mut resends = 2;
         loop {
             let sent_at = inner.clock.now();
-            let error = match inner.run(&request.call(&self.keys.protocol)).await {
-                Ok(reply) => {
+            let error = match inner.run_acquire(&request.call(&self.keys.protocol)).await {
+                Ok((reply, acked)) => {
                     let decoded = request.decode(&reply).map_err(Error::UnexpectedReply)?;
-                    return self.on_acquire_reply(owner, decoded, sent_at);
+                    return Ok((self.on_acquire_reply(owner, decoded, sent_at)?, acked));
                 }
                 Err(CallError { failure, error }) => match after_failure(&failure) {
                     AfterFailure::Reconcile => error,
@@ -568,7 +585,8 @@ impl Lock {
             match self.resolve_pending(&mut lane).await {
                 Ok(Some((granted, sent_at, _))) => {
                     tracing::debug!(lock = self.name(), "adopted a hold whose reply was lost");
-                    return Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)));
+                    let guard = self.guard_for(owner, &granted, sent_at);
+                    return Ok((Attempt::Acquired(guard), None));
                 }
                 Ok(None) if resends > 0 => {
                     resends -= 1;
@@ -677,6 +695,39 @@ impl Lock {
             }),
             AcquireReply::NotALock(found) => Err(self.wrong_type(&found)),
         }
+    }
+
+    /// With replica acknowledgement configured: a won hold that fewer replicas than asked
+    /// acknowledged (or whose acknowledgement is unknown, because its reply was lost and
+    /// the hold was found by a probe) is given back, and the caller gets
+    /// [`Error::NotReplicated`].
+    async fn replicated(&self, attempt: Attempt, acked: Option<u32>) -> Result<Attempt> {
+        let Some(ack) = self.client.inner.replica_ack else {
+            return Ok(attempt);
+        };
+        let Attempt::Acquired(guard) = attempt else {
+            return Ok(attempt);
+        };
+        if acked.is_some_and(|acked| acked >= ack.replicas) {
+            return Ok(Attempt::Acquired(guard));
+        }
+        tracing::warn!(
+            lock = self.name(),
+            wanted = ack.replicas,
+            acked,
+            "acquisition not acknowledged by enough replicas; giving it back"
+        );
+        // Dropping the guard would release it in the background; releasing here means
+        // the caller hears only once it is given back (or could not be).
+        if let Err(err) = guard.release().await {
+            tracing::warn!(lock = self.name(), error = %err, "giving back an unreplicated hold failed");
+        }
+        Err(Error::NotReplicated {
+            name: self.name().to_owned(),
+            wanted: ack.replicas,
+            acked,
+            timeout: ack.timeout,
+        })
     }
 
     fn guard_for(&self, owner: &Arc<str>, granted: &Granted, sent_at: Millis) -> LockGuard {
@@ -855,7 +906,7 @@ impl Lock {
     }
 
     /// How many connections are subscribed to this lock's release channel
-    /// (`PUBSUB NUMSUB`): one per client (process) with waiters, however many waiters it
+    /// (`PUBSUB NUMSUB`, or `PUBSUB SHARDNUMSUB` on a cluster): one per client (process) with waiters, however many waiters it
     /// has.
     ///
     /// # Cancel safety
@@ -864,7 +915,14 @@ impl Lock {
         let inner = &self.client.inner;
         let mut conn = inner.conn.clone();
         let mut cmd = redis::cmd("PUBSUB");
-        cmd.arg("NUMSUB").arg(&*self.keys.channel);
+        // A cluster's wake-ups are sharded; redis-rs sends this to every primary and adds
+        // the counts up.
+        let numsub = if inner.sharded {
+            "SHARDNUMSUB"
+        } else {
+            "NUMSUB"
+        };
+        cmd.arg(numsub).arg(&*self.keys.channel);
         let reply = tokio::time::timeout(
             inner.response_timeout,
             cmd.query_async::<Vec<(String, u64)>>(&mut conn),

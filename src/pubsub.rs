@@ -11,6 +11,14 @@
 //! every waiter once, since messages published meanwhile were lost (pub/sub is
 //! at-most-once). Waiters never depend on a message alone: each sleeps at most the lock's
 //! remaining TTL, so a lost message costs latency, not liveness.
+//!
+//! Topologies: on one server and on a Sentinel primary the hub uses classic `SUBSCRIBE`
+//! on a dedicated connection; on a cluster it uses sharded `SSUBSCRIBE` through a RESP3
+//! cluster connection, one channel per command (each channel is in its lock's slot).
+//! When the command connection follows a topology change (a new Sentinel primary, a
+//! rebuilt cluster map; see `topology`), the hub reconnects too. A server-sent
+//! `sunsubscribe` (the slot moved to another shard) is answered by subscribing again,
+//! which redis-rs routes to the slot's new owner.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,9 +27,14 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::aio::{PubSubSink, PubSubStream};
-use tokio::sync::Notify;
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind, Value};
 use tokio::sync::futures::Notified;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
+
+use crate::topology::{Conn, SentinelConn, Settings, Target};
 
 /// One channel's local state.
 #[derive(Debug)]
@@ -63,17 +76,27 @@ pub(crate) struct Listener {
 impl Hub {
     /// Starts the hub task. It connects lazily, when the first listener appears.
     pub(crate) fn start(
-        client: redis::Client,
-        connect_timeout: Duration,
-        command_timeout: Duration,
+        target: &Target,
+        conn: &Conn,
+        settings: Settings,
         shutdown: CancellationToken,
     ) -> Self {
         let shared = Arc::new(Shared::default());
+        let source = match (target, conn.sentinel()) {
+            (_, Some(sentinel)) => Source::Sentinel(sentinel.clone()),
+            (Target::Cluster(seeds), _) => Source::Cluster(seeds.clone()),
+            (Target::Single(client), _) => Source::Fixed(Box::new(client.clone())),
+            // A Sentinel target always has a Sentinel connection; this arm is unreachable
+            // in practice and falls back to "no wake-ups" (waits stay pttl-bounded).
+            (Target::Sentinel(_), None) => Source::None,
+        };
         let task = HubTask {
             shared: shared.clone(),
-            client,
-            connect_timeout,
-            command_timeout,
+            source,
+            generation: conn.generation(),
+            connect_timeout: settings.connect_timeout,
+            command_timeout: settings.response_timeout,
+            settings,
             shutdown,
         };
         tokio::spawn(task.run());
@@ -176,21 +199,112 @@ impl Drop for Listener {
 
 struct HubTask {
     shared: Arc<Shared>,
-    client: redis::Client,
+    source: Source,
+    /// The command connection's topology generation: a change means "reconnect".
+    generation: watch::Receiver<u64>,
     connect_timeout: Duration,
     command_timeout: Duration,
+    settings: Settings,
     shutdown: CancellationToken,
 }
 
+/// Where subscriptions go.
+enum Source {
+    Fixed(Box<redis::Client>),
+    Sentinel(SentinelConn),
+    Cluster(Vec<redis::ConnectionInfo>),
+    None,
+}
+
 struct Connection {
-    sink: PubSubSink,
-    stream: PubSubStream,
+    link: Link,
     /// Channels the server has confirmed on this connection.
     subscribed: HashSet<Arc<str>>,
 }
 
+enum Link {
+    Classic {
+        sink: PubSubSink,
+        stream: PubSubStream,
+    },
+    Sharded {
+        conn: ClusterConnection,
+        pushes: UnboundedReceiver<PushInfo>,
+    },
+}
+
+/// What the subscription connection reported.
+enum Event {
+    /// A message on this channel.
+    Message(String),
+    /// The server dropped this subscription by itself (its slot moved).
+    Dropped(String),
+    /// The connection is gone.
+    Gone,
+    /// Nothing for us (confirmations, other pushes).
+    Other,
+}
+
+impl Link {
+    async fn subscribe(&mut self, names: &[&str]) -> redis::RedisResult<()> {
+        match self {
+            Link::Classic { sink, .. } => sink.subscribe(names).await,
+            Link::Sharded { conn, .. } => {
+                // One channel per command: the channels of different locks are in
+                // different slots.
+                for name in names {
+                    conn.ssubscribe(*name).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, names: &[&str]) -> redis::RedisResult<()> {
+        match self {
+            Link::Classic { sink, .. } => sink.unsubscribe(names).await,
+            Link::Sharded { conn, .. } => {
+                for name in names {
+                    conn.sunsubscribe(*name).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn next_event(&mut self) -> Event {
+        match self {
+            Link::Classic { stream, .. } => match futures_next(stream).await {
+                Some(message) => Event::Message(message.get_channel_name().to_owned()),
+                None => Event::Gone,
+            },
+            Link::Sharded { pushes, .. } => match pushes.recv().await {
+                None => Event::Gone,
+                Some(push) => match push.kind {
+                    PushKind::SMessage => {
+                        first_text(&push.data).map_or(Event::Other, Event::Message)
+                    }
+                    PushKind::SUnsubscribe => {
+                        first_text(&push.data).map_or(Event::Other, Event::Dropped)
+                    }
+                    PushKind::Disconnection => Event::Gone,
+                    _ => Event::Other,
+                },
+            },
+        }
+    }
+}
+
+fn first_text(data: &[Value]) -> Option<String> {
+    match data.first()? {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(text) => Some(text.clone()),
+        _ => None,
+    }
+}
+
 impl HubTask {
-    async fn run(self) {
+    async fn run(mut self) {
         let mut connection: Option<Connection> = None;
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -208,6 +322,8 @@ impl HubTask {
                         _ = self.shared.changed.notified() => continue,
                     }
                 }
+                // Whatever changed before this connection is made is reflected in it.
+                self.generation.borrow_and_update();
                 match self.connect().await {
                     Some(fresh) => {
                         backoff = Duration::from_millis(50);
@@ -245,9 +361,26 @@ impl HubTask {
                 _ = self.shared.changed.notified() => {
                     self.reconcile(&mut connection).await;
                 }
-                message = futures_next(&mut conn.stream) => match message {
-                    Some(message) => self.dispatch(message.get_channel_name()),
-                    None => {
+                Ok(()) = self.generation.changed() => {
+                    tracing::info!("pub/sub: the topology changed; resubscribing");
+                    connection = None;
+                    self.mark_unsubscribed();
+                    self.wake_everyone();
+                }
+                event = conn.link.next_event() => match event {
+                    Event::Message(channel) => self.dispatch(&channel),
+                    Event::Dropped(channel) => {
+                        // Subscribe again (reconcile sees it missing); whatever was
+                        // published meanwhile is lost, so wake its waiters.
+                        conn.subscribed.remove(channel.as_str());
+                        if let Some(target) = self.shared.channels.lock().get(channel.as_str()) {
+                            target.subscribed.store(false, Ordering::Release);
+                            target.wake.notify_waiters();
+                        }
+                        self.reconcile(&mut connection).await;
+                    }
+                    Event::Other => {}
+                    Event::Gone => {
                         tracing::warn!("pub/sub connection lost; reconnecting");
                         connection = None;
                         self.mark_unsubscribed();
@@ -259,15 +392,32 @@ impl HubTask {
     }
 
     async fn connect(&self) -> Option<Connection> {
-        match tokio::time::timeout(self.connect_timeout, self.client.get_async_pubsub()).await {
-            Ok(Ok(pubsub)) => {
-                let (sink, stream) = pubsub.split();
-                Some(Connection {
-                    sink,
-                    stream,
-                    subscribed: HashSet::new(),
-                })
+        let connecting = async {
+            match &self.source {
+                Source::Fixed(client) => classic(client).await,
+                Source::Sentinel(sentinel) => classic(&sentinel.primary_client()).await,
+                Source::Cluster(seeds) => {
+                    let (tx, pushes) = unbounded_channel();
+                    let conn = crate::topology::cluster_client(seeds, self.settings)
+                        .use_protocol(redis::ProtocolVersion::RESP3)
+                        .push_sender(tx)
+                        .retries(3)
+                        .build()?
+                        .get_async_connection()
+                        .await?;
+                    Ok(Link::Sharded { conn, pushes })
+                }
+                Source::None => Err(redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "no subscription source",
+                ))),
             }
+        };
+        match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(link)) => Some(Connection {
+                link,
+                subscribed: HashSet::new(),
+            }),
             Ok(Err(err)) => {
                 tracing::warn!(error = %err, "pub/sub connect failed");
                 None
@@ -291,7 +441,7 @@ impl HubTask {
         let mut ok = true;
         if !to_add.is_empty() {
             let names: Vec<&str> = to_add.iter().map(|c| &**c).collect();
-            match tokio::time::timeout(self.command_timeout, conn.sink.subscribe(&names)).await {
+            match tokio::time::timeout(self.command_timeout, conn.link.subscribe(&names)).await {
                 Ok(Ok(())) => conn.subscribed.extend(to_add),
                 Ok(Err(err)) if is_permission_error(&err) => {
                     tracing::warn!(
@@ -317,7 +467,7 @@ impl HubTask {
         }
         if ok && !to_remove.is_empty() {
             let names: Vec<&str> = to_remove.iter().map(|c| &**c).collect();
-            match tokio::time::timeout(self.command_timeout, conn.sink.unsubscribe(&names)).await {
+            match tokio::time::timeout(self.command_timeout, conn.link.unsubscribe(&names)).await {
                 Ok(Ok(())) => {
                     for name in &to_remove {
                         conn.subscribed.remove(name);
@@ -367,6 +517,11 @@ impl HubTask {
             channel.wake.notify_waiters();
         }
     }
+}
+
+async fn classic(client: &redis::Client) -> redis::RedisResult<Link> {
+    let (sink, stream) = client.get_async_pubsub().await?.split();
+    Ok(Link::Classic { sink, stream })
 }
 
 /// Whether a subscription was refused by the ACL (NOPERM), which no reconnect can fix.

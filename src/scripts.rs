@@ -9,7 +9,7 @@
 //! Errors are classified here into the core's [`Failure`]: never sent, reply lost (may
 //! have run), a transient server state (did not run), or permanent.
 
-use redis::aio::ConnectionManager;
+use crate::topology::Conn;
 use redis::{Arg, Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::protocol::{Call, Failure, Reply, ScriptId};
@@ -87,7 +87,7 @@ fn evalsha(script: &Script, call: &Call) -> Cmd {
 
 /// Sends `call`; on `NOSCRIPT` sends the same call as `EVAL`.
 pub(crate) async fn run(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     scripts: &Scripts,
     call: &Call,
 ) -> Result<Reply, CallError> {
@@ -106,6 +106,55 @@ pub(crate) async fn run(
             failure: classify(&error),
             error,
         }),
+    }
+}
+
+/// Sends `call` followed, in one pipeline on one connection, by `WAIT replicas timeout`,
+/// and returns the script's reply with the number of replicas that acknowledged.
+/// `WAIT` counts the replicas that reached this connection's last write, so it must
+/// share the script's connection: sent on its own after a reconnect it would count
+/// nothing of ours and answer at once. On a cluster the pipeline goes to the key's node
+/// (the keyless `WAIT` does not vote on the route). On `NOSCRIPT` the pair is sent again
+/// with `EVAL`.
+pub(crate) async fn run_acknowledged(
+    conn: &mut Conn,
+    scripts: &Scripts,
+    call: &Call,
+    replicas: u32,
+    timeout_ms: u64,
+) -> Result<(Reply, i64), CallError> {
+    let script = scripts.get(call.script);
+    let evalsha = evalsha(script, call);
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors()
+        .add_command(evalsha.clone())
+        .cmd("WAIT")
+        .arg(replicas)
+        .arg(timeout_ms);
+    let failed = |error: RedisError| CallError {
+        failure: classify(&error),
+        error,
+    };
+    let mut values: Vec<Value> = pipe.query_async(conn).await.map_err(failed)?;
+    if matches!(values.first(), Some(Value::ServerError(err)) if err.code() == "NOSCRIPT") {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors()
+            .add_command(as_eval(script, &evalsha))
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout_ms);
+        values = pipe.query_async(conn).await.map_err(failed)?;
+    }
+    let mut values = values.into_iter();
+    match (values.next(), values.next()) {
+        (Some(Value::ServerError(err)), _) => Err(failed(err.into())),
+        (Some(reply), Some(Value::Int(acked))) => Ok((to_reply(reply), acked)),
+        (Some(_), Some(Value::ServerError(err))) => Err(failed(err.into())),
+        (reply, acked) => Err(failed(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "unexpected reply to the script and WAIT pipeline",
+            format!("{reply:?}, {acked:?}"),
+        )))),
     }
 }
 

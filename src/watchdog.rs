@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::topology::{Conn, slot_of};
 use parking_lot::Mutex;
-use redis::aio::ConnectionManager;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -391,7 +391,7 @@ impl Registry {
 /// What the watchdog task needs; owned by the task, shared with nothing but the registry.
 pub(crate) struct Watchdog {
     pub(crate) registry: Arc<Registry>,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     pub(crate) scripts: Arc<Scripts>,
     pub(crate) lease: Duration,
     pub(crate) period: Duration,
@@ -452,9 +452,15 @@ impl Watchdog {
         }
     }
 
-    /// Renews (or checks) every hold once: all batches concurrently.
+    /// Renews (or checks) every hold once: all batches concurrently. On a cluster a batch
+    /// holds the locks of one hash slot only (a script may not touch keys of several
+    /// slots), so holds are sorted by slot and a batch ends where the slot changes.
     fn tick(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let entries = self.registry.entries();
+        let mut entries = self.registry.entries();
+        let by_slot = self.conn.is_cluster();
+        if by_slot {
+            entries.sort_by_cached_key(|entry| slot_of(entry.key.as_bytes()));
+        }
         let registry = self.registry.clone();
         let conn = self.conn.clone();
         let scripts = self.scripts.clone();
@@ -471,9 +477,23 @@ impl Watchdog {
             let started = Instant::now();
             let mut calls = JoinSet::new();
             let mut call_count = 0u64;
-            let mut entries = entries.into_iter();
+            let mut entries = entries.into_iter().peekable();
             loop {
-                let chunk: Vec<Arc<HoldEntry>> = entries.by_ref().take(batch).collect();
+                let mut chunk: Vec<Arc<HoldEntry>> = Vec::new();
+                while chunk.len() < batch {
+                    let same_slot = match (chunk.first(), entries.peek()) {
+                        (_, None) => break,
+                        (None, Some(_)) => true,
+                        (Some(first), Some(next)) => {
+                            !by_slot
+                                || slot_of(first.key.as_bytes()) == slot_of(next.key.as_bytes())
+                        }
+                    };
+                    if !same_slot {
+                        break;
+                    }
+                    chunk.extend(entries.next());
+                }
                 if chunk.is_empty() {
                     break;
                 }

@@ -107,6 +107,7 @@ mod tests {
             hash: "k".into(),
             fence: "k:fence".into(),
             channel: "k:c".into(),
+            sharded: false,
         };
         let mut lane = Lane::default();
         assert!(lane.probe(&keys).is_none());

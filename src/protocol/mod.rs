@@ -151,7 +151,16 @@ impl Failure {
 }
 
 /// Server error codes of transient states: the command did not run and a retry may succeed.
-pub const TRANSIENT_CODES: [&str; 5] = ["BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "READONLY"];
+pub const TRANSIENT_CODES: [&str; 8] = [
+    "BUSY",
+    "LOADING",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "READONLY",
+    "MOVED",
+    "ASK",
+    "CLUSTERDOWN",
+];
 
 /// The back-off before retry number `attempt` (1-based): doubling from 25 ms to at most 1 s,
 /// plus up to half of it again from `jitter` (any random number; the core draws none).
@@ -194,6 +203,16 @@ pub struct LockKeys {
     pub fence: Arc<str>,
     /// The release channel `<prefix>:{<name>}:db<n>:released`.
     pub channel: Arc<str>,
+    /// Whether the channel is a sharded one (`SPUBLISH`, on a cluster) rather than a
+    /// classic one (`PUBLISH`).
+    pub sharded: bool,
+}
+
+impl LockKeys {
+    /// The scripts' "publish how" argument: `'1'` sharded, `'0'` classic.
+    pub fn publish_flag(&self) -> Arc<str> {
+        if self.sharded { "1".into() } else { "0".into() }
+    }
 }
 
 /// A call that deletes the lock whoever holds it (`force_unlock`).
@@ -201,7 +220,7 @@ pub fn force_unlock_call(keys: &LockKeys) -> Call {
     Call {
         script: ScriptId::ForceUnlock,
         keys: vec![keys.hash.clone()],
-        args: vec![keys.channel.clone()],
+        args: vec![keys.channel.clone(), keys.publish_flag()],
     }
 }
 

@@ -111,6 +111,7 @@ impl ReleaseOp {
                     keys.channel.clone(),
                     ms.to_string().into(),
                     expected.to_string().into(),
+                    keys.publish_flag(),
                 ]
             },
         }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod acl;
+pub mod topology;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -63,7 +63,7 @@ pub fn arity(command: &str) -> Option<i32> {
         "time" => 1,
         "type" | "get" | "incr" | "hlen" | "hgetall" | "pttl" | "persist" => 2,
         "exists" | "del" => -2,
-        "hget" | "hexists" | "publish" => 3,
+        "hget" | "hexists" | "publish" | "spublish" => 3,
         "set" | "hmget" | "hdel" | "pexpire" | "pexpireat" => -3,
         "hset" => -4,
         "hincrby" | "hsetnx" => 4,
@@ -316,7 +316,7 @@ impl Keyspace {
                 let entry = self.data.get_mut(&a[0]);
                 int(entry.and_then(|entry| entry.expire_at.take()).is_some() as usize)
             }
-            "publish" => {
+            "publish" | "spublish" => {
                 self.published.push((a[0].clone(), a[1].clone()));
                 Reply::Int(0)
             }

@@ -283,6 +283,7 @@ pub fn keys() -> LockKeys {
         hash: "L:{x}".into(),
         fence: "L:{x}:fence".into(),
         channel: "L:{x}:db0:released".into(),
+        sharded: false,
     }
 }
 

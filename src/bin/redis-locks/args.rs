@@ -64,7 +64,9 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Redis URL, e.g. redis://user:password@host:6379/0.
+    /// Redis URL, e.g. redis://user:password@host:6379/0, or a Sentinel set:
+    /// redis-sentinel://host1:26379,host2:26379/0#service-name. With --cluster, give one
+    /// --url per seed node.
     #[arg(
         long,
         global = true,
@@ -72,9 +74,38 @@ pub struct Global {
         env = "REDIS_URL",
         hide_env_values = true,
         default_value = "redis://127.0.0.1:6379",
-        value_name = "URL"
+        value_name = "URL",
+        action = ArgAction::Append
     )]
-    pub url: String,
+    pub url: Vec<String>,
+
+    /// The --url(s) are seed nodes of a Redis Cluster.
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub cluster: bool,
+
+    /// After taking a lock, wait until N replicas have the write (WAIT). When fewer
+    /// acknowledge within --replica-timeout, the lock is given back, nothing is run, and
+    /// the exit status is 75.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub min_replicas: Option<u32>,
+
+    /// How long --min-replicas waits for acknowledgements.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "DURATION",
+        value_parser = duration::parse_positive,
+        default_value = "1s",
+        requires = "min_replicas"
+    )]
+    pub replica_timeout: Duration,
 
     /// Key prefix: locks live at <PREFIX>:{<NAME>}. Every client of a lock must use the
     /// same prefix.

@@ -17,7 +17,22 @@ pub async fn client(global: &Global, watchdog: Option<Duration>) -> Result<LockC
     // One lock per process: checking it every second is cheap, and a command under a lost
     // lock (even one with a long --lease) is stopped within about a second.
     let check = CHECK_INTERVAL.min(timeout / 3);
-    let client = LockClient::builder(&global.url)
+    // clap uses the default only when no --url is given.
+    let urls: Vec<&String> = global.url.iter().collect();
+    let builder = if global.cluster {
+        LockClient::builder_cluster(urls)
+    } else if let [url] = urls.as_slice() {
+        LockClient::builder(url)
+    } else {
+        return Err(Failure::usage(
+            "several --url given: add --cluster if they are seed nodes of one Redis Cluster",
+        ));
+    };
+    let builder = match global.min_replicas {
+        Some(n) => builder.min_replicas(n, global.replica_timeout),
+        None => builder,
+    };
+    let client = builder
         .prefix(global.prefix.as_str())
         .watchdog_timeout(timeout)
         .check_interval(check)

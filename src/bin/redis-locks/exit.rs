@@ -46,7 +46,8 @@ Exit status:
   70       internal error (unexpected reply)
   73       run: the lock was lost while the command ran (it was sent SIGTERM), or
            was found lost at the release after it finished
-  75       run: the lock was not acquired (--wait ran out, or --no-wait found it held)
+  75       run: the lock was not acquired (--wait ran out, --no-wait found it held, or
+           fewer than --min-replicas acknowledged it; nothing is left held)
   126      run: the command could not be executed
   127      run: the command was not found
   128+N    run: the command was killed by signal N, or redis-locks got signal N
@@ -81,7 +82,7 @@ pub fn for_error(err: &Error) -> u8 {
         | Error::InvalidDuration { .. } => USAGE,
         Error::Connect { .. } | Error::Redis(_) => UNAVAILABLE,
         Error::WrongType { .. } => NOT_A_LOCK,
-        Error::Timeout { .. } => NOT_ACQUIRED,
+        Error::Timeout { .. } | Error::NotReplicated { .. } => NOT_ACQUIRED,
         Error::LockLost { .. } => LOCK_LOST,
         _ => INTERNAL,
     }

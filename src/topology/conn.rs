@@ -1,0 +1,296 @@
+//! The command connection, whatever the topology.
+//!
+//! - One server: redis-rs's `ConnectionManager` (reconnects by itself).
+//! - A cluster: redis-rs's async `ClusterConnection`, built with **no internal retries**.
+//!   Its retry loop would re-send a script whose connection dropped after it ran, and a
+//!   blind re-send of `acquire.lua` is a second re-entry: the protocol core must see
+//!   every lost reply so that it can ask what ran (`lua/probe.lua`). Redirections and
+//!   cluster-down states are retried here instead, where it is known that nothing ran.
+//!   redis-rs refreshes its slot map on a `MOVED` but not when a primary simply dies, so
+//!   after connection errors the whole cluster connection is rebuilt from the seeds.
+//! - Sentinel: a `ConnectionManager` to the primary the sentinels name, replaced when
+//!   they name another one (see `sentinel.rs`).
+//!
+//! Every replacement bumps a generation that the pub/sub hub watches, so that
+//! subscriptions follow the primary too.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
+use tokio::sync::watch;
+
+use super::Target;
+use super::sentinel::SentinelConn;
+
+/// Timeouts a connection is built with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+}
+
+impl Settings {
+    pub(crate) fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500))
+    }
+}
+
+/// The shared command connection. Cheap to clone.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(Arc<ClusterLink>),
+    Sentinel(SentinelConn),
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Conn::Single(_) => f.write_str("Conn::Single"),
+            Conn::Cluster(link) => write!(f, "Conn::Cluster(generation {})", link.generation()),
+            Conn::Sentinel(link) => write!(f, "Conn::Sentinel({})", link.primary_addr()),
+        }
+    }
+}
+
+impl Conn {
+    /// Connects to `target`. The error names nothing: the caller adds the address.
+    pub(crate) async fn connect(target: &Target, settings: Settings) -> Result<Conn, RedisError> {
+        match target {
+            Target::Single(client) => Ok(Conn::Single(
+                ConnectionManager::new_with_config(client.clone(), settings.manager_config())
+                    .await?,
+            )),
+            Target::Cluster(seeds) => Ok(Conn::Cluster(Arc::new(
+                ClusterLink::connect(seeds.clone(), settings).await?,
+            ))),
+            Target::Sentinel(sentinel) => Ok(Conn::Sentinel(
+                SentinelConn::connect(sentinel.clone(), settings).await?,
+            )),
+        }
+    }
+
+    /// Bumped each time the connection was rebuilt for a topology change (a new cluster
+    /// map, a new Sentinel primary). Always 0 for one server.
+    pub(crate) fn generation(&self) -> watch::Receiver<u64> {
+        match self {
+            Conn::Single(_) => watch::channel(0).1,
+            Conn::Cluster(link) => link.changed.subscribe(),
+            Conn::Sentinel(link) => link.generation(),
+        }
+    }
+
+    /// Whether this is a cluster connection (renewal batches must then stay in one slot).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Conn::Cluster(_))
+    }
+
+    /// The current Sentinel primary's client, for subscriptions.
+    pub(crate) fn sentinel(&self) -> Option<&SentinelConn> {
+        match self {
+            Conn::Sentinel(link) => Some(link),
+            _ => None,
+        }
+    }
+}
+
+/// Whether an error means the connection may point at the wrong node, so the topology
+/// should be looked up again.
+pub(crate) fn suggests_topology_change(err: &RedisError) -> bool {
+    err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || err.is_timeout()
+        || matches!(err.code(), Some("READONLY" | "CLUSTERDOWN" | "MASTERDOWN"))
+        || err.kind() == redis::ErrorKind::ClusterConnectionNotFound
+}
+
+/// Cluster errors for which the command surely did not run and a retry is expected to
+/// succeed once the client has the new slot map.
+fn did_not_run_retry_soon(err: &RedisError) -> bool {
+    matches!(
+        err.code(),
+        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
+    ) || err.kind() == redis::ErrorKind::ClusterConnectionNotFound
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(link) => {
+                let link = link.clone();
+                Box::pin(async move {
+                    link.retrying(|mut conn| async move { conn.req_packed_command(cmd).await })
+                        .await
+                })
+            }
+            Conn::Sentinel(link) => link.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(link) => {
+                let link = link.clone();
+                Box::pin(async move {
+                    link.retrying(|mut conn| async move {
+                        conn.req_packed_commands(pipeline, offset, count).await
+                    })
+                    .await
+                })
+            }
+            Conn::Sentinel(link) => link.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(conn) => conn.get_db(),
+            Conn::Cluster(_) => 0,
+            Conn::Sentinel(link) => link.db(),
+        }
+    }
+}
+
+/// A cluster client on `seeds` with these timeouts, RESP2, and no internal retries (see
+/// the module's header for why).
+pub(crate) fn cluster_client(
+    seeds: &[redis::ConnectionInfo],
+    settings: Settings,
+) -> redis::cluster::ClusterClientBuilder {
+    redis::cluster::ClusterClientBuilder::new(seeds.to_vec())
+        .connection_timeout(settings.connect_timeout)
+        .response_timeout(settings.response_timeout)
+        .retries(0)
+}
+
+/// A cluster connection that is rebuilt from the seeds when the topology moved.
+pub(crate) struct ClusterLink {
+    seeds: Vec<redis::ConnectionInfo>,
+    settings: Settings,
+    current: Mutex<(u64, ClusterConnection)>,
+    rebuilding: tokio::sync::Mutex<Instant>,
+    changed: watch::Sender<u64>,
+}
+
+/// How soon after one rebuild another may start: a dead node makes every in-flight call
+/// fail at once, and one rebuild serves them all.
+const MIN_REBUILD_GAP: Duration = Duration::from_millis(250);
+/// Attempts for a call that failed with a redirection or cluster-down error.
+const REDIRECT_ATTEMPTS: u32 = 6;
+
+impl ClusterLink {
+    async fn connect(
+        seeds: Vec<redis::ConnectionInfo>,
+        settings: Settings,
+    ) -> Result<ClusterLink, RedisError> {
+        let conn = Self::build(&seeds, settings).await?;
+        Ok(ClusterLink {
+            seeds,
+            settings,
+            current: Mutex::new((0, conn)),
+            rebuilding: tokio::sync::Mutex::new(Instant::now()),
+            changed: watch::channel(0).0,
+        })
+    }
+
+    async fn build(
+        seeds: &[redis::ConnectionInfo],
+        settings: Settings,
+    ) -> Result<ClusterConnection, RedisError> {
+        cluster_client(seeds, settings)
+            .build()?
+            .get_async_connection()
+            .await
+    }
+
+    fn generation(&self) -> u64 {
+        self.current.lock().0
+    }
+
+    fn snapshot(&self) -> (u64, ClusterConnection) {
+        let current = self.current.lock();
+        (current.0, current.1.clone())
+    }
+
+    /// Runs `send` on the current connection. Redirections and cluster-down errors are
+    /// retried a few times (nothing ran); errors that suggest the node is gone start a
+    /// rebuild in the background and are returned as they are (the caller must find out
+    /// whether its command ran).
+    async fn retrying<T, F, Fut>(self: &Arc<Self>, send: F) -> Result<T, RedisError>
+    where
+        F: Fn(ClusterConnection) -> Fut,
+        Fut: std::future::Future<Output = Result<T, RedisError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            let (generation, conn) = self.snapshot();
+            match send(conn).await {
+                Ok(value) => return Ok(value),
+                Err(err) => {
+                    attempt += 1;
+                    if suggests_topology_change(&err) {
+                        self.rebuild_in_background(generation);
+                    }
+                    if !did_not_run_retry_soon(&err) || attempt >= REDIRECT_ATTEMPTS {
+                        return Err(err);
+                    }
+                    tokio::time::sleep(Duration::from_millis(10 << attempt.min(5))).await;
+                }
+            }
+        }
+    }
+
+    fn rebuild_in_background(self: &Arc<Self>, seen: u64) {
+        let link = Arc::downgrade(self);
+        tokio::spawn(async move {
+            if let Some(link) = link.upgrade() {
+                link.rebuild(seen).await;
+            }
+        });
+    }
+
+    /// Replaces the connection with a fresh one from the seeds, unless another rebuild
+    /// already replaced generation `seen`.
+    async fn rebuild(&self, seen: u64) {
+        let mut last = self.rebuilding.lock().await;
+        if self.generation() != seen {
+            return;
+        }
+        let wait = MIN_REBUILD_GAP.saturating_sub(last.elapsed());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        *last = Instant::now();
+        match Self::build(&self.seeds, self.settings).await {
+            Ok(conn) => {
+                let generation = {
+                    let mut current = self.current.lock();
+                    current.0 += 1;
+                    current.1 = conn;
+                    current.0
+                };
+                tracing::info!(generation, "cluster: connection rebuilt from the seeds");
+                self.changed.send_replace(generation);
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cluster: rebuilding the connection failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Where the locks live: one server, a Redis Cluster, or a primary found through Sentinel.
+//!
+//! [`Target`] is what the builder was given; [`Conn`] is the command connection every
+//! lock, the watchdog and the acquire path share, whatever the topology. The pub/sub hub
+//! asks [`Target`] how to subscribe (classic `SUBSCRIBE` on one server or the current
+//! Sentinel primary, sharded `SSUBSCRIBE` on a cluster).
+
+mod conn;
+mod sentinel;
+mod slot;
+
+pub(crate) use conn::{Conn, Settings, cluster_client};
+pub(crate) use sentinel::SentinelConn;
+pub(crate) use slot::slot_of;
+
+use crate::error::{Error, Result};
+use crate::keys::redact_url;
+
+/// The accepted URL forms, for error messages.
+pub(crate) const ACCEPTED_URLS: &str = "redis://[user[:password]@]host[:port][/db], \
+    rediss://... (TLS, feature `tls`), unix:///path/to/socket[?db=N], \
+    redis-sentinel://[user[:password]@]host1[:port1][,host2[:port2]...][/db]#service-name, \
+    and for a cluster LockClient::builder_cluster([seed URLs])";
+
+/// What the client connects to.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// One server (or a proxy in front of one).
+    Single(redis::Client),
+    /// A Redis Cluster, reached through these seed nodes.
+    Cluster(Vec<redis::ConnectionInfo>),
+    /// A primary discovered, and followed through failovers, by these sentinels.
+    Sentinel(SentinelTarget),
+}
+
+/// `redis-sentinel://…#service`, taken apart.
+#[derive(Debug, Clone)]
+pub(crate) struct SentinelTarget {
+    pub(crate) sentinels: Vec<(String, u16)>,
+    pub(crate) service: String,
+    pub(crate) db: i64,
+    /// Credentials for the primary (not for the sentinels, which usually have none).
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) tls: bool,
+}
+
+impl Target {
+    /// Parses one URL: a single server or `redis-sentinel://…`.
+    pub(crate) fn parse(url: &str) -> Result<Target> {
+        let lower = url.trim_start().to_ascii_lowercase();
+        if lower.starts_with("redis-sentinel://") || lower.starts_with("rediss-sentinel://") {
+            return parse_sentinel(url).map(Target::Sentinel);
+        }
+        redis::Client::open(url)
+            .map(Target::Single)
+            .map_err(|err| invalid_url(url, &err.to_string()))
+    }
+
+    /// A cluster from seed URLs (`redis://host:port`, `rediss://…`).
+    pub(crate) fn cluster<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> Result<Target> {
+        let mut infos = Vec::new();
+        for seed in seeds {
+            let seed = seed.as_ref();
+            let info = redis::IntoConnectionInfo::into_connection_info(seed)
+                .map_err(|err| invalid_url(seed, &err.to_string()))?;
+            if info.redis_settings().db() != 0 {
+                return Err(invalid_url(
+                    seed,
+                    "a cluster has only database 0; drop the /db part",
+                ));
+            }
+            infos.push(info);
+        }
+        if infos.is_empty() {
+            return Err(Error::InvalidUrl(
+                "a cluster needs at least one seed URL".into(),
+            ));
+        }
+        Ok(Target::Cluster(infos))
+    }
+
+    /// Whether locks publish and subscribe on sharded channels (`SPUBLISH`/`SSUBSCRIBE`).
+    pub(crate) fn sharded(&self) -> bool {
+        matches!(self, Target::Cluster(_))
+    }
+
+    /// The database the locks live in (part of the channel name).
+    pub(crate) fn db(&self) -> i64 {
+        match self {
+            Target::Single(client) => client.get_connection_info().redis_settings().db(),
+            Target::Cluster(_) => 0,
+            Target::Sentinel(target) => target.db,
+        }
+    }
+
+    /// A short description for error messages: never a password.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Target::Single(client) => client.get_connection_info().addr().to_string(),
+            Target::Cluster(seeds) => format!(
+                "cluster via {}",
+                seeds
+                    .iter()
+                    .map(|seed| seed.addr().to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Target::Sentinel(target) => format!(
+                "sentinel service {:?} via {}",
+                target.service,
+                target
+                    .sentinels
+                    .iter()
+                    .map(|(host, port)| format!("{host}:{port}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        }
+    }
+}
+
+fn invalid_url(url: &str, why: &str) -> Error {
+    Error::InvalidUrl(format!(
+        "{:?}: {why}; accepted forms: {ACCEPTED_URLS}",
+        redact_url(url)
+    ))
+}
+
+/// `redis-sentinel://[user[:password]@]h1[:p1][,h2[:p2]...][/db]#service` (Lettuce's
+/// form). The default sentinel port is 26379.
+fn parse_sentinel(url: &str) -> Result<SentinelTarget> {
+    let bad = |why: &str| invalid_url(url, why);
+    let trimmed = url.trim();
+    let (scheme, rest) = trimmed
+        .split_once("://")
+        .ok_or_else(|| bad("missing ://"))?;
+    let tls = scheme.eq_ignore_ascii_case("rediss-sentinel");
+    let (rest, service) = rest
+        .split_once('#')
+        .ok_or_else(|| bad("missing #service-name (the name the sentinels monitor)"))?;
+    let service = percent_decode(service);
+    if service.is_empty() {
+        return Err(bad("empty #service-name"));
+    }
+    let (userinfo, hosts_and_db) = match rest.rsplit_once('@') {
+        Some((userinfo, after)) => (Some(userinfo), after),
+        None => (None, rest),
+    };
+    let (hosts, db) = match hosts_and_db.split_once('/') {
+        Some((hosts, "")) => (hosts, 0),
+        Some((hosts, db)) => (
+            hosts,
+            db.parse::<i64>()
+                .ok()
+                .filter(|db| *db >= 0)
+                .ok_or_else(|| bad("the database must be a number"))?,
+        ),
+        None => (hosts_and_db, 0),
+    };
+    let mut sentinels = Vec::new();
+    for host in hosts.split(',') {
+        if host.is_empty() {
+            return Err(bad("empty sentinel address"));
+        }
+        let (name, port) = match host.rsplit_once(':') {
+            Some((name, port)) if !name.ends_with(']') || host.starts_with('[') => (
+                name,
+                port.parse::<u16>()
+                    .ok()
+                    .filter(|port| *port > 0)
+                    .ok_or_else(|| bad("a sentinel port must be a number from 1 to 65535"))?,
+            ),
+            _ => (host, 26379),
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        if name.is_empty() {
+            return Err(bad("empty sentinel host"));
+        }
+        sentinels.push((name.to_owned(), port));
+    }
+    let (username, password) = match userinfo {
+        None => (None, None),
+        Some(userinfo) => match userinfo.split_once(':') {
+            Some((user, pass)) => (
+                Some(percent_decode(user)).filter(|u| !u.is_empty()),
+                Some(percent_decode(pass)),
+            ),
+            // `redis-sentinel://secret@…`: a password alone, as in Lettuce.
+            None => (None, Some(percent_decode(userinfo))),
+        },
+    };
+    Ok(SentinelTarget {
+        sentinels,
+        service,
+        db,
+        username,
+        password,
+        tls,
+    })
+}
+
+/// Decodes `%xx` escapes (passwords and names may carry reserved characters).
+fn percent_decode(text: &str) -> String {
+    fn hex(byte: u8) -> Option<u8> {
+        (byte as char).to_digit(16).map(|digit| digit as u8)
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(high), Some(low)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push(high << 4 | low);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sentinel(url: &str) -> SentinelTarget {
+        match Target::parse(url) {
+            Ok(Target::Sentinel(target)) => target,
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sentinel_urls_in_lettuces_form() {
+        let t = sentinel("redis-sentinel://h1:26380,h2,10.0.0.3:5000/2#mymaster");
+        assert_eq!(
+            t.sentinels,
+            vec![
+                ("h1".to_owned(), 26380),
+                ("h2".to_owned(), 26379),
+                ("10.0.0.3".to_owned(), 5000)
+            ]
+        );
+        assert_eq!((t.service.as_str(), t.db, t.tls), ("mymaster", 2, false));
+        assert_eq!((t.username, t.password), (None, None));
+
+        let t = sentinel("redis-sentinel://app:p%40ss@h1#svc");
+        assert_eq!(t.username.as_deref(), Some("app"));
+        assert_eq!(t.password.as_deref(), Some("p@ss"));
+        assert_eq!(t.db, 0);
+        let t = sentinel("rediss-sentinel://secret@[::1]:26379/#svc");
+        assert_eq!((t.password.as_deref(), t.tls), (Some("secret"), true));
+        assert_eq!(t.sentinels, vec![("::1".to_owned(), 26379)]);
+    }
+
+    #[test]
+    fn bad_sentinel_urls_are_typed_errors_without_the_password() {
+        for url in [
+            "redis-sentinel://h1:26379",
+            "redis-sentinel://h1:26379#",
+            "redis-sentinel://h1:x#m",
+            "redis-sentinel://h1,,h2#m",
+            "redis-sentinel://h1/db#m",
+            "redis-sentinel://u:hunter2@h1:0#m",
+        ] {
+            match Target::parse(url) {
+                Err(Error::InvalidUrl(message)) => {
+                    assert!(!message.contains("hunter2"), "{message}");
+                    assert!(message.contains("redis-sentinel://"), "{message}");
+                }
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn cluster_seeds_are_checked() {
+        assert!(matches!(
+            Target::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]),
+            Ok(Target::Cluster(seeds)) if seeds.len() == 2
+        ));
+        assert!(matches!(
+            Target::cluster(Vec::<String>::new()),
+            Err(Error::InvalidUrl(_))
+        ));
+        assert!(matches!(
+            Target::cluster(["redis://127.0.0.1:7000/3"]),
+            Err(Error::InvalidUrl(_))
+        ));
+        assert!(matches!(
+            Target::cluster(["nope"]),
+            Err(Error::InvalidUrl(_))
+        ));
+    }
+}
