@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 // The same throw-away redis-server the tests use.
+#[path = "locks/cluster.rs"]
+mod cluster;
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "locks/report.rs"]
@@ -38,14 +40,16 @@ use rslock as rslock_impl;
 use scenarios::Ctx;
 use util::{Res, err};
 
-const ALL: [&str; 7] = ["S1", "S2", "S3", "S4", "S5", "S6", "S7"];
+const ALL: [&str; 10] = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "C1", "C3", "C5"];
 
 const USAGE: &str = "\
 usage: cargo bench --bench locks -- [--quick] [--scenario S1,S3,...]
 
   --quick            short run (< 60 s): fewer cycles, S3 1.5 s, S5 20 000 locks for 4 s,
                      S6 2 000 waiters
-  --scenario LIST    only these scenarios (comma-separated, e.g. S1,S3); default all
+  --scenario LIST    only these scenarios (comma-separated, e.g. S1,S3); default all.
+                     C1, C3, C5 are S1, S3, S5 on a local 3-primary cluster that the
+                     benchmark starts itself
   -h, --help         this text
 
 Needs redis-server on PATH (or REDIS_SERVER_BIN); see scripts/ensure-redis.sh.";
@@ -152,6 +156,7 @@ async fn run(args: Args) -> Res<bool> {
         control,
         cm,
         exe,
+        cluster_seeds: Vec::new(),
     };
     eprintln!(
         "redis-locks benchmark: {} run, scenarios {}, redis-server {version} at {url}, {cores} cores",
@@ -247,6 +252,9 @@ async fn run_one(id: &str, ctx: &mut Ctx) -> Res<Outcome> {
         "S5" => scenarios::s5(ctx).await,
         "S6" => scenarios::s6(ctx).await,
         "S7" => scenarios::s7(ctx).await,
+        "C1" => cluster::c1(ctx).await,
+        "C3" => cluster::c3(ctx).await,
+        "C5" => cluster::c5(ctx).await,
         other => Err(err(format!("unknown scenario {other}"))),
     }
 }

@@ -29,6 +29,8 @@ pub struct Ctx {
     /// For PING round trips (the library's connection type).
     pub cm: ConnectionManager,
     pub exe: PathBuf,
+    /// Seed URLs of the benchmark's Redis Cluster, once a cluster scenario started it.
+    pub cluster_seeds: Vec<String>,
 }
 
 impl Ctx {
@@ -652,34 +654,39 @@ impl Proc {
 // S3 contended
 // ---------------------------------------------------------------------------------------
 
-struct S3Run {
-    counts: Vec<u64>,
-    late: u64,
-    violations: u64,
-    wait_p99_us: f64,
+pub(crate) struct S3Run {
+    pub(crate) counts: Vec<u64>,
+    pub(crate) late: u64,
+    pub(crate) violations: u64,
+    pub(crate) wait_p99_us: f64,
     /// Think time outside the lock as measured in the workers: mean of the processes'
     /// means, mean of their p50s, worst p99 (µs).
-    think_mean_us: f64,
-    think_p50_us: f64,
-    think_p99_us: f64,
+    pub(crate) think_mean_us: f64,
+    pub(crate) think_p50_us: f64,
+    pub(crate) think_p99_us: f64,
     /// Mean over the processes of their mean acquire wait, critical section, release (µs).
-    acquire_mean_us: f64,
-    section_mean_us: f64,
-    release_mean_us: f64,
+    pub(crate) acquire_mean_us: f64,
+    pub(crate) section_mean_us: f64,
+    pub(crate) release_mean_us: f64,
     /// Acquisitions (all processes) whose wait exceeded 100 / 200 / 500 / 1000 µs.
-    waits_over: [u64; 4],
-    acquisitions: u64,
+    pub(crate) waits_over: [u64; 4],
+    pub(crate) acquisitions: u64,
     /// Lock commands (not the critical section's) per acquisition, and their Redis exec µs.
-    lock_calls: f64,
-    lock_exec_us: f64,
-    redis_cpu_us: f64,
+    pub(crate) lock_calls: f64,
+    pub(crate) lock_exec_us: f64,
+    pub(crate) redis_cpu_us: f64,
     /// The workers' CPU per acquisition (all threads, think-time spin included).
-    client_cpu_us: f64,
-    cmds: CmdStats,
-    rate: f64,
+    pub(crate) client_cpu_us: f64,
+    pub(crate) cmds: CmdStats,
+    pub(crate) rate: f64,
 }
 
-async fn s3_variant(ctx: &mut Ctx, imp: &str, procs: usize, duration: Duration) -> Res<S3Run> {
+pub(crate) async fn s3_variant(
+    ctx: &mut Ctx,
+    imp: &str,
+    procs: usize,
+    duration: Duration,
+) -> Res<S3Run> {
     let name = format!("s3-{imp}");
     let start_us = now_us() + 1_500_000;
     let mut workers = Vec::new();
@@ -693,6 +700,7 @@ async fn s3_variant(ctx: &mut Ctx, imp: &str, procs: usize, duration: Duration) 
                 ("RLB_START_US", start_us.to_string()),
                 ("RLB_DURATION_MS", duration.as_millis().to_string()),
                 ("RLB_NAME", name.clone()),
+                ("RLB_SEEDS", ctx.cluster_seeds.join(",")),
             ],
         )?);
     }

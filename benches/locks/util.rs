@@ -431,7 +431,7 @@ pub fn cpu_ticks() -> u64 {
 // The raw baseline
 // ---------------------------------------------------------------------------------------
 
-const COMPARE_AND_DELETE: &str = r"
+pub const COMPARE_AND_DELETE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end

@@ -155,8 +155,15 @@ async fn s3() -> Res<Value> {
 
     let mut cs = util::manager(&url).await?;
     let lock = match imp.as_str() {
-        "redis-locks" => {
-            let client = LockClient::connect(&url).await?;
+        "redis-locks" | "redis-locks-cluster" => {
+            let client = if imp == "redis-locks-cluster" {
+                // The lock on a cluster; the critical section's counters stay on `url`.
+                LockClient::builder_cluster(env("RLB_SEEDS")?.split(','))
+                    .connect()
+                    .await?
+            } else {
+                LockClient::connect(&url).await?
+            };
             // Warm-up on a private name: loads the scripts, opens the connection.
             let warm = client.lock(&format!("{name}:warm:{id}"))?;
             tokio::spawn(async move { warm.acquire().await?.release().await }).await??;
