@@ -158,6 +158,63 @@ pub(crate) async fn run_acknowledged(
     }
 }
 
+/// Sends `calls` to the cluster node `host:port` in one pipeline; calls that met
+/// `NOSCRIPT` (a node that just became primary) are sent again as `EVAL` in a second one.
+/// Returns one result per call, in order; `Err` only when the pipeline as a whole failed.
+pub(crate) async fn run_on_node(
+    conn: &Conn,
+    scripts: &Scripts,
+    calls: &[&Call],
+    host: &str,
+    port: u16,
+) -> Result<Vec<Result<Reply, RedisError>>, RedisError> {
+    let cmds: Vec<Cmd> = calls
+        .iter()
+        .map(|call| evalsha(scripts.get(call.script), call))
+        .collect();
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for cmd in &cmds {
+        pipe.add_command(cmd.clone());
+    }
+    let values = conn.pipeline_on_node(pipe, cmds.len(), host, port).await?;
+    let mut results: Vec<Result<Reply, RedisError>> =
+        values.into_iter().map(value_result).collect();
+    let missing: Vec<usize> = (0..results.len())
+        .filter(|i| {
+            matches!(&results[*i], Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+        })
+        .collect();
+    if !missing.is_empty() {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for i in &missing {
+            pipe.add_command(as_eval(scripts.get(calls[*i].script), &cmds[*i]));
+        }
+        let values = conn
+            .pipeline_on_node(pipe, missing.len(), host, port)
+            .await?;
+        for (i, value) in missing.into_iter().zip(values) {
+            results[i] = value_result(value);
+        }
+    }
+    if results.len() != calls.len() {
+        return Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "unexpected reply",
+            format!("{} replies to {} renewal calls", results.len(), calls.len()),
+        )));
+    }
+    Ok(results)
+}
+
+fn value_result(value: Value) -> Result<Reply, RedisError> {
+    match value {
+        Value::ServerError(err) => Err(err.into()),
+        value => Ok(to_reply(value)),
+    }
+}
+
 /// `EVALSHA <sha> <numkeys> <rest...>` as `EVAL <body> <numkeys> <rest...>`.
 fn as_eval(script: &Script, evalsha: &Cmd) -> Cmd {
     let mut eval = redis::cmd("EVAL");

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::LostReason;
 use crate::protocol::hold::{HoldState, Joining, Rearm};
 use crate::protocol::renew::{RenewItem, decode_renew, renew_call};
-use crate::protocol::{Millis, acquire::Granted};
+use crate::protocol::{Call, Millis, Reply, acquire::Granted};
 use crate::scripts::{self, Scripts};
 
 /// The driver's monotonic clock, in the core's milliseconds.
@@ -454,7 +454,8 @@ impl Watchdog {
 
     /// Renews (or checks) every hold once: all batches concurrently. On a cluster a batch
     /// holds the locks of one hash slot only (a script may not touch keys of several
-    /// slots), so holds are sorted by slot and a batch ends where the slot changes.
+    /// slots), so holds are sorted by slot and a batch ends where the slot changes; the
+    /// batches of one primary then go to it in one pipeline (see [`send_by_node`]).
     fn tick(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut entries = self.registry.entries();
         let by_slot = self.conn.is_cluster();
@@ -475,102 +476,13 @@ impl Watchdog {
                 return;
             }
             let started = Instant::now();
-            let mut calls = JoinSet::new();
-            let mut call_count = 0u64;
-            let mut entries = entries.into_iter().peekable();
-            loop {
-                let mut chunk: Vec<Arc<HoldEntry>> = Vec::new();
-                while chunk.len() < batch {
-                    let same_slot = match (chunk.first(), entries.peek()) {
-                        (_, None) => break,
-                        (None, Some(_)) => true,
-                        (Some(first), Some(next)) => {
-                            !by_slot
-                                || slot_of(first.key.as_bytes()) == slot_of(next.key.as_bytes())
-                        }
-                    };
-                    if !same_slot {
-                        break;
-                    }
-                    chunk.extend(entries.next());
-                }
-                if chunk.is_empty() {
-                    break;
-                }
-                let mut conn = conn.clone();
-                let scripts = scripts.clone();
-                let registry = registry.clone();
-                call_count += 1;
-                calls.spawn(async move {
-                    let mut batch: Vec<(Arc<HoldEntry>, RenewItem)> = chunk
-                        .into_iter()
-                        .map(|entry| {
-                            let state = entry.state.lock();
-                            let item = RenewItem {
-                                key: entry.key.clone(),
-                                hold: state.hold().clone(),
-                                renew: state.renews(),
-                            };
-                            drop(state);
-                            (entry, item)
-                        })
-                        .collect();
-                    // In the order the script wants (renewed first), so that the reply's
-                    // positions are positions in `batch`: no lookup per lock.
-                    batch.sort_by_key(|(_, item)| !item.renew);
-                    let (entries, items): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-                    let (call, items) = renew_call(lease_ms, items);
-                    let sent_at = registry.clock.now();
-                    let reply = tokio::time::timeout(
-                        call_timeout,
-                        scripts::run(&mut conn, &scripts, &call),
-                    )
-                    .await;
-                    let c = &registry.counters;
-                    c.renew_calls.fetch_add(1, Ordering::Relaxed);
-                    let gone = match reply {
-                        Ok(Ok(reply)) => match decode_renew(&reply, entries.len()) {
-                            Ok(gone) => gone,
-                            Err(err) => {
-                                tracing::error!(error = %err, "watchdog: unreadable renew reply");
-                                c.failed_calls.fetch_add(1, Ordering::Relaxed);
-                                crate::observe::renewal_failed();
-                                return 0;
-                            }
-                        },
-                        Ok(Err(err)) => {
-                            tracing::warn!(error = %err.error, "watchdog: renewal failed; will retry");
-                            c.failed_calls.fetch_add(1, Ordering::Relaxed);
-                            crate::observe::renewal_failed();
-                            return 0;
-                        }
-                        Err(_) => {
-                            tracing::warn!("watchdog: renewal timed out; will retry");
-                            c.failed_calls.fetch_add(1, Ordering::Relaxed);
-                            crate::observe::renewal_failed();
-                            return 0;
-                        }
-                    };
-                    let (mut renewed, mut checked) = (0, 0);
-                    for ((entry, item), gone) in entries.iter().zip(&items).zip(gone) {
-                        if gone {
-                            registry.gone(entry);
-                        } else if item.renew {
-                            entry.state.lock().on_renewed(sent_at, lease_ms);
-                            renewed += 1;
-                        } else {
-                            checked += 1;
-                        }
-                    }
-                    c.renewed.fetch_add(renewed, Ordering::Relaxed);
-                    c.checked.fetch_add(checked, Ordering::Relaxed);
-                    renewed + checked
-                });
-            }
-            let mut renewed = 0;
-            while let Some(result) = calls.join_next().await {
-                renewed += result.unwrap_or(0);
-            }
+            let batches = into_batches(entries, batch, by_slot, lease_ms);
+            let call_count = batches.len() as u64;
+            let renewed = if by_slot {
+                send_by_node(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await
+            } else {
+                send_each(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await
+            };
             let c = &registry.counters;
             c.ticks.fetch_add(1, Ordering::Relaxed);
             c.last_tick_calls.store(call_count, Ordering::Relaxed);
@@ -581,6 +493,231 @@ impl Watchdog {
             crate::observe::renewal_tick(took, renewed, call_count);
         }
     }
+}
+
+/// One renewal script call: the holds it covers, in the order of its reply.
+struct Batch {
+    entries: Vec<Arc<HoldEntry>>,
+    items: Vec<RenewItem>,
+    call: Call,
+    slot: u16,
+}
+
+/// Cuts the holds into batches of at most `batch`, each within one slot when `by_slot`
+/// (the entries are then sorted by slot).
+fn into_batches(
+    entries: Vec<Arc<HoldEntry>>,
+    batch: usize,
+    by_slot: bool,
+    lease_ms: Millis,
+) -> Vec<Batch> {
+    let mut batches = Vec::new();
+    let mut entries = entries.into_iter().peekable();
+    loop {
+        let mut chunk: Vec<Arc<HoldEntry>> = Vec::new();
+        let mut slot = 0;
+        while chunk.len() < batch {
+            let Some(next) = entries.peek() else {
+                break;
+            };
+            let next_slot = if by_slot {
+                slot_of(next.key.as_bytes())
+            } else {
+                0
+            };
+            if !chunk.is_empty() && next_slot != slot {
+                break;
+            }
+            slot = next_slot;
+            chunk.extend(entries.next());
+        }
+        if chunk.is_empty() {
+            return batches;
+        }
+        let mut pairs: Vec<(Arc<HoldEntry>, RenewItem)> = chunk
+            .into_iter()
+            .map(|entry| {
+                let state = entry.state.lock();
+                let item = RenewItem {
+                    key: entry.key.clone(),
+                    hold: state.hold().clone(),
+                    renew: state.renews(),
+                };
+                drop(state);
+                (entry, item)
+            })
+            .collect();
+        // In the order the script wants (renewed first), so that the reply's positions
+        // are positions in the batch: no lookup per lock.
+        pairs.sort_by_key(|(_, item)| !item.renew);
+        let (entries, items): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
+        let (call, items) = renew_call(lease_ms, items);
+        batches.push(Batch {
+            entries,
+            items,
+            call,
+            slot,
+        });
+    }
+}
+
+/// One call per batch, all concurrently (one server).
+async fn send_each(
+    conn: &Conn,
+    scripts: &Arc<Scripts>,
+    registry: &Arc<Registry>,
+    batches: Vec<Batch>,
+    lease_ms: Millis,
+    call_timeout: Duration,
+) -> u64 {
+    let mut calls = JoinSet::new();
+    for batch in batches {
+        let mut conn = conn.clone();
+        let scripts = scripts.clone();
+        let registry = registry.clone();
+        calls.spawn(async move {
+            let sent_at = registry.clock.now();
+            let reply =
+                tokio::time::timeout(call_timeout, scripts::run(&mut conn, &scripts, &batch.call))
+                    .await
+                    .map_err(|_| "renewal timed out".to_owned())
+                    .and_then(|reply| reply.map_err(|err| err.error.to_string()));
+            settle(&registry, &batch, sent_at, lease_ms, reply)
+        });
+    }
+    let mut renewed = 0;
+    while let Some(result) = calls.join_next().await {
+        renewed += result.unwrap_or(0);
+    }
+    renewed
+}
+
+/// On a cluster: the batches of each primary in one pipeline to it (a batch's keys are in
+/// one slot, so each call is valid on its own; the pipeline only saves round trips and
+/// per-call client work). The primary of each slot comes from `CLUSTER SLOTS`, asked once
+/// per tick; when that fails, or a slot moved meanwhile (`MOVED` for that call), the
+/// affected batches are sent one by one, routed by key.
+async fn send_by_node(
+    conn: &Conn,
+    scripts: &Arc<Scripts>,
+    registry: &Arc<Registry>,
+    batches: Vec<Batch>,
+    lease_ms: Millis,
+    call_timeout: Duration,
+) -> u64 {
+    let slots = match tokio::time::timeout(call_timeout, conn.cluster_slots()).await {
+        Ok(Ok(slots)) => slots,
+        _ => {
+            return send_each(conn, scripts, registry, batches, lease_ms, call_timeout).await;
+        }
+    };
+    let mut by_node: std::collections::HashMap<(String, u16), Vec<Batch>> = Default::default();
+    let mut unmapped = Vec::new();
+    for batch in batches {
+        match slots
+            .iter()
+            .find(|range| range.start <= batch.slot && batch.slot <= range.end)
+        {
+            Some(range) => by_node
+                .entry((range.host.clone(), range.port))
+                .or_default()
+                .push(batch),
+            None => unmapped.push(batch),
+        }
+    }
+    let mut tasks = JoinSet::new();
+    for ((host, port), batches) in by_node {
+        let conn = conn.clone();
+        let scripts = scripts.clone();
+        let registry = registry.clone();
+        tasks.spawn(async move {
+            let sent_at = registry.clock.now();
+            let calls: Vec<&Call> = batches.iter().map(|batch| &batch.call).collect();
+            let replies = tokio::time::timeout(
+                call_timeout,
+                scripts::run_on_node(&conn, &scripts, &calls, &host, port),
+            )
+            .await
+            .map_err(|_| "renewal timed out".to_owned())
+            .and_then(|replies| replies.map_err(|err| err.to_string()));
+            let mut renewed = 0;
+            let mut moved = Vec::new();
+            match replies {
+                Ok(replies) => {
+                    for (batch, reply) in batches.into_iter().zip(replies) {
+                        match reply {
+                            Err(err) if matches!(err.code(), Some("MOVED" | "ASK")) => {
+                                moved.push(batch)
+                            }
+                            reply => {
+                                let reply = reply.map_err(|err| err.to_string());
+                                renewed += settle(&registry, &batch, sent_at, lease_ms, reply);
+                            }
+                        }
+                    }
+                }
+                Err(err) => {
+                    for batch in &batches {
+                        settle(&registry, batch, sent_at, lease_ms, Err(err.clone()));
+                    }
+                }
+            }
+            (renewed, moved)
+        });
+    }
+    let mut renewed = 0;
+    while let Some(result) = tasks.join_next().await {
+        if let Ok((count, moved)) = result {
+            renewed += count;
+            unmapped.extend(moved);
+        }
+    }
+    if !unmapped.is_empty() {
+        renewed += send_each(conn, scripts, registry, unmapped, lease_ms, call_timeout).await;
+    }
+    renewed
+}
+
+/// Applies one batch's reply (or failure) to its holds; returns how many were renewed or
+/// checked.
+fn settle(
+    registry: &Registry,
+    batch: &Batch,
+    sent_at: Millis,
+    lease_ms: Millis,
+    reply: std::result::Result<Reply, String>,
+) -> u64 {
+    let c = &registry.counters;
+    c.renew_calls.fetch_add(1, Ordering::Relaxed);
+    let gone = match reply.map(|reply| decode_renew(&reply, batch.entries.len())) {
+        Ok(Ok(gone)) => gone,
+        Ok(Err(err)) => {
+            tracing::error!(error = %err, "watchdog: unreadable renew reply");
+            c.failed_calls.fetch_add(1, Ordering::Relaxed);
+            crate::observe::renewal_failed();
+            return 0;
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "watchdog: renewal failed; will retry");
+            c.failed_calls.fetch_add(1, Ordering::Relaxed);
+            crate::observe::renewal_failed();
+            return 0;
+        }
+    };
+    let (mut renewed, mut checked) = (0, 0);
+    for ((entry, item), gone) in batch.entries.iter().zip(&batch.items).zip(gone) {
+        if gone {
+            registry.gone(entry);
+        } else if item.renew {
+            entry.state.lock().on_renewed(sent_at, lease_ms);
+            renewed += 1;
+        } else {
+            checked += 1;
+        }
+    }
+    c.renewed.fetch_add(renewed, Ordering::Relaxed);
+    c.checked.fetch_add(checked, Ordering::Relaxed);
+    renewed + checked
 }
 
 #[cfg(test)]

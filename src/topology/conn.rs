@@ -93,6 +93,71 @@ impl Conn {
         matches!(self, Conn::Cluster(_))
     }
 
+    /// The primaries of a cluster's slot ranges (`CLUSTER SLOTS`, asked of any node).
+    pub(crate) async fn cluster_slots(&self) -> Result<Vec<SlotRange>, RedisError> {
+        let mut conn = self.clone();
+        let reply: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut conn)
+            .await?;
+        let Value::Array(ranges) = reply else {
+            return Err(unexpected("CLUSTER SLOTS", &reply));
+        };
+        let mut out = Vec::with_capacity(ranges.len());
+        for range in &ranges {
+            let parsed = match range {
+                Value::Array(fields) => match fields.as_slice() {
+                    [
+                        Value::Int(start),
+                        Value::Int(end),
+                        Value::Array(primary),
+                        ..,
+                    ] => match primary.as_slice() {
+                        [host, Value::Int(port), ..] => text(host).map(|host| SlotRange {
+                            start: u16::try_from(*start).unwrap_or(u16::MAX),
+                            end: u16::try_from(*end).unwrap_or(0),
+                            host,
+                            port: u16::try_from(*port).unwrap_or(0),
+                        }),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            };
+            out.push(parsed.ok_or_else(|| unexpected("CLUSTER SLOTS", range))?);
+        }
+        Ok(out)
+    }
+
+    /// Sends `pipeline` to the cluster node `host:port` as it is (each command must be
+    /// valid there on its own). Errors of single commands come back as
+    /// `Value::ServerError` items.
+    pub(crate) async fn pipeline_on_node(
+        &self,
+        pipeline: redis::Pipeline,
+        count: usize,
+        host: &str,
+        port: u16,
+    ) -> Result<Vec<Value>, RedisError> {
+        let Conn::Cluster(link) = self else {
+            let mut conn = self.clone();
+            return pipeline.query_async(&mut conn).await;
+        };
+        let (generation, mut conn) = link.snapshot();
+        let route = redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+            host: host.to_owned(),
+            port,
+        };
+        let result = conn.route_pipeline(pipeline, 0, count, route).await;
+        if let Err(err) = &result
+            && suggests_topology_change(err)
+        {
+            link.rebuild_in_background(generation);
+        }
+        result
+    }
+
     /// The current Sentinel primary's client, for subscriptions.
     pub(crate) fn sentinel(&self) -> Option<&SentinelConn> {
         match self {
@@ -100,6 +165,31 @@ impl Conn {
             _ => None,
         }
     }
+}
+
+/// One slot range of a cluster and its primary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SlotRange {
+    pub(crate) start: u16,
+    pub(crate) end: u16,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(text) => Some(text.clone()),
+        _ => None,
+    }
+}
+
+fn unexpected(what: &str, value: &Value) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected reply",
+        format!("{what}: {value:?}"),
+    ))
 }
 
 /// Whether an error means the connection may point at the wrong node, so the topology
@@ -223,7 +313,7 @@ impl ClusterLink {
         self.current.lock().0
     }
 
-    fn snapshot(&self) -> (u64, ClusterConnection) {
+    pub(crate) fn snapshot(&self) -> (u64, ClusterConnection) {
         let current = self.current.lock();
         (current.0, current.1.clone())
     }
@@ -256,7 +346,7 @@ impl ClusterLink {
         }
     }
 
-    fn rebuild_in_background(self: &Arc<Self>, seen: u64) {
+    pub(crate) fn rebuild_in_background(self: &Arc<Self>, seen: u64) {
         let link = Arc::downgrade(self);
         tokio::spawn(async move {
             if let Some(link) = link.upgrade() {
