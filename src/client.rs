@@ -237,6 +237,8 @@ pub(crate) struct ReplicaAck {
 pub struct LockClientBuilder {
     target: Result<Target>,
     replica_ack: Option<ReplicaAck>,
+    #[cfg(feature = "tls")]
+    certificates: Option<redis::TlsCertificates>,
     watchdog_timeout: Duration,
     prefix: String,
     connect_timeout: Duration,
@@ -364,6 +366,8 @@ impl LockClientBuilder {
         LockClientBuilder {
             target,
             replica_ack: None,
+            #[cfg(feature = "tls")]
+            certificates: None,
             watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
             prefix: DEFAULT_PREFIX.to_owned(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -432,6 +436,16 @@ impl LockClientBuilder {
         self
     }
 
+    /// TLS roots (a private CA) and an optional client certificate, for every TLS
+    /// connection the client makes: to the server, to each cluster node, to the sentinels
+    /// and to the primary they name. Without it, `rediss://` uses the system's roots.
+    /// Feature `tls`.
+    #[cfg(feature = "tls")]
+    pub fn tls_certificates(mut self, certificates: redis::TlsCertificates) -> Self {
+        self.certificates = Some(certificates);
+        self
+    }
+
     /// Validates the settings, connects, and starts the watchdog and pub/sub tasks.
     ///
     /// Errors: [`Error::InvalidUrl`], [`Error::InvalidConfig`], [`Error::InvalidDuration`],
@@ -444,6 +458,11 @@ impl LockClientBuilder {
     /// Cancel-safe: nothing is started until the connection is established.
     pub async fn connect(self) -> Result<LockClient> {
         let target = self.target?;
+        #[cfg(feature = "tls")]
+        let target = match self.certificates {
+            Some(certs) => target.with_certificates(certs)?,
+            None => target,
+        };
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::InvalidConfig(
                 "LockClient::connect must run inside a tokio runtime (or use the `blocking` \

@@ -84,7 +84,7 @@ impl Hub {
         let shared = Arc::new(Shared::default());
         let source = match (target, conn.sentinel()) {
             (_, Some(sentinel)) => Source::Sentinel(sentinel.clone()),
-            (Target::Cluster(seeds), _) => Source::Cluster(seeds.clone()),
+            (Target::Cluster(cluster), _) => Source::Cluster(cluster.clone()),
             (Target::Single(client), _) => Source::Fixed(Box::new(client.clone())),
             // A Sentinel target always has a Sentinel connection; this arm is unreachable
             // in practice and falls back to "no wake-ups" (waits stay pttl-bounded).
@@ -212,7 +212,7 @@ struct HubTask {
 enum Source {
     Fixed(Box<redis::Client>),
     Sentinel(SentinelConn),
-    Cluster(Vec<redis::ConnectionInfo>),
+    Cluster(crate::topology::ClusterTarget),
     None,
 }
 

@@ -23,8 +23,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
 use tokio::sync::watch;
 
-use super::Target;
 use super::sentinel::SentinelConn;
+use super::{ClusterTarget, Target};
 
 /// Timeouts a connection is built with.
 #[derive(Debug, Clone, Copy)]
@@ -69,8 +69,8 @@ impl Conn {
                 ConnectionManager::new_with_config(client.clone(), settings.manager_config())
                     .await?,
             )),
-            Target::Cluster(seeds) => Ok(Conn::Cluster(Arc::new(
-                ClusterLink::connect(seeds.clone(), settings).await?,
+            Target::Cluster(cluster) => Ok(Conn::Cluster(Arc::new(
+                ClusterLink::connect(cluster.clone(), settings).await?,
             ))),
             Target::Sentinel(sentinel) => Ok(Conn::Sentinel(
                 SentinelConn::connect(sentinel.clone(), settings).await?,
@@ -260,18 +260,24 @@ impl ConnectionLike for Conn {
 /// A cluster client on `seeds` with these timeouts, RESP2, and no internal retries (see
 /// the module's header for why).
 pub(crate) fn cluster_client(
-    seeds: &[redis::ConnectionInfo],
+    cluster: &ClusterTarget,
     settings: Settings,
 ) -> redis::cluster::ClusterClientBuilder {
-    redis::cluster::ClusterClientBuilder::new(seeds.to_vec())
+    let builder = redis::cluster::ClusterClientBuilder::new(cluster.seeds.clone())
         .connection_timeout(settings.connect_timeout)
         .response_timeout(settings.response_timeout)
-        .retries(0)
+        .retries(0);
+    #[cfg(feature = "tls")]
+    let builder = match &cluster.certs {
+        Some(certs) => builder.certs(certs.clone()),
+        None => builder,
+    };
+    builder
 }
 
 /// A cluster connection that is rebuilt from the seeds when the topology moved.
 pub(crate) struct ClusterLink {
-    seeds: Vec<redis::ConnectionInfo>,
+    target: ClusterTarget,
     settings: Settings,
     current: Mutex<(u64, ClusterConnection)>,
     rebuilding: tokio::sync::Mutex<Instant>,
@@ -285,13 +291,10 @@ const MIN_REBUILD_GAP: Duration = Duration::from_millis(250);
 const REDIRECT_ATTEMPTS: u32 = 6;
 
 impl ClusterLink {
-    async fn connect(
-        seeds: Vec<redis::ConnectionInfo>,
-        settings: Settings,
-    ) -> Result<ClusterLink, RedisError> {
-        let conn = Self::build(&seeds, settings).await?;
+    async fn connect(target: ClusterTarget, settings: Settings) -> Result<ClusterLink, RedisError> {
+        let conn = Self::build(&target, settings).await?;
         Ok(ClusterLink {
-            seeds,
+            target,
             settings,
             current: Mutex::new((0, conn)),
             rebuilding: tokio::sync::Mutex::new(Instant::now()),
@@ -300,10 +303,10 @@ impl ClusterLink {
     }
 
     async fn build(
-        seeds: &[redis::ConnectionInfo],
+        target: &ClusterTarget,
         settings: Settings,
     ) -> Result<ClusterConnection, RedisError> {
-        cluster_client(seeds, settings)
+        cluster_client(target, settings)
             .build()?
             .get_async_connection()
             .await
@@ -367,7 +370,7 @@ impl ClusterLink {
             tokio::time::sleep(wait).await;
         }
         *last = Instant::now();
-        match Self::build(&self.seeds, self.settings).await {
+        match Self::build(&self.target, self.settings).await {
             Ok(conn) => {
                 let generation = {
                     let mut current = self.current.lock();

@@ -28,9 +28,17 @@ pub(crate) enum Target {
     /// One server (or a proxy in front of one).
     Single(redis::Client),
     /// A Redis Cluster, reached through these seed nodes.
-    Cluster(Vec<redis::ConnectionInfo>),
+    Cluster(ClusterTarget),
     /// A primary discovered, and followed through failovers, by these sentinels.
     Sentinel(SentinelTarget),
+}
+
+/// Seed nodes of a cluster, and the TLS roots and client certificate to use with them.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterTarget {
+    pub(crate) seeds: Vec<redis::ConnectionInfo>,
+    #[cfg(feature = "tls")]
+    pub(crate) certs: Option<redis::TlsCertificates>,
 }
 
 /// `redis-sentinel://…#service`, taken apart.
@@ -43,6 +51,8 @@ pub(crate) struct SentinelTarget {
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
     pub(crate) tls: bool,
+    #[cfg(feature = "tls")]
+    pub(crate) certs: Option<redis::TlsCertificates>,
 }
 
 impl Target {
@@ -77,7 +87,31 @@ impl Target {
                 "a cluster needs at least one seed URL".into(),
             ));
         }
-        Ok(Target::Cluster(infos))
+        Ok(Target::Cluster(ClusterTarget {
+            seeds: infos,
+            #[cfg(feature = "tls")]
+            certs: None,
+        }))
+    }
+
+    /// Uses `certs` (a private CA's root, a client certificate) for every TLS connection
+    /// of this target: the server, each cluster node, the sentinels and the primary.
+    #[cfg(feature = "tls")]
+    pub(crate) fn with_certificates(self, certs: redis::TlsCertificates) -> Result<Target> {
+        Ok(match self {
+            Target::Single(client) => Target::Single(
+                redis::Client::build_with_tls(client.get_connection_info().clone(), certs)
+                    .map_err(|err| Error::InvalidConfig(format!("TLS certificates: {err}")))?,
+            ),
+            Target::Cluster(cluster) => Target::Cluster(ClusterTarget {
+                certs: Some(certs),
+                ..cluster
+            }),
+            Target::Sentinel(sentinel) => Target::Sentinel(SentinelTarget {
+                certs: Some(certs),
+                ..sentinel
+            }),
+        })
     }
 
     /// Whether locks publish and subscribe on sharded channels (`SPUBLISH`/`SSUBSCRIBE`).
@@ -98,9 +132,10 @@ impl Target {
     pub(crate) fn describe(&self) -> String {
         match self {
             Target::Single(client) => client.get_connection_info().addr().to_string(),
-            Target::Cluster(seeds) => format!(
+            Target::Cluster(cluster) => format!(
                 "cluster via {}",
-                seeds
+                cluster
+                    .seeds
                     .iter()
                     .map(|seed| seed.addr().to_string())
                     .collect::<Vec<_>>()
@@ -197,6 +232,8 @@ fn parse_sentinel(url: &str) -> Result<SentinelTarget> {
         username,
         password,
         tls,
+        #[cfg(feature = "tls")]
+        certs: None,
     })
 }
 

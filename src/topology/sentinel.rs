@@ -243,6 +243,12 @@ fn sentinel_client(target: &SentinelTarget) -> Result<SentinelClient, RedisError
             .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
             .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
     }
+    #[cfg(feature = "tls")]
+    if let Some(certs) = &target.certs {
+        builder = builder
+            .set_client_to_redis_certificates(certs.clone())
+            .set_client_to_sentinel_certificates(certs.clone());
+    }
     builder.build()
 }
 
