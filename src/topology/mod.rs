@@ -320,7 +320,7 @@ mod tests {
     fn cluster_seeds_are_checked() {
         assert!(matches!(
             Target::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]),
-            Ok(Target::Cluster(seeds)) if seeds.len() == 2
+            Ok(Target::Cluster(cluster)) if cluster.seeds.len() == 2
         ));
         assert!(matches!(
             Target::cluster(Vec::<String>::new()),
