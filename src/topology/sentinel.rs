@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
-use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline,
+    RedisConnectionInfo, RedisError, RedisFuture, Value,
+};
 use tokio::sync::watch;
 
 use super::SentinelTarget;
@@ -40,7 +42,8 @@ pub(crate) struct SentinelConn {
 struct Shared {
     target: SentinelTarget,
     settings: Settings,
-    sentinel: tokio::sync::Mutex<(SentinelClient, Instant)>,
+    /// Serialises lookups; the time of the last one.
+    looking_up: tokio::sync::Mutex<Instant>,
     current: Mutex<Current>,
     changed: watch::Sender<u64>,
 }
@@ -57,17 +60,14 @@ impl SentinelConn {
         target: SentinelTarget,
         settings: Settings,
     ) -> Result<SentinelConn, RedisError> {
-        let mut sentinel = sentinel_client(&target)?;
-        let client = tokio::time::timeout(settings.connect_timeout, sentinel.async_get_client())
-            .await
-            .map_err(|_| timed_out("no sentinel named the primary in time"))??;
+        let client = primary(&target, settings).await?;
         let addr = client.get_connection_info().addr().to_string();
         let conn =
             ConnectionManager::new_with_config(client.clone(), settings.manager_config()).await?;
         let shared = Arc::new(Shared {
             target,
             settings,
-            sentinel: tokio::sync::Mutex::new((sentinel, Instant::now())),
+            looking_up: tokio::sync::Mutex::new(Instant::now()),
             current: Mutex::new(Current {
                 generation: 0,
                 addr,
@@ -152,30 +152,21 @@ impl Shared {
     /// `Some(seen)`, does nothing when the connection was already replaced since
     /// generation `seen`, or when the last lookup was moments ago.
     async fn look_up(&self, seen: Option<u64>) {
-        let mut sentinel = self.sentinel.lock().await;
+        let mut last = self.looking_up.lock().await;
         if let Some(seen) = seen
-            && (self.current.lock().generation != seen || sentinel.1.elapsed() < MIN_LOOKUP_GAP)
+            && (self.current.lock().generation != seen || last.elapsed() < MIN_LOOKUP_GAP)
         {
             return;
         }
-        sentinel.1 = Instant::now();
-        let client = match tokio::time::timeout(
-            self.settings.connect_timeout,
-            sentinel.0.async_get_client(),
-        )
-        .await
-        {
-            Ok(Ok(client)) => client,
-            Ok(Err(err)) => {
+        *last = Instant::now();
+        let client = match primary(&self.target, self.settings).await {
+            Ok(client) => client,
+            Err(err) => {
                 tracing::warn!(error = %err, "sentinel: no primary named");
                 return;
             }
-            Err(_) => {
-                tracing::warn!("sentinel: no answer naming the primary in time");
-                return;
-            }
         };
-        drop(sentinel);
+        drop(last);
         let addr = client.get_connection_info().addr().to_string();
         if addr == self.current.lock().addr {
             return;
@@ -216,40 +207,109 @@ async fn poll(shared: Weak<Shared>) {
     }
 }
 
-fn sentinel_client(target: &SentinelTarget) -> Result<SentinelClient, RedisError> {
-    let addrs = target.sentinels.iter().map(|(host, port)| {
-        if target.tls {
-            redis::ConnectionAddr::TcpTls {
-                host: host.clone(),
-                port: *port,
-                insecure: false,
-                tls_params: None,
+/// Asks the sentinels, in order, for the primary of the service, and checks with `ROLE`
+/// that the node named is a primary (a sentinel may lag behind a failover). Every
+/// connection and reply is bounded by the client's own timeouts: redis-rs's
+/// `SentinelClient` would use its defaults (1 s to connect, 500 ms per reply) whatever the
+/// builder says, which makes a slow but working sentinel look down.
+async fn primary(target: &SentinelTarget, settings: Settings) -> Result<redis::Client, RedisError> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_response_timeout(Some(settings.response_timeout));
+    let mut last_error = None;
+    for (host, port) in &target.sentinels {
+        let sentinel = client_for(
+            target,
+            address(target, host, *port),
+            RedisConnectionInfo::default(),
+        )?;
+        let named = async {
+            let mut conn = sentinel
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(&target.service)
+                .query_async::<Option<(String, u16)>>(&mut conn)
+                .await
+        };
+        let (primary_host, primary_port) = match named.await {
+            Ok(Some(addr)) => addr,
+            Ok(None) => {
+                last_error = Some(RedisError::from((
+                    redis::ErrorKind::MasterNameNotFoundBySentinel,
+                    "the sentinel does not know the service",
+                    format!("{host}:{port} has no primary for {:?}", target.service),
+                )));
+                continue;
             }
-        } else {
-            redis::ConnectionAddr::Tcp(host.clone(), *port)
+            Err(err) => {
+                last_error = Some(err);
+                continue;
+            }
+        };
+        let mut redis_info = RedisConnectionInfo::default().set_db(target.db);
+        if let Some(username) = &target.username {
+            redis_info = redis_info.set_username(username);
         }
-    });
-    let mut builder =
-        SentinelClientBuilder::new(addrs, &target.service, SentinelServerType::Master)?
-            .set_client_to_redis_db(target.db);
-    if let Some(username) = &target.username {
-        builder = builder.set_client_to_redis_username(username);
+        if let Some(password) = &target.password {
+            redis_info = redis_info.set_password(password);
+        }
+        let client = client_for(
+            target,
+            address(target, &primary_host, primary_port),
+            redis_info,
+        )?;
+        let role = async {
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("ROLE").query_async::<Value>(&mut conn).await
+        };
+        match role.await {
+            Ok(Value::Array(fields)) if matches!(fields.first(), Some(Value::BulkString(role)) if role == b"master") =>
+            {
+                return Ok(client);
+            }
+            Ok(other) => {
+                last_error = Some(RedisError::from((
+                    redis::ErrorKind::MasterNameNotFoundBySentinel,
+                    "the node the sentinel named is not a primary",
+                    format!("{primary_host}:{primary_port} answered ROLE with {other:?}"),
+                )));
+            }
+            Err(err) => last_error = Some(err),
+        }
     }
-    if let Some(password) = &target.password {
-        builder = builder.set_client_to_redis_password(password);
-    }
+    Err(last_error.unwrap_or_else(|| timed_out("no sentinel to ask")))
+}
+
+fn address(target: &SentinelTarget, host: &str, port: u16) -> ConnectionAddr {
     if target.tls {
-        builder = builder
-            .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
-            .set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
+        ConnectionAddr::TcpTls {
+            host: host.to_owned(),
+            port,
+            insecure: false,
+            tls_params: None,
+        }
+    } else {
+        ConnectionAddr::Tcp(host.to_owned(), port)
     }
+}
+
+fn client_for(
+    target: &SentinelTarget,
+    addr: ConnectionAddr,
+    redis_info: RedisConnectionInfo,
+) -> Result<redis::Client, RedisError> {
+    let info: ConnectionInfo = addr.into_connection_info()?.set_redis_settings(redis_info);
     #[cfg(feature = "tls")]
     if let Some(certs) = &target.certs {
-        builder = builder
-            .set_client_to_redis_certificates(certs.clone())
-            .set_client_to_sentinel_certificates(certs.clone());
+        return redis::Client::build_with_tls(info, certs.clone());
     }
-    builder.build()
+    #[cfg(not(feature = "tls"))]
+    let _ = target;
+    redis::Client::open(info)
 }
 
 fn timed_out(what: &str) -> RedisError {
