@@ -416,7 +416,7 @@ impl Watchdog {
         // overdue and scanning (which visits every hold) is skipped; a new hold forces a
         // scan.
         let mut next_scan = Instant::now();
-        let mut ticks: JoinSet<()> = JoinSet::new();
+        let mut ticks: JoinSet<bool> = JoinSet::new();
         loop {
             let now = Instant::now();
             if now >= next_scan {
@@ -437,8 +437,16 @@ impl Watchdog {
                     continue;
                 }
                 _ = tokio::time::sleep_until(wake_at) => {}
-                // Reap finished ticks so the set does not grow.
-                Some(_) = ticks.join_next(), if !ticks.is_empty() => continue,
+                // Reap finished ticks so the set does not grow. A tick with failed calls
+                // (a primary died, the connection is being rebuilt) is followed by another
+                // one soon rather than a whole period later: renewing is idempotent
+                // (PEXPIRE GT), and a short lease can then outlast a failover.
+                Some(done) = ticks.join_next(), if !ticks.is_empty() => {
+                    if matches!(done, Ok(true)) {
+                        next_tick = next_tick.min(Instant::now() + self.retry_after());
+                    }
+                    continue;
+                }
             }
             let now = Instant::now();
             if now >= next_tick {
@@ -452,11 +460,18 @@ impl Watchdog {
         }
     }
 
+    /// How soon a tick with failed calls is retried: a quarter of the period, between
+    /// 50 ms and 500 ms.
+    fn retry_after(&self) -> Duration {
+        (self.period / 4).clamp(Duration::from_millis(50), Duration::from_millis(500))
+    }
+
     /// Renews (or checks) every hold once: all batches concurrently. On a cluster a batch
     /// holds the locks of one hash slot only (a script may not touch keys of several
     /// slots), so holds are sorted by slot and a batch ends where the slot changes; the
     /// batches of one primary then go to it in one pipeline (see [`send_by_node`]).
-    fn tick(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+    /// Resolves to whether any call failed.
+    fn tick(&self) -> impl std::future::Future<Output = bool> + Send + 'static {
         let mut entries = self.registry.entries();
         let by_slot = self.conn.is_cluster();
         if by_slot {
@@ -473,8 +488,9 @@ impl Watchdog {
         let call_timeout = self.call_timeout.min(self.lease / 3);
         async move {
             if entries.is_empty() {
-                return;
+                return false;
             }
+            let failed_before = registry.counters.failed_calls.load(Ordering::Relaxed);
             let started = Instant::now();
             let batches = into_batches(entries, batch, by_slot, lease_ms);
             let call_count = batches.len() as u64;
@@ -491,6 +507,7 @@ impl Watchdog {
             c.last_tick_micros
                 .store(took.as_micros() as u64, Ordering::Relaxed);
             crate::observe::renewal_tick(took, renewed, call_count);
+            c.failed_calls.load(Ordering::Relaxed) > failed_before
         }
     }
 }

@@ -6,8 +6,10 @@
 //! Here the primary is looked up again
 //! - when a command fails in a way that suggests the primary moved (connection errors,
 //!   `READONLY`, `MASTERDOWN`), and
-//! - every second in the background, which catches a failover while idle, and a demoted
-//!   primary that still accepts connections.
+//! - when a sentinel announces `+switch-master` for the service (the client stays
+//!   subscribed on one sentinel), and every 5 s in the background as a safety net for a
+//!   missed announcement; both catch a failover while idle, and a demoted primary that
+//!   still accepts connections.
 //!
 //! When the sentinels name another primary, a new `ConnectionManager` replaces the old
 //! one and the generation is bumped; the pub/sub hub reconnects on that, and the
@@ -28,8 +30,8 @@ use tokio::sync::watch;
 use super::SentinelTarget;
 use super::conn::{Settings, suggests_topology_change};
 
-/// How often the primary is looked up while nothing fails.
-const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the primary is looked up while nothing fails and no announcement came.
+const POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// How soon after one lookup an error may trigger another.
 const MIN_LOOKUP_GAP: Duration = Duration::from_millis(200);
 
@@ -196,15 +198,91 @@ impl Shared {
     }
 }
 
-/// Looks the primary up every [`POLL_INTERVAL`] until the client is gone.
+/// Follows the sentinels' `+switch-master` announcements (subscribed on one sentinel at
+/// a time, moving to the next when it goes away), and looks the primary up every
+/// [`POLL_INTERVAL`] as a safety net: an announcement is fire-and-forget, and may be
+/// missed while this task reconnects. Ends once the client is gone.
 async fn poll(shared: Weak<Shared>) {
-    loop {
-        tokio::time::sleep(POLL_INTERVAL).await;
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        shared.look_up(None).await;
+    let (target, settings) = match shared.upgrade() {
+        Some(shared) => (shared.target.clone(), shared.settings),
+        None => return,
+    };
+    if target.sentinels.is_empty() {
+        return;
     }
+    let mut next_sentinel = 0usize;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let (host, port) = &target.sentinels[next_sentinel % target.sentinels.len()];
+        next_sentinel += 1;
+        let subscribed = async {
+            let client = client_for(
+                &target,
+                address(&target, host, *port),
+                RedisConnectionInfo::default(),
+            )?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe("+switch-master").await?;
+            Ok::<_, RedisError>(pubsub)
+        };
+        let mut pubsub = match tokio::time::timeout(settings.connect_timeout, subscribed).await {
+            Ok(Ok(pubsub)) => {
+                backoff = Duration::from_millis(100);
+                Some(pubsub)
+            }
+            _ => None,
+        };
+        loop {
+            let pause = if pubsub.is_some() {
+                POLL_INTERVAL
+            } else {
+                backoff
+            };
+            let announced = async {
+                match pubsub.as_mut() {
+                    Some(pubsub) => {
+                        let mut messages = pubsub.on_message();
+                        futures_next(&mut messages).await
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let event = tokio::select! {
+                message = announced => Some(message),
+                _ = tokio::time::sleep(pause) => None,
+            };
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            match event {
+                // "<service> <old-ip> <old-port> <new-ip> <new-port>"
+                Some(Some(message)) => {
+                    let payload: String = message.get_payload().unwrap_or_default();
+                    if payload.split(' ').next() == Some(target.service.as_str()) {
+                        tracing::info!(%payload, "sentinel: +switch-master");
+                        shared.look_up(None).await;
+                    }
+                }
+                // The sentinel went away: look up now, then try the next one.
+                Some(None) => {
+                    shared.look_up(None).await;
+                    break;
+                }
+                None => {
+                    shared.look_up(None).await;
+                    if pubsub.is_none() {
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `StreamExt::next` without pulling in `futures`.
+async fn futures_next<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
+    std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }
 
 /// Asks the sentinels, in order, for the primary of the service, and checks with `ROLE`
