@@ -1,7 +1,10 @@
 -- acquire.lua: take or re-enter the reentrant lock for one owner.
 --
 -- KEYS[1]  the lock hash        (<prefix>:{<name>})
--- KEYS[2]  the fencing counter  (<prefix>:{<name>}:fence; touched only for a fenced acquire)
+-- KEYS[2]  the fencing counter  (<prefix>:{<name>}:fence; declared, and touched, only by a
+--          fenced acquire: while a cluster slot is being migrated, Redis answers TRYAGAIN to
+--          a command whose declared keys are not all present on one node, so an unfenced
+--          acquire declares the hash alone)
 -- ARGV[1]  owner id             (the hash field; its value is the owner's hold count)
 -- ARGV[2]  lease in ms
 -- ARGV[3]  request id           ('<client-tag>.<seq>', unique per request)
@@ -58,7 +61,9 @@
 --
 -- Why PTTL first: -2 says "no key" in one call, and for a held lock it is the TTL that the
 -- waiter needs. HMGET on a key of another type raises WRONGTYPE, caught with pcall, so a
--- foreign key gets a typed answer and nothing is written. A hash without an expiry or
+-- foreign key gets a typed answer and nothing is written; any other error (an ACL that
+-- refuses HMGET) is returned as the error it is, not mistaken for a foreign key. A hash
+-- without an expiry or
 -- without a hold id was not written by this library (every lock gets both in one script)
 -- and is refused.
 local HOLD, FENCE, WAITING = '\1h', '\1fence', '\1w'
@@ -96,6 +101,10 @@ if pttl == -2 then
   return 0
 end
 local held = redis.pcall('HMGET', lock, owner, HOLD, FENCE)
+if held.err and not string.find(held.err, 'WRONGTYPE') then
+  -- Not a question of type (an ACL that refuses HMGET, say): report it as it is.
+  return redis.error_reply(held.err)
+end
 if held.err then
   return {2, redis.call('TYPE', lock).ok}
 end

@@ -12,6 +12,7 @@
 --                            orphan is left ("no orphans").
 --   {0}                      the request holds nothing now: it never ran, or the hold it
 --                            took has already ended.
+--   an error                 HMGET failed for another reason than WRONGTYPE (an ACL)
 --
 -- Safe only because the client sends nothing else for this (lock, owner) between the lost
 -- acquire and this probe: "\1r<tag>" still names the client's last request.
@@ -21,6 +22,9 @@ if not tag then
   return redis.error_reply('ERR probe.lua: malformed request id')
 end
 local held = redis.pcall('HMGET', lock, owner, '\1h', '\1r' .. tag, '\1fence')
+if held.err and not string.find(held.err, 'WRONGTYPE') then
+  return redis.error_reply(held.err)
+end
 if held.err or not held[1] or not held[2] then
   return {0}
 end

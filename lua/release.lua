@@ -22,6 +22,7 @@
 --   -2      the key is not one of our locks; nothing was written
 --   -3      this request was already applied (a retry whose first attempt's reply was
 --           lost, after a partial release); nothing was written
+-- An error other than WRONGTYPE from the HMGET (an ACL refusing it) is returned as an error.
 --
 -- Why the hold id: the owner field alone cannot tell a guard's own hold from a newer hold
 -- of the same owner (after a force-unlock or an expiry the owner may acquire afresh).
@@ -49,6 +50,9 @@
 -- a missed mark could cost latency only, never a hang.
 local lock, owner, hold, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 local held = redis.pcall('HMGET', lock, owner, '\1h', '\1r' .. ARGV[3], '\1w')
+if held.err and not string.find(held.err, 'WRONGTYPE') then
+  return redis.error_reply(held.err)
+end
 if held.err then
   return -2
 end

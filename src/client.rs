@@ -237,6 +237,7 @@ pub(crate) struct ReplicaAck {
 pub struct LockClientBuilder {
     target: Result<Target>,
     replica_ack: Option<ReplicaAck>,
+    sentinel_auth: Option<(Option<String>, String)>,
     #[cfg(feature = "tls")]
     certificates: Option<redis::TlsCertificates>,
     watchdog_timeout: Duration,
@@ -366,6 +367,7 @@ impl LockClientBuilder {
         LockClientBuilder {
             target,
             replica_ack: None,
+            sentinel_auth: None,
             #[cfg(feature = "tls")]
             certificates: None,
             watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
@@ -446,6 +448,14 @@ impl LockClientBuilder {
         self
     }
 
+    /// Credentials for the sentinels themselves (`requirepass` or an ACL user on the
+    /// sentinels), for a `redis-sentinel://` URL; the URL's own credentials are the
+    /// primary's. An error at connect for other URLs.
+    pub fn sentinel_auth(mut self, username: Option<&str>, password: &str) -> Self {
+        self.sentinel_auth = Some((username.map(str::to_owned), password.to_owned()));
+        self
+    }
+
     /// Validates the settings, connects, and starts the watchdog and pub/sub tasks.
     ///
     /// Errors: [`Error::InvalidUrl`], [`Error::InvalidConfig`], [`Error::InvalidDuration`],
@@ -458,6 +468,10 @@ impl LockClientBuilder {
     /// Cancel-safe: nothing is started until the connection is established.
     pub async fn connect(self) -> Result<LockClient> {
         let target = self.target?;
+        let target = match self.sentinel_auth {
+            Some((username, password)) => target.with_sentinel_auth(username, password)?,
+            None => target,
+        };
         #[cfg(feature = "tls")]
         let target = match self.certificates {
             Some(certs) => target.with_certificates(certs)?,

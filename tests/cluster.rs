@@ -1405,3 +1405,80 @@ async fn bad_cluster_input_is_a_typed_error() {
     assert_eq!(code(&out), UNAVAILABLE);
     assert!(stderr(&out).contains(&dead.to_string()), "{}", stderr(&out));
 }
+
+/// A lock whose slot is being migrated (MIGRATING on its primary, IMPORTING on another)
+/// and whose key is not on the old node: Redis answers `ASK`, and the client must follow
+/// it (`ASKING` + the command on the new node) instead of failing. Acquire, a second
+/// client's failed attempt, re-entry and release all go through the redirection; the hold
+/// lives on the importing node. Then the slot is made stable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_in_a_migrating_slot_follows_ask() {
+    let cluster = topology::shared_cluster();
+    let seeds = cluster.seeds();
+    let map = cluster.slot_map();
+    let prefix = "cl-ask";
+    let name = "migrating";
+    let key = key_of(prefix, name);
+    let slot = topology::slot_of(&key);
+    let source = primary_in(&map, &key);
+    let target = *cluster
+        .primaries()
+        .iter()
+        .find(|p| **p != source)
+        .expect("another primary");
+    let id = |port: u16| {
+        cluster
+            .redis_cli(port, &["CLUSTER", "MYID"])
+            .trim()
+            .to_owned()
+    };
+    let (source_id, target_id) = (id(source), id(target));
+    let slot_text = slot.to_string();
+    let set = |port: u16, args: &[&str]| {
+        let mut all = vec!["CLUSTER", "SETSLOT", slot_text.as_str()];
+        all.extend_from_slice(args);
+        let reply = cluster.redis_cli(port, &all);
+        assert!(reply.trim() == "OK", "SETSLOT {args:?} on {port}: {reply}");
+    };
+    set(target, &["IMPORTING", &source_id]);
+    set(source, &["MIGRATING", &target_id]);
+
+    let a = connect(&seeds, prefix, 30 * SEC).await;
+    let b = connect(&seeds, prefix, 30 * SEC).await;
+    let outcome = async {
+        let guard = a.lock(name)?.acquire().await?;
+        let held_elsewhere = b.lock(name)?.try_acquire().await?.is_some();
+        let nested = guard.reenter().await?;
+        let count = nested.hold_count();
+        // The hold is on the importing node (reads there need ASKING too).
+        let mut conn = cluster.node_conn(target);
+        let (_, exists): (redis::Value, i64) = redis::pipe()
+            .cmd("ASKING")
+            .cmd("EXISTS")
+            .arg(&key)
+            .query(&mut conn)
+            .map_err(|err| Error::InvalidConfig(err.to_string()))?;
+        nested.release().await?;
+        guard.release().await?;
+        Ok::<_, Error>((held_elsewhere, count, exists))
+    }
+    .await;
+    // Stable again, whatever happened.
+    set(source, &["NODE", &source_id]);
+    set(target, &["NODE", &source_id]);
+    let (held_elsewhere, count, exists) = outcome.expect("lock operations during the migration");
+    assert!(!held_elsewhere, "a second client acquired a held lock");
+    assert_eq!(count, 2);
+    assert_eq!(exists, 1, "the hold was not on the importing node");
+    let mut conn = cluster.node_conn(target);
+    let (_, left): (redis::Value, i64) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("EXISTS")
+        .arg(&key)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(left, 0, "the release left the key on the importing node");
+    println!(
+        "ASK: slot {slot} migrating {source} -> {target}; acquire, re-entry, a refused attempt and release followed ASK"
+    );
+}

@@ -145,6 +145,43 @@ async fn acl_user_limited_to_the_prefix_can_use_every_operation() {
     );
 }
 
+/// An ACL that refuses a command the scripts need (here HMGET) is reported as the
+/// permission error it is: `Error::Redis` with NOPERM, never "the key is not a lock"
+/// (WrongType), which is what a script's pcall made of every error before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_refusing_a_script_command_is_a_permission_error_not_wrong_type() {
+    let server = RedisServer::start();
+    let mut admin = server.conn().await;
+    let mut rule = vec!["SETUSER", "nohmget", "on", ">nohmget-pw"];
+    rule.extend(ACL_RULES.iter().copied().filter(|r| *r != "+hmget"));
+    let _: () = redis::cmd("ACL")
+        .arg(&rule)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let holder = server.client(Duration::from_secs(30)).await;
+    let guard = holder.lock("perm").unwrap().acquire().await.unwrap();
+    let restricted = LockClient::connect(&format!(
+        "redis://nohmget:nohmget-pw@127.0.0.1:{}/0",
+        server.port
+    ))
+    .await
+    .unwrap();
+    // A held lock: acquire.lua reaches HMGET.
+    let refused = restricted.lock("perm").unwrap().try_acquire().await;
+    match &refused {
+        Err(Error::Redis(err)) => {
+            let text = err.to_string();
+            assert!(
+                text.contains("NOPERM") || text.contains("can't run this command"),
+                "{text}"
+            );
+        }
+        other => panic!("an acquire refused by the ACL: {other:?}"),
+    }
+    guard.release().await.unwrap();
+}
+
 #[tokio::test]
 async fn acl_is_real_outside_the_prefix_everything_is_refused() {
     let server = acl_server();

@@ -1167,3 +1167,75 @@ async fn a_slow_sentinel_within_the_configured_timeouts_is_used() {
     guard.release().await.unwrap();
     task.abort();
 }
+
+/// Sentinels that require a password of their own (`requirepass`-style, through the
+/// default ACL user): the URL's credentials are the primary's, so without
+/// `sentinel_auth` the client cannot ask them and connect fails (typed, naming the
+/// service, never showing a password); with it, everything works, including following
+/// the announcements (`+switch-master` subscription).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_with_a_password_need_sentinel_auth() {
+    const SENTINEL_PASS: &str = "s3ntinel-secret";
+    let set = blocking(SentinelSet::start);
+    for port in set.sentinel_ports() {
+        // Sentinels talk to each other with sentinel-pass once they require one.
+        let reply = set.redis_cli(
+            port,
+            &["SENTINEL", "CONFIG", "SET", "sentinel-pass", SENTINEL_PASS],
+        );
+        assert!(reply.trim() == "OK", "sentinel-pass on {port}: {reply}");
+        let reply = set.redis_cli(
+            port,
+            &[
+                "ACL",
+                "SETUSER",
+                "default",
+                "on",
+                "resetpass",
+                &format!(">{SENTINEL_PASS}"),
+            ],
+        );
+        assert!(reply.trim() == "OK", "password on sentinel {port}: {reply}");
+    }
+    let url = set.url();
+
+    let refused = LockClient::builder(&url)
+        .connect_timeout(2 * SEC)
+        .connect()
+        .await;
+    match &refused {
+        Err(Error::Connect { .. }) => {}
+        other => panic!("sentinels refusing us: {other:?}"),
+    }
+    let wrong = LockClient::builder(&url)
+        .sentinel_auth(None, "not-the-password")
+        .connect_timeout(2 * SEC)
+        .connect()
+        .await;
+    match &wrong {
+        Err(err @ Error::Connect { .. }) => {
+            let text = format!("{err} {err:?}");
+            assert!(!text.contains("not-the-password"), "password in {text}");
+        }
+        other => panic!("a wrong sentinel password: {other:?}"),
+    }
+
+    let client = LockClient::builder(&url)
+        .sentinel_auth(None, SENTINEL_PASS)
+        .connect()
+        .await
+        .expect("connect with the sentinels' password");
+    let guard = client.lock("auth").unwrap().acquire().await.unwrap();
+    assert_eq!(guard.hold_count(), 1);
+    guard.release().await.unwrap();
+    // sentinel_auth is for sentinel URLs only.
+    let misused = LockClient::builder("redis://127.0.0.1:1")
+        .sentinel_auth(None, SENTINEL_PASS)
+        .connect()
+        .await;
+    assert!(
+        matches!(misused, Err(Error::InvalidConfig(_))),
+        "{misused:?}"
+    );
+    println!("sentinel auth: refused without it, refused with a wrong one, works with it");
+}

@@ -75,7 +75,13 @@ impl AcquireRequest {
     pub fn call(&self, keys: &LockKeys) -> Call {
         Call {
             script: ScriptId::Acquire,
-            keys: vec![keys.hash.clone(), keys.fence.clone()],
+            // The counter only when it is used: during a cluster slot migration Redis
+            // refuses (TRYAGAIN) a command declaring keys that are not all on one node.
+            keys: if self.fenced {
+                vec![keys.hash.clone(), keys.fence.clone()]
+            } else {
+                vec![keys.hash.clone()]
+            },
             args: vec![
                 self.owner.clone(),
                 self.lease_ms.to_string().into(),

@@ -203,6 +203,54 @@ pub(crate) fn suggests_topology_change(err: &RedisError) -> bool {
         || err.kind() == redis::ErrorKind::ClusterConnectionNotFound
 }
 
+/// A reply obtained by following an `ASK` for a single command.
+trait FromAsked {
+    fn from_asked(value: Value) -> Self;
+}
+
+impl FromAsked for Value {
+    fn from_asked(value: Value) -> Self {
+        value
+    }
+}
+
+/// Never used (pipelines do not follow `ASK`), but `retrying` serves both.
+impl FromAsked for Vec<Value> {
+    fn from_asked(value: Value) -> Self {
+        vec![value]
+    }
+}
+
+/// `ASKING` + `cmd` on the node `addr` (`host:port`), as one pipeline on that node's
+/// connection (the `ASKING` flag holds for the next command of the connection only).
+async fn asking(mut conn: ClusterConnection, cmd: &Cmd, addr: &str) -> Result<Value, RedisError> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
+        .ok_or_else(|| {
+            RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "unreadable ASK redirection",
+                addr.to_owned(),
+            ))
+        })?;
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors().cmd("ASKING").add_command(cmd.clone());
+    let route = redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+        host: host.to_owned(),
+        port,
+    };
+    let values = conn.route_pipeline(pipe, 0, 2, route).await?;
+    match values.into_iter().nth(1) {
+        Some(Value::ServerError(err)) => Err(err.into()),
+        Some(value) => Ok(value),
+        None => Err(RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "no reply to the command after ASKING",
+        ))),
+    }
+}
+
 /// Cluster errors for which the command surely did not run and a retry is expected to
 /// succeed once the client has the new slot map.
 fn did_not_run_retry_soon(err: &RedisError) -> bool {
@@ -219,8 +267,11 @@ impl ConnectionLike for Conn {
             Conn::Cluster(link) => {
                 let link = link.clone();
                 Box::pin(async move {
-                    link.retrying(|mut conn| async move { conn.req_packed_command(cmd).await })
-                        .await
+                    link.retrying(
+                        |mut conn| async move { conn.req_packed_command(cmd).await },
+                        Some(cmd),
+                    )
+                    .await
                 })
             }
             Conn::Sentinel(link) => link.req_packed_command(cmd),
@@ -238,9 +289,12 @@ impl ConnectionLike for Conn {
             Conn::Cluster(link) => {
                 let link = link.clone();
                 Box::pin(async move {
-                    link.retrying(|mut conn| async move {
-                        conn.req_packed_commands(pipeline, offset, count).await
-                    })
+                    link.retrying(
+                        |mut conn| async move {
+                            conn.req_packed_commands(pipeline, offset, count).await
+                        },
+                        None,
+                    )
                     .await
                 })
             }
@@ -324,17 +378,37 @@ impl ClusterLink {
     /// Runs `send` on the current connection. Redirections and cluster-down errors are
     /// retried a few times (nothing ran); errors that suggest the node is gone start a
     /// rebuild in the background and are returned as they are (the caller must find out
-    /// whether its command ran).
-    async fn retrying<T, F, Fut>(self: &Arc<Self>, send: F) -> Result<T, RedisError>
+    /// whether its command ran). An `ASK` (the key's slot is being migrated and the key
+    /// is not on the old node) is followed for `single`: `ASKING` and the command, in one
+    /// pipeline to the node named.
+    async fn retrying<T, F, Fut>(
+        self: &Arc<Self>,
+        send: F,
+        single: Option<&Cmd>,
+    ) -> Result<T, RedisError>
     where
         F: Fn(ClusterConnection) -> Fut,
         Fut: std::future::Future<Output = Result<T, RedisError>>,
+        T: FromAsked,
     {
         let mut attempt = 0;
         loop {
             let (generation, conn) = self.snapshot();
-            match send(conn).await {
+            match send(conn.clone()).await {
                 Ok(value) => return Ok(value),
+                Err(err) if err.code() == Some("ASK") && single.is_some() => {
+                    attempt += 1;
+                    let (Some(cmd), Some((addr, _slot))) = (single, err.redirect_node()) else {
+                        return Err(err);
+                    };
+                    match asking(conn, cmd, addr).await {
+                        Ok(value) => return Ok(T::from_asked(value)),
+                        Err(err) if did_not_run_retry_soon(&err) && attempt < REDIRECT_ATTEMPTS => {
+                            tokio::time::sleep(Duration::from_millis(10 << attempt.min(5))).await;
+                        }
+                        Err(err) => return Err(err),
+                    }
+                }
                 Err(err) => {
                     attempt += 1;
                     if suggests_topology_change(&err) {

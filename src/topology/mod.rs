@@ -50,6 +50,8 @@ pub(crate) struct SentinelTarget {
     /// Credentials for the primary (not for the sentinels, which usually have none).
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
+    /// Credentials for the sentinels themselves, when they require them.
+    pub(crate) sentinel_auth: Option<(Option<String>, String)>,
     pub(crate) tls: bool,
     #[cfg(feature = "tls")]
     pub(crate) certs: Option<redis::TlsCertificates>,
@@ -112,6 +114,23 @@ impl Target {
                 ..sentinel
             }),
         })
+    }
+
+    /// Credentials for the sentinels (not the primary's, which come from the URL).
+    pub(crate) fn with_sentinel_auth(
+        self,
+        username: Option<String>,
+        password: String,
+    ) -> Result<Target> {
+        match self {
+            Target::Sentinel(sentinel) => Ok(Target::Sentinel(SentinelTarget {
+                sentinel_auth: Some((username, password)),
+                ..sentinel
+            })),
+            _ => Err(Error::InvalidConfig(
+                "sentinel_auth applies to a redis-sentinel:// URL only".into(),
+            )),
+        }
     }
 
     /// Whether locks publish and subscribe on sharded channels (`SPUBLISH`/`SSUBSCRIBE`).
@@ -231,6 +250,7 @@ fn parse_sentinel(url: &str) -> Result<SentinelTarget> {
         db,
         username,
         password,
+        sentinel_auth: None,
         tls,
         #[cfg(feature = "tls")]
         certs: None,

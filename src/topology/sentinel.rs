@@ -219,7 +219,7 @@ async fn poll(shared: Weak<Shared>) {
             let client = client_for(
                 &target,
                 address(&target, host, *port),
-                RedisConnectionInfo::default(),
+                sentinel_info(&target),
             )?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe("+switch-master").await?;
@@ -296,11 +296,7 @@ async fn primary(target: &SentinelTarget, settings: Settings) -> Result<redis::C
         .set_response_timeout(Some(settings.response_timeout));
     let mut last_error = None;
     for (host, port) in &target.sentinels {
-        let sentinel = client_for(
-            target,
-            address(target, host, *port),
-            RedisConnectionInfo::default(),
-        )?;
+        let sentinel = client_for(target, address(target, host, *port), sentinel_info(target))?;
         let named = async {
             let mut conn = sentinel
                 .get_multiplexed_async_connection_with_config(&config)
@@ -360,6 +356,20 @@ async fn primary(target: &SentinelTarget, settings: Settings) -> Result<redis::C
         }
     }
     Err(last_error.unwrap_or_else(|| timed_out("no sentinel to ask")))
+}
+
+/// How to log in to a sentinel: anonymously unless `sentinel_auth` was given.
+fn sentinel_info(target: &SentinelTarget) -> RedisConnectionInfo {
+    match &target.sentinel_auth {
+        None => RedisConnectionInfo::default(),
+        Some((username, password)) => {
+            let info = RedisConnectionInfo::default().set_password(password);
+            match username {
+                Some(username) => info.set_username(username),
+                None => info,
+            }
+        }
+    }
 }
 
 fn address(target: &SentinelTarget, host: &str, port: u16) -> ConnectionAddr {

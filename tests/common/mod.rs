@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod acl;
+pub mod certs;
 pub mod topology;
 
 use std::net::TcpListener;

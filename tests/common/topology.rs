@@ -1216,3 +1216,749 @@ fn logs_of<'a>(procs: impl IntoIterator<Item = &'a Proc>) -> String {
         })
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------
+// Secured topologies: ACL users and TLS
+// ---------------------------------------------------------------------------------------
+
+/// The files of a TLS setup. Nodes then listen on TLS only (`port 0`, `tls-port P`), trust
+/// this CA, present this certificate, do not ask clients for one (`tls-auth-clients no`),
+/// and replicate, gossip (cluster bus) and monitor (sentinels) over TLS too.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+}
+
+/// How a secured topology ([`SecureCluster`], [`SecureSentinelSet`]) is set up.
+#[derive(Debug, Clone, Default)]
+pub struct Security {
+    /// An admin user (`~* &* +@all`) that the harness, `redis-cli`, the replicas
+    /// (`masteruser`/`masterauth`) and the sentinels (`sentinel auth-user`/`auth-pass`)
+    /// authenticate as. The `default` user is then off.
+    pub admin: Option<(String, String)>,
+    /// Extra `redis.conf` lines for every data node, e.g. `user locks on >pw ~app:* +get`.
+    pub data_conf: Vec<String>,
+    /// TLS for every connection (clients, replication, cluster bus, sentinels).
+    pub tls: Option<TlsFiles>,
+}
+
+impl Security {
+    /// How the harness reaches the data nodes.
+    fn data_access(&self) -> Access {
+        Access {
+            auth: self.admin.clone(),
+            ca: self.tls.as_ref().map(|tls| tls.ca.clone()),
+        }
+    }
+
+    /// How the harness reaches the sentinels (no credentials: they have none).
+    fn sentinel_access(&self) -> Access {
+        Access {
+            auth: None,
+            ca: self.tls.as_ref().map(|tls| tls.ca.clone()),
+        }
+    }
+
+    /// `port`, and the TLS settings when TLS is on.
+    fn listen_conf(&self, port: u16) -> String {
+        match &self.tls {
+            None => format!("port {port}\n"),
+            Some(tls) => format!(
+                "port 0\ntls-port {port}\ntls-cert-file \"{}\"\ntls-key-file \"{}\"\n\
+                 tls-ca-cert-file \"{}\"\ntls-auth-clients no\ntls-replication yes\n",
+                tls.cert.display(),
+                tls.key.display(),
+                tls.ca.display()
+            ),
+        }
+    }
+
+    /// The users and replication credentials of a data node.
+    fn data_users_conf(&self) -> String {
+        let mut conf = String::new();
+        if let Some((user, pass)) = &self.admin {
+            conf.push_str(&format!(
+                "user default off\nuser {user} on >{pass} ~* &* +@all\n\
+                 masteruser {user}\nmasterauth {pass}\n"
+            ));
+        }
+        for line in &self.data_conf {
+            conf.push_str(line);
+            conf.push('\n');
+        }
+        conf
+    }
+}
+
+/// Credentials and TLS roots for the harness's own connections to secured nodes.
+#[derive(Debug, Clone, Default)]
+struct Access {
+    auth: Option<(String, String)>,
+    /// The CA file: connect over TLS.
+    ca: Option<PathBuf>,
+}
+
+impl Access {
+    fn url(&self, port: u16) -> String {
+        let scheme = if self.ca.is_some() { "rediss" } else { "redis" };
+        let userinfo = match &self.auth {
+            Some((user, pass)) => format!("{user}:{pass}@"),
+            None => String::new(),
+        };
+        format!("{scheme}://{userinfo}127.0.0.1:{port}/")
+    }
+
+    fn client(&self, port: u16) -> redis::RedisResult<redis::Client> {
+        let url = self.url(port);
+        match &self.ca {
+            None => redis::Client::open(url),
+            #[cfg(feature = "tls")]
+            Some(ca) => {
+                let root = std::fs::read(ca).map_err(redis::RedisError::from)?;
+                redis::Client::build_with_tls(
+                    url,
+                    redis::TlsCertificates {
+                        client_tls: None,
+                        root_cert: Some(root),
+                    },
+                )
+            }
+            #[cfg(not(feature = "tls"))]
+            Some(_) => panic!("a TLS topology needs the `tls` feature"),
+        }
+    }
+
+    fn conn(&self, port: u16) -> Result<redis::Connection, String> {
+        let open = || -> redis::RedisResult<redis::Connection> {
+            let conn = self
+                .client(port)?
+                .get_connection_with_timeout(CONN_TIMEOUT)?;
+            conn.set_read_timeout(Some(CONN_TIMEOUT))?;
+            conn.set_write_timeout(Some(CONN_TIMEOUT))?;
+            Ok(conn)
+        };
+        open().map_err(|err| format!("{port}: {err}"))
+    }
+
+    fn query<T: redis::FromRedisValue>(&self, port: u16, cmd: &redis::Cmd) -> Result<T, String> {
+        let mut conn = self.conn(port)?;
+        cmd.query(&mut conn).map_err(|err| format!("{port}: {err}"))
+    }
+
+    fn info(&self, port: u16, section: &str) -> Result<String, String> {
+        self.query(port, redis::cmd("INFO").arg(section))
+    }
+
+    /// `redis-cli` options for these credentials and roots.
+    fn cli_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some((user, pass)) = &self.auth {
+            args.extend(["--user".into(), user.clone(), "--pass".into(), pass.clone()]);
+            args.push("--no-auth-warning".into());
+        }
+        if let Some(ca) = &self.ca {
+            args.extend(["--tls".into(), "--cacert".into(), ca.display().to_string()]);
+        }
+        args
+    }
+
+    /// `ACL LOG` of the node on `port`, one line per entry (`reason`, `context`,
+    /// `object`, `username`).
+    fn acl_log(&self, port: u16) -> Result<Vec<String>, String> {
+        let entries: Vec<redis::Value> = self.query(port, redis::cmd("ACL").arg("LOG"))?;
+        Ok(entries.iter().map(describe_acl_entry).collect())
+    }
+}
+
+fn describe_acl_entry(entry: &redis::Value) -> String {
+    let text = |value: &redis::Value| match value {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        redis::Value::SimpleString(text) => text.clone(),
+        other => format!("{other:?}"),
+    };
+    let pairs: Vec<(String, String)> = match entry {
+        redis::Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [key, value] => Some((text(key), text(value))),
+                _ => None,
+            })
+            .collect(),
+        redis::Value::Map(items) => items.iter().map(|(k, v)| (text(k), text(v))).collect(),
+        other => return format!("{other:?}"),
+    };
+    pairs
+        .iter()
+        .filter(|(key, _)| matches!(key.as_str(), "reason" | "context" | "object" | "username"))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A `redis-server` of a secured topology, killed when dropped.
+struct SecureNode {
+    port: u16,
+    log: PathBuf,
+    _running: Running,
+}
+
+impl SecureNode {
+    /// Picks a free port, builds the arguments with `make(port)` and starts the server;
+    /// it is ready once `access` reaches it and it reports its own process id.
+    fn start(
+        with_bus_port: bool,
+        access: &Access,
+        mut make: impl FnMut(u16) -> (Vec<OsString>, PathBuf),
+    ) -> SecureNode {
+        let mut errors = Vec::new();
+        for _ in 0..5 {
+            let port = pick_port(with_bus_port);
+            let (args, log) = make(port);
+            match spawn_watched(&args).and_then(|running| wait_ready(running, port, &log, access)) {
+                Ok(running) => {
+                    return SecureNode {
+                        port,
+                        log,
+                        _running: running,
+                    };
+                }
+                Err(err) => errors.push(err),
+            }
+        }
+        panic!("could not start redis-server: {errors:#?}");
+    }
+
+    fn as_proc_log(&self) -> String {
+        format!(
+            "--- {} ({}) ---\n{}\n",
+            self.port,
+            self.log.display(),
+            tail(&self.log)
+        )
+    }
+}
+
+/// Starts `redis-server args...` with a watcher that kills it if the test process dies
+/// (as [`Proc`] does).
+fn spawn_watched(args: &[OsString]) -> Result<Running, String> {
+    install_at_exit();
+    let server = Command::new(redis_server_binary())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("spawn redis-server: {e}"))?;
+    let pid = server.id();
+    lock(&SERVER_PIDS).push(pid);
+    let watcher = Command::new("sh")
+        .arg("-c")
+        .arg(format!("read line; kill -9 {pid} 2>/dev/null"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut watcher = match watcher {
+        Ok(watcher) => watcher,
+        Err(err) => {
+            let mut server = server;
+            let _ = server.kill();
+            let _ = server.wait();
+            lock(&SERVER_PIDS).retain(|&p| p != pid);
+            return Err(format!("spawn watcher: {err}"));
+        }
+    };
+    let lifeline = watcher.stdin.take().expect("piped stdin");
+    Ok(Running {
+        server,
+        watcher,
+        _lifeline: lifeline,
+    })
+}
+
+/// Waits until the server of `running` answers `access` on `port` with its own process
+/// id (someone else's server may answer on a port ours failed to bind).
+fn wait_ready(
+    mut running: Running,
+    port: u16,
+    log: &Path,
+    access: &Access,
+) -> Result<Running, String> {
+    let pid = running.server.id().to_string();
+    let deadline = Instant::now() + SPAWN_TIMEOUT;
+    loop {
+        if let Ok(Some(status)) = running.server.try_wait() {
+            return Err(format!(
+                "redis-server on {port} exited with {status}:\n{}",
+                tail(log)
+            ));
+        }
+        let last = match access.info(port, "server") {
+            Ok(server) if info_field(&server, "process_id") == Some(pid.as_str()) => {
+                return Ok(running);
+            }
+            Ok(_) => "another process answers".to_owned(),
+            Err(err) => err,
+        };
+        if Instant::now() > deadline {
+            return Err(format!(
+                "redis-server on {port} did not answer within {SPAWN_TIMEOUT:?} ({last}):\n{}",
+                tail(log)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Parses a `CLUSTER SLOTS` reply of the node on `port`, sorted by start slot.
+fn parse_slot_map(port: u16, reply: &redis::Value) -> Result<Vec<SlotRange>, String> {
+    let bad = |what: &str| format!("{port}: unexpected CLUSTER SLOTS reply ({what}): {reply:?}");
+    let redis::Value::Array(entries) = reply else {
+        return Err(bad("not an array"));
+    };
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(n) => u16::try_from(*n).ok(),
+        _ => None,
+    };
+    let node_port = |v: &redis::Value| match v {
+        redis::Value::Array(node) => node.get(1).and_then(int),
+        _ => None,
+    };
+    let mut map = Vec::new();
+    for entry in entries {
+        let redis::Value::Array(items) = entry else {
+            return Err(bad("entry not an array"));
+        };
+        let (Some(start), Some(end), Some(primary)) = (
+            items.first().and_then(int),
+            items.get(1).and_then(int),
+            items.get(2).and_then(node_port),
+        ) else {
+            return Err(bad("entry"));
+        };
+        let mut replicas = items[3..]
+            .iter()
+            .map(node_port)
+            .collect::<Option<Vec<u16>>>()
+            .ok_or_else(|| bad("replica"))?;
+        replicas.sort_unstable();
+        map.push(SlotRange {
+            start,
+            end,
+            primary,
+            replicas,
+        });
+    }
+    map.sort_by_key(|r| r.start);
+    Ok(map)
+}
+
+/// A six-node Redis Cluster (3 primaries, 3 replicas, node timeout 1 s) with ACL users
+/// and/or TLS as [`Security`] says. Processes are killed when it is dropped. No node can
+/// be killed or restarted: it serves tests of who may connect and how.
+pub struct SecureCluster {
+    nodes: Vec<SecureNode>,
+    access: Access,
+    tls: bool,
+    started_in: Duration,
+    // Last: removed after the processes are gone.
+    root: tempfile::TempDir,
+}
+
+impl SecureCluster {
+    /// Starts six nodes, joins them with `redis-cli --cluster create --cluster-replicas 1`
+    /// (as the admin, over TLS when set), and waits until every node reports
+    /// `cluster_state:ok`, all agree on a map of 3 ranges with one replica each, and every
+    /// replica's link is up.
+    pub fn start(security: &Security) -> SecureCluster {
+        let begun = Instant::now();
+        let root = tempfile::Builder::new()
+            .prefix("redis-secure-cluster-")
+            .tempdir()
+            .expect("temp dir");
+        let access = security.data_access();
+        let nodes: Vec<SecureNode> = (0..6)
+            .map(|i| {
+                let dir = root.path().join(format!("node{i}"));
+                std::fs::create_dir_all(&dir).expect("node dir");
+                SecureNode::start(true, &access, |port| {
+                    secure_cluster_node_config(port, &dir, security)
+                })
+            })
+            .collect();
+        let mut cluster = SecureCluster {
+            nodes,
+            access,
+            tls: security.tls.is_some(),
+            started_in: Duration::ZERO,
+            root,
+        };
+
+        let mut create = Command::new("redis-cli");
+        create.args(cluster.access.cli_args());
+        create.args(["--cluster", "create"]);
+        create.args(cluster.ports().iter().map(|p| format!("127.0.0.1:{p}")));
+        create.args(["--cluster-replicas", "1", "--cluster-yes"]);
+        let (ok, output) = run_with_timeout(&mut create, CLI_TIMEOUT);
+        if !ok || !output.contains("All 16384 slots covered") {
+            panic!(
+                "redis-cli --cluster create failed:\n{output}\n{}",
+                cluster.logs()
+            );
+        }
+        wait_until(
+            FORM_TIMEOUT,
+            "the secured cluster to form",
+            || cluster.logs(),
+            || cluster.check_formed(),
+        );
+        cluster.started_in = begun.elapsed();
+        cluster
+    }
+
+    /// How long [`SecureCluster::start`] took.
+    pub fn startup_time(&self) -> Duration {
+        self.started_in
+    }
+
+    /// Ports of the six nodes (the TLS ports with TLS: there is no other).
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.port).collect()
+    }
+
+    /// Seed URLs of all six nodes: `redis://` or `rediss://`, then `userinfo` as given
+    /// (e.g. `"user:pass@"`, or `""`).
+    pub fn seeds(&self, userinfo: &str) -> Vec<String> {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        self.ports()
+            .iter()
+            .map(|p| format!("{scheme}://{userinfo}127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// The slot map as the first node sees it.
+    pub fn slot_map(&self) -> Vec<SlotRange> {
+        let port = self.nodes[0].port;
+        match self
+            .access
+            .query::<redis::Value>(port, redis::cmd("CLUSTER").arg("SLOTS"))
+            .and_then(|reply| parse_slot_map(port, &reply))
+        {
+            Ok(map) => map,
+            Err(err) => panic!("CLUSTER SLOTS: {err}\n{}", self.logs()),
+        }
+    }
+
+    /// Runs `cmd` as the admin on the node on `port`.
+    pub fn query<T: redis::FromRedisValue>(
+        &self,
+        port: u16,
+        cmd: &redis::Cmd,
+    ) -> Result<T, String> {
+        self.access.query(port, cmd)
+    }
+
+    /// `ACL LOG` of every node, as `(port, entry)` pairs (see [`SecureCluster::start`]).
+    pub fn acl_log(&self) -> Vec<(u16, String)> {
+        self.ports()
+            .into_iter()
+            .flat_map(|port| match self.access.acl_log(port) {
+                Ok(entries) => entries.into_iter().map(|e| (port, e)).collect::<Vec<_>>(),
+                Err(err) => vec![(port, format!("ACL LOG failed: {err}"))],
+            })
+            .collect()
+    }
+
+    /// `ACL LOG RESET` on every node.
+    pub fn reset_acl_log(&self) {
+        for port in self.ports() {
+            if let Err(err) = self
+                .access
+                .query::<()>(port, redis::cmd("ACL").arg("LOG").arg("RESET"))
+            {
+                panic!("ACL LOG RESET: {err}");
+            }
+        }
+    }
+
+    /// The last lines of every node's log file.
+    pub fn logs(&self) -> String {
+        self.nodes.iter().map(SecureNode::as_proc_log).collect()
+    }
+
+    fn check_formed(&self) -> Result<Vec<SlotRange>, String> {
+        let mut first: Option<(u16, Vec<SlotRange>)> = None;
+        for port in self.ports() {
+            let info: String = self.access.query(port, redis::cmd("CLUSTER").arg("INFO"))?;
+            if info_field(&info, "cluster_state") != Some("ok") {
+                return Err(format!(
+                    "{port}: cluster_state {:?}",
+                    info_field(&info, "cluster_state")
+                ));
+            }
+            let reply: redis::Value = self
+                .access
+                .query(port, redis::cmd("CLUSTER").arg("SLOTS"))?;
+            let map = parse_slot_map(port, &reply)?;
+            match &first {
+                Some((p, seen)) if *seen != map => {
+                    return Err(format!(
+                        "nodes disagree: {p} sees {seen:?}, {port} sees {map:?}"
+                    ));
+                }
+                Some(_) => {}
+                None => first = Some((port, map)),
+            }
+        }
+        let (_, map) = first.ok_or("no node")?;
+        if map.len() != 3 || map.iter().any(|r| r.replicas.len() != 1) {
+            return Err(format!("slot map is not 3 primaries x 1 replica: {map:?}"));
+        }
+        for range in &map {
+            for &replica in &range.replicas {
+                let replication = self.access.info(replica, "replication")?;
+                let link = info_field(&replication, "master_link_status");
+                if link != Some("up") {
+                    return Err(format!("replica {replica}: link {link:?}"));
+                }
+            }
+        }
+        Ok(map)
+    }
+}
+
+/// Writes `<dir>/redis.conf` for a node of a [`SecureCluster`] (the settings of
+/// [`Cluster`]'s nodes, plus `security`); returns the arguments and the log path.
+fn secure_cluster_node_config(
+    port: u16,
+    dir: &Path,
+    security: &Security,
+) -> (Vec<OsString>, PathBuf) {
+    let log = dir.join("redis.log");
+    let mut conf = security.listen_conf(port);
+    if security.tls.is_some() {
+        conf.push_str("tls-cluster yes\n");
+    }
+    conf.push_str(&format!(
+        "bind 127.0.0.1\ncluster-enabled yes\ncluster-config-file \"{}\"\n\
+         cluster-node-timeout 1000\ncluster-replica-validity-factor 0\n\
+         repl-diskless-sync-delay 0\nrepl-ping-replica-period 1\n\
+         save \"\"\nappendonly no\ndaemonize no\ndir \"{}\"\nlogfile \"{}\"\n",
+        dir.join("nodes.conf").display(),
+        dir.display(),
+        log.display()
+    ));
+    conf.push_str(&security.data_users_conf());
+    let path = dir.join("redis.conf");
+    std::fs::write(&path, conf).expect("write redis.conf");
+    (vec![path.into()], log)
+}
+
+/// One primary, one replica and three sentinels (quorum 2) monitoring them as
+/// [`SERVICE`], with ACL users and/or TLS as [`Security`] says: the data nodes get the
+/// users; the sentinels have no credentials of their own but use the admin's for the
+/// data nodes (`sentinel auth-user`/`auth-pass`), and with TLS listen on TLS only and
+/// reach the data nodes and each other over TLS (`tls-replication yes`). Processes are
+/// killed when it is dropped.
+pub struct SecureSentinelSet {
+    /// `[primary, replica]`.
+    data: Vec<SecureNode>,
+    sentinels: Vec<SecureNode>,
+    access: Access,
+    sentinel_access: Access,
+    tls: bool,
+    started_in: Duration,
+    // Last: removed after the processes are gone.
+    root: tempfile::TempDir,
+}
+
+impl SecureSentinelSet {
+    /// Starts the primary, the replica and the sentinels, and waits until the replica is
+    /// in sync and every sentinel sees the primary, one replica and the other two.
+    pub fn start(security: &Security) -> SecureSentinelSet {
+        let begun = Instant::now();
+        let root = tempfile::Builder::new()
+            .prefix("redis-secure-sentinel-")
+            .tempdir()
+            .expect("temp dir");
+        let access = security.data_access();
+        let sentinel_access = security.sentinel_access();
+        let dir_of = |name: String| {
+            let dir = root.path().join(name);
+            std::fs::create_dir_all(&dir).expect("node dir");
+            dir
+        };
+        let primary_dir = dir_of("data0".into());
+        let primary = SecureNode::start(false, &access, |port| {
+            secure_data_node_config(port, &primary_dir, None, security)
+        });
+        let replica_dir = dir_of("data1".into());
+        let replica = SecureNode::start(false, &access, |port| {
+            secure_data_node_config(port, &replica_dir, Some(primary.port), security)
+        });
+        let sentinels = (0..3)
+            .map(|i| {
+                let dir = dir_of(format!("sentinel{i}"));
+                SecureNode::start(false, &sentinel_access, |port| {
+                    secure_sentinel_config(port, &dir, primary.port, security)
+                })
+            })
+            .collect();
+        let mut set = SecureSentinelSet {
+            data: vec![primary, replica],
+            sentinels,
+            access,
+            sentinel_access,
+            tls: security.tls.is_some(),
+            started_in: Duration::ZERO,
+            root,
+        };
+        let (primary, replica) = (set.data[0].port, set.data[1].port);
+        wait_until(
+            FORM_TIMEOUT,
+            "the secured sentinel set to form",
+            || set.logs(),
+            || {
+                let replication = set.access.info(replica, "replication")?;
+                if info_field(&replication, "master_link_status") != Some("up") {
+                    return Err(format!("replica {replica} not in sync:\n{replication}"));
+                }
+                let expected = format!(
+                    "name={SERVICE},status=ok,address=127.0.0.1:{primary},slaves=1,sentinels=3"
+                );
+                for port in set.sentinel_ports() {
+                    let seen = set.sentinel_access.info(port, "sentinel")?;
+                    if info_field(&seen, "master0") != Some(&expected) {
+                        return Err(format!("sentinel {port}:\n{seen}"));
+                    }
+                }
+                Ok(())
+            },
+        );
+        set.started_in = begun.elapsed();
+        set
+    }
+
+    /// How long [`SecureSentinelSet::start`] took.
+    pub fn startup_time(&self) -> Duration {
+        self.started_in
+    }
+
+    /// Ports of the three sentinels.
+    pub fn sentinel_ports(&self) -> Vec<u16> {
+        self.sentinels.iter().map(|s| s.port).collect()
+    }
+
+    /// Ports of the data nodes: `[primary, replica]`.
+    pub fn data_ports(&self) -> Vec<u16> {
+        self.data.iter().map(|s| s.port).collect()
+    }
+
+    /// `redis-sentinel://<userinfo>127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3/0#mymaster`
+    /// (`rediss-sentinel://` with TLS); `userinfo` as given (`"user:pass@"` or `""`).
+    pub fn url(&self, userinfo: &str) -> String {
+        let scheme = if self.tls {
+            "rediss-sentinel"
+        } else {
+            "redis-sentinel"
+        };
+        let hosts: Vec<String> = self
+            .sentinel_ports()
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("{scheme}://{userinfo}{}/0#{SERVICE}", hosts.join(","))
+    }
+
+    /// Runs `cmd` as the admin on the data node on `port`.
+    pub fn query<T: redis::FromRedisValue>(
+        &self,
+        port: u16,
+        cmd: &redis::Cmd,
+    ) -> Result<T, String> {
+        self.access.query(port, cmd)
+    }
+
+    /// Runs `cmd` on the sentinel on `port`.
+    pub fn sentinel_query<T: redis::FromRedisValue>(
+        &self,
+        port: u16,
+        cmd: &redis::Cmd,
+    ) -> Result<T, String> {
+        self.sentinel_access.query(port, cmd)
+    }
+
+    /// `ACL LOG` of both data nodes, as `(port, entry)` pairs.
+    pub fn acl_log(&self) -> Vec<(u16, String)> {
+        self.data_ports()
+            .into_iter()
+            .flat_map(|port| match self.access.acl_log(port) {
+                Ok(entries) => entries.into_iter().map(|e| (port, e)).collect::<Vec<_>>(),
+                Err(err) => vec![(port, format!("ACL LOG failed: {err}"))],
+            })
+            .collect()
+    }
+
+    /// The last lines of every data node's and sentinel's log file.
+    pub fn logs(&self) -> String {
+        self.data
+            .iter()
+            .chain(&self.sentinels)
+            .map(SecureNode::as_proc_log)
+            .collect()
+    }
+}
+
+/// Writes `<dir>/redis.conf` for a data node of a [`SecureSentinelSet`].
+fn secure_data_node_config(
+    port: u16,
+    dir: &Path,
+    replica_of: Option<u16>,
+    security: &Security,
+) -> (Vec<OsString>, PathBuf) {
+    let log = dir.join("redis.log");
+    let mut conf = security.listen_conf(port);
+    conf.push_str(&format!(
+        "bind 127.0.0.1\nsave \"\"\nappendonly no\ndaemonize no\n\
+         repl-diskless-sync-delay 0\ndir \"{}\"\nlogfile \"{}\"\n",
+        dir.display(),
+        log.display()
+    ));
+    conf.push_str(&security.data_users_conf());
+    if let Some(primary) = replica_of {
+        conf.push_str(&format!("replicaof 127.0.0.1 {primary}\n"));
+    }
+    let path = dir.join("redis.conf");
+    std::fs::write(&path, conf).expect("write redis.conf");
+    (vec![path.into()], log)
+}
+
+/// Writes `<dir>/sentinel.conf` for a sentinel of a [`SecureSentinelSet`].
+fn secure_sentinel_config(
+    port: u16,
+    dir: &Path,
+    primary: u16,
+    security: &Security,
+) -> (Vec<OsString>, PathBuf) {
+    let log = dir.join("sentinel.log");
+    let mut conf = security.listen_conf(port);
+    conf.push_str(&format!(
+        "bind 127.0.0.1\ndaemonize no\ndir \"{}\"\nlogfile \"{}\"\n\
+         sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n\
+         sentinel down-after-milliseconds {SERVICE} 1000\n\
+         sentinel failover-timeout {SERVICE} 5000\n\
+         sentinel parallel-syncs {SERVICE} 1\n",
+        dir.display(),
+        log.display()
+    ));
+    if let Some((user, pass)) = &security.admin {
+        conf.push_str(&format!(
+            "sentinel auth-user {SERVICE} {user}\nsentinel auth-pass {SERVICE} {pass}\n"
+        ));
+    }
+    let path = dir.join("sentinel.conf");
+    std::fs::write(&path, conf).expect("write sentinel.conf");
+    (vec![path.into(), "--sentinel".into()], log)
+}

@@ -79,6 +79,18 @@ pub struct Global {
     )]
     pub url: Vec<String>,
 
+    /// The sentinels' own password (the redis-sentinel:// URL's credentials are the
+    /// primary's). Prefer the environment variable: a command line is visible to others.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "REDIS_SENTINEL_PASSWORD",
+        hide_env_values = true,
+        value_name = "PASSWORD"
+    )]
+    pub sentinel_password: Option<String>,
+
     /// The --url(s) are seed nodes of a Redis Cluster.
     #[arg(long, global = true, help_heading = "Global options")]
     pub cluster: bool,

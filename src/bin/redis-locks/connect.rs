@@ -28,6 +28,10 @@ pub async fn client(global: &Global, watchdog: Option<Duration>) -> Result<LockC
             "several --url given: add --cluster if they are seed nodes of one Redis Cluster",
         ));
     };
+    let builder = match &global.sentinel_password {
+        Some(password) => builder.sentinel_auth(None, password),
+        None => builder,
+    };
     let builder = match global.min_replicas {
         Some(n) => builder.min_replicas(n, global.replica_timeout),
         None => builder,
