@@ -1,15 +1,27 @@
+#!lua flags=allow-cross-slot-keys,allow-oom
 -- renew.lua: the watchdog's tick: extend many held locks, and check that others still
 -- exist, in one call.
 --
--- KEYS[1..n]   lock hashes
--- ARGV[1]      lease in ms for the renewed locks
--- ARGV[2]      m: KEYS[1..m] are renewed; KEYS[m+1..n] (fixed leases) are only checked
--- ARGV[i + 2]  the hold id that must still be current in KEYS[i]
+-- KEYS[1..n]       lock hashes (one server, or one cluster slot), or none: then the n lock
+--                  hashes come after the hold ids, in ARGV[n + 3 .. 2n + 2], and may be in
+--                  any slots that this cluster node serves
+-- ARGV[1]          lease in ms for the renewed locks
+-- ARGV[2]          m: locks 1..m are renewed; locks m+1..n (fixed leases) are only checked
+-- ARGV[i + 2]      the hold id that must still be current in lock i
 --
--- Returns an array of the 1-based positions i whose hold is no longer current (ended,
--- deleted, expired, flushed, replaced by a newer hold, or the key changed type). Those
--- holds are lost; their guards are told ("losses are told"). The array is empty when all
--- is well, which keeps the reply of a 500-lock batch tiny.
+-- Returns an array of 1-based positions: i when lock i's hold is no longer current (ended,
+-- deleted, expired, flushed, replaced by a newer hold, or the key changed type): those
+-- holds are lost, and their guards are told ("losses are told"); -i when lock i is not
+-- served by this cluster node (its slot moved since the client looked): nothing was done
+-- for it, and the client renews it by key. The array is empty when all is well, which
+-- keeps the reply of a 500-lock batch tiny.
+--
+-- Why the flags: allow-cross-slot-keys lets one call renew every lock of a cluster node,
+-- whatever its slot, instead of one call per slot (a node serves thousands of slots; the
+-- keys are then undeclared, which Redis allows with this flag, and each access is checked
+-- to be local). allow-oom keeps renewals running when Redis is at maxmemory: the
+-- script only reads and moves expiries, and refusing it would lose every lock. Both need
+-- Redis 7.0, which the library requires anyway (PEXPIRE GT).
 -- Any other error (e.g. a command the ACL does not allow) fails the whole call, so the
 -- client counts a failed renewal instead of wrongly declaring locks lost.
 --
@@ -21,17 +33,29 @@
 -- its holder must learn within one tick that it was force-unlocked or lost.
 -- Why pcall: one key that changed type behind our back must not fail the whole batch.
 local lease, renewing = ARGV[1], tonumber(ARGV[2])
-local lost = {}
-for i = 1, #KEYS do
-  local hold = redis.pcall('HGET', KEYS[i], '\1h')
+-- Where the keys are: KEYS (declared: one server, or one slot), or after the hold ids in
+-- ARGV (one cluster node, many slots).
+local keys, n = KEYS, #KEYS
+if n == 0 then
+  n = (#ARGV - 2) / 2
+  keys = {}
+  for i = 1, n do
+    keys[i] = ARGV[n + i + 2]
+  end
+end
+local result = {}
+for i = 1, n do
+  local hold = redis.pcall('HGET', keys[i], '\1h')
   if hold == ARGV[i + 2] then
     if i <= renewing then
-      redis.call('PEXPIRE', KEYS[i], lease, 'GT')
+      redis.call('PEXPIRE', keys[i], lease, 'GT')
     end
+  elseif type(hold) == 'table' and hold.err and string.find(hold.err, 'non local key') then
+    result[#result + 1] = -i
   elseif type(hold) == 'table' and hold.err and not string.find(hold.err, 'WRONGTYPE') then
     return redis.error_reply(hold.err)
   else
-    lost[#lost + 1] = i
+    result[#result + 1] = i
   end
 end
-return lost
+return result

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::LostReason;
 use crate::protocol::hold::{HoldState, Joining, Rearm};
-use crate::protocol::renew::{RenewItem, decode_renew, renew_call};
+use crate::protocol::renew::{RenewItem, Renewed, decode_renew, renew_call, renew_call_on_node};
 use crate::protocol::{Call, Millis, Reply, acquire::Granted};
 use crate::scripts::{self, Scripts};
 
@@ -103,8 +103,8 @@ impl HoldEntry {
         sent_at: Millis,
         lease_ms: Millis,
     ) -> std::result::Result<bool, String> {
-        let gone = decode_renew(reply, 1)?;
-        if gone.first() == Some(&true) {
+        let status = decode_renew(reply, 1)?;
+        if status.first() == Some(&Renewed::Gone) {
             registry.gone(self);
             return Ok(false);
         }
@@ -466,10 +466,9 @@ impl Watchdog {
         (self.period / 4).clamp(Duration::from_millis(50), Duration::from_millis(500))
     }
 
-    /// Renews (or checks) every hold once: all batches concurrently. On a cluster a batch
-    /// holds the locks of one hash slot only (a script may not touch keys of several
-    /// slots), so holds are sorted by slot and a batch ends where the slot changes; the
-    /// batches of one primary then go to it in one pipeline (see [`send_by_node`]).
+    /// Renews (or checks) every hold once: all batches concurrently. On a cluster the
+    /// holds are grouped by the primary that serves their slot, and each batch goes to its
+    /// primary by address (see [`send_by_node`]).
     /// Resolves to whether any call failed.
     fn tick(&self) -> impl std::future::Future<Output = bool> + Send + 'static {
         let mut entries = self.registry.entries();
@@ -492,12 +491,23 @@ impl Watchdog {
             }
             let failed_before = registry.counters.failed_calls.load(Ordering::Relaxed);
             let started = Instant::now();
-            let batches = into_batches(entries, batch, by_slot, lease_ms);
-            let call_count = batches.len() as u64;
-            let renewed = if by_slot {
-                send_by_node(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await
+            let (call_count, renewed) = if by_slot {
+                send_by_node(
+                    &conn,
+                    &scripts,
+                    &registry,
+                    entries,
+                    batch,
+                    lease_ms,
+                    call_timeout,
+                )
+                .await
             } else {
-                send_each(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await
+                let batches = into_batches(entries, batch, false, lease_ms);
+                let calls = batches.len() as u64;
+                let renewed =
+                    send_each(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await;
+                (calls, renewed)
             };
             let c = &registry.counters;
             c.ticks.fetch_add(1, Ordering::Relaxed);
@@ -517,7 +527,6 @@ struct Batch {
     entries: Vec<Arc<HoldEntry>>,
     items: Vec<RenewItem>,
     call: Call,
-    slot: u16,
 }
 
 /// Cuts the holds into batches of at most `batch`, each within one slot when `by_slot`
@@ -573,7 +582,6 @@ fn into_batches(
             entries,
             items,
             call,
-            slot,
         });
     }
 }
@@ -599,7 +607,8 @@ async fn send_each(
                     .await
                     .map_err(|_| "renewal timed out".to_owned())
                     .and_then(|reply| reply.map_err(|err| err.error.to_string()));
-            settle(&registry, &batch, sent_at, lease_ms, reply)
+            // Calls routed by key reach the node serving the key: nothing is elsewhere.
+            settle(&registry, &batch, sent_at, lease_ms, reply).0
         });
     }
     let mut renewed = 0;
@@ -609,132 +618,153 @@ async fn send_each(
     renewed
 }
 
-/// On a cluster: the batches of each primary in one pipeline to it (a batch's keys are in
-/// one slot, so each call is valid on its own; the pipeline only saves round trips and
-/// per-call client work). The primary of each slot comes from `CLUSTER SLOTS`, asked once
-/// per tick; when that fails, or a slot moved meanwhile (`MOVED` for that call), the
-/// affected batches are sent one by one, routed by key.
+/// On a cluster: the holds of each primary in batches of `batch`, whatever their slots
+/// (`renew.lua` with the keys in ARGV, under `allow-cross-slot-keys`), sent to that
+/// primary by address, all concurrently. The primary of each slot comes from
+/// `CLUSTER SLOTS`, asked once per tick. Holds whose slot moved meanwhile (the script
+/// reports them, or the call met `MOVED`), and every hold when the map is unknown, are
+/// renewed in per-slot batches routed by key. Returns (calls, holds renewed or checked).
 async fn send_by_node(
     conn: &Conn,
     scripts: &Arc<Scripts>,
     registry: &Arc<Registry>,
-    batches: Vec<Batch>,
+    entries: Vec<Arc<HoldEntry>>,
+    batch: usize,
     lease_ms: Millis,
     call_timeout: Duration,
-) -> u64 {
+) -> (u64, u64) {
+    let by_key = |entries: Vec<Arc<HoldEntry>>| {
+        let mut entries = entries;
+        entries.sort_by_cached_key(|entry| slot_of(entry.key.as_bytes()));
+        into_batches(entries, batch, true, lease_ms)
+    };
     let slots = match tokio::time::timeout(call_timeout, conn.cluster_slots()).await {
         Ok(Ok(slots)) => slots,
         _ => {
-            return send_each(conn, scripts, registry, batches, lease_ms, call_timeout).await;
+            let batches = by_key(entries);
+            let calls = batches.len() as u64;
+            let renewed = send_each(conn, scripts, registry, batches, lease_ms, call_timeout).await;
+            return (calls, renewed);
         }
     };
-    let mut by_node: std::collections::HashMap<(String, u16), Vec<Batch>> = Default::default();
+    let mut by_node: std::collections::HashMap<(String, u16), Vec<Arc<HoldEntry>>> =
+        Default::default();
     let mut unmapped = Vec::new();
-    for batch in batches {
+    for entry in entries {
+        let slot = slot_of(entry.key.as_bytes());
         match slots
             .iter()
-            .find(|range| range.start <= batch.slot && batch.slot <= range.end)
+            .find(|range| range.start <= slot && slot <= range.end)
         {
             Some(range) => by_node
                 .entry((range.host.clone(), range.port))
                 .or_default()
-                .push(batch),
-            None => unmapped.push(batch),
+                .push(entry),
+            None => unmapped.push(entry),
         }
     }
+    let mut calls = 0u64;
     let mut tasks = JoinSet::new();
-    for ((host, port), batches) in by_node {
-        let conn = conn.clone();
-        let scripts = scripts.clone();
-        let registry = registry.clone();
-        tasks.spawn(async move {
-            let sent_at = registry.clock.now();
-            let calls: Vec<&Call> = batches.iter().map(|batch| &batch.call).collect();
-            let replies = tokio::time::timeout(
-                call_timeout,
-                scripts::run_on_node(&conn, &scripts, &calls, &host, port),
-            )
-            .await
-            .map_err(|_| "renewal timed out".to_owned())
-            .and_then(|replies| replies.map_err(|err| err.to_string()));
-            let mut renewed = 0;
-            let mut moved = Vec::new();
-            match replies {
-                Ok(replies) => {
-                    for (batch, reply) in batches.into_iter().zip(replies) {
-                        match reply {
-                            Err(err) if matches!(err.code(), Some("MOVED" | "ASK")) => {
-                                moved.push(batch)
-                            }
-                            reply => {
-                                let reply = reply.map_err(|err| err.to_string());
-                                renewed += settle(&registry, &batch, sent_at, lease_ms, reply);
-                            }
+    for ((host, port), entries) in by_node {
+        for batch in into_batches(entries, batch, false, lease_ms) {
+            calls += 1;
+            let batch = Batch {
+                call: renew_call_on_node(lease_ms, batch.items.clone()).0,
+                ..batch
+            };
+            let conn = conn.clone();
+            let scripts = scripts.clone();
+            let registry = registry.clone();
+            let (host, port) = (host.clone(), port);
+            tasks.spawn(async move {
+                let sent_at = registry.clock.now();
+                let reply = tokio::time::timeout(
+                    call_timeout,
+                    scripts::run_on_node(&conn, &scripts, &[&batch.call], &host, port),
+                )
+                .await;
+                match reply {
+                    Ok(Ok(mut replies)) => match replies.pop() {
+                        Some(Err(err)) if matches!(err.code(), Some("MOVED" | "ASK")) => {
+                            (0, batch.entries)
                         }
+                        Some(reply) => {
+                            let reply = reply.map_err(|err| err.to_string());
+                            settle(&registry, &batch, sent_at, lease_ms, reply)
+                        }
+                        None => {
+                            let reply = Err("no reply to a renewal".to_owned());
+                            settle(&registry, &batch, sent_at, lease_ms, reply)
+                        }
+                    },
+                    Ok(Err(err)) => {
+                        settle(&registry, &batch, sent_at, lease_ms, Err(err.to_string()))
+                    }
+                    Err(_) => {
+                        let reply = Err("renewal timed out".to_owned());
+                        settle(&registry, &batch, sent_at, lease_ms, reply)
                     }
                 }
-                Err(err) => {
-                    for batch in &batches {
-                        settle(&registry, batch, sent_at, lease_ms, Err(err.clone()));
-                    }
-                }
-            }
-            (renewed, moved)
-        });
+            });
+        }
     }
     let mut renewed = 0;
     while let Some(result) = tasks.join_next().await {
-        if let Ok((count, moved)) = result {
+        if let Ok((count, elsewhere)) = result {
             renewed += count;
-            unmapped.extend(moved);
+            unmapped.extend(elsewhere);
         }
     }
     if !unmapped.is_empty() {
-        renewed += send_each(conn, scripts, registry, unmapped, lease_ms, call_timeout).await;
+        let batches = by_key(unmapped);
+        calls += batches.len() as u64;
+        renewed += send_each(conn, scripts, registry, batches, lease_ms, call_timeout).await;
     }
-    renewed
+    (calls, renewed)
 }
 
 /// Applies one batch's reply (or failure) to its holds; returns how many were renewed or
-/// checked.
+/// checked, and the holds the node did not serve (their slot moved).
 fn settle(
     registry: &Registry,
     batch: &Batch,
     sent_at: Millis,
     lease_ms: Millis,
     reply: std::result::Result<Reply, String>,
-) -> u64 {
+) -> (u64, Vec<Arc<HoldEntry>>) {
     let c = &registry.counters;
     c.renew_calls.fetch_add(1, Ordering::Relaxed);
-    let gone = match reply.map(|reply| decode_renew(&reply, batch.entries.len())) {
-        Ok(Ok(gone)) => gone,
+    let status = match reply.map(|reply| decode_renew(&reply, batch.entries.len())) {
+        Ok(Ok(status)) => status,
         Ok(Err(err)) => {
             tracing::error!(error = %err, "watchdog: unreadable renew reply");
             c.failed_calls.fetch_add(1, Ordering::Relaxed);
             crate::observe::renewal_failed();
-            return 0;
+            return (0, Vec::new());
         }
         Err(err) => {
             tracing::warn!(error = %err, "watchdog: renewal failed; will retry");
             c.failed_calls.fetch_add(1, Ordering::Relaxed);
             crate::observe::renewal_failed();
-            return 0;
+            return (0, Vec::new());
         }
     };
     let (mut renewed, mut checked) = (0, 0);
-    for ((entry, item), gone) in batch.entries.iter().zip(&batch.items).zip(gone) {
-        if gone {
-            registry.gone(entry);
-        } else if item.renew {
-            entry.state.lock().on_renewed(sent_at, lease_ms);
-            renewed += 1;
-        } else {
-            checked += 1;
+    let mut elsewhere = Vec::new();
+    for ((entry, item), status) in batch.entries.iter().zip(&batch.items).zip(status) {
+        match status {
+            Renewed::Gone => registry.gone(entry),
+            Renewed::Elsewhere => elsewhere.push(entry.clone()),
+            Renewed::Current if item.renew => {
+                entry.state.lock().on_renewed(sent_at, lease_ms);
+                renewed += 1;
+            }
+            Renewed::Current => checked += 1,
         }
     }
     c.renewed.fetch_add(renewed, Ordering::Relaxed);
     c.checked.fetch_add(checked, Ordering::Relaxed);
-    renewed + checked
+    (renewed + checked, elsewhere)
 }
 
 #[cfg(test)]

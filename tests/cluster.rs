@@ -728,10 +728,17 @@ async fn the_watchdog_keeps_thousands_of_locks_across_shards() {
     assert_eq!(stats.lost, 0, "{stats:?}");
     assert_eq!(stats.failed_calls, 0, "{stats:?}");
     assert_eq!(stats.last_tick_locks, N as u64, "{stats:?}");
+    // One call per 500 locks of each primary, whatever their slots (renew.lua with the
+    // keys in ARGV under allow-cross-slot-keys), not one per slot.
+    let per_node_calls: u64 = per_primary
+        .values()
+        .map(|n| (*n as u64).div_ceil(redis_locks::DEFAULT_RENEW_BATCH as u64))
+        .sum();
     assert_eq!(
         stats.last_tick_calls,
-        slots.len() as u64,
-        "one call per slot expected: {stats:?}"
+        per_node_calls,
+        "one call per primary and 500 locks expected ({} slots): {stats:?}",
+        slots.len()
     );
     // 6.5 s at a renewal every 667 ms: at least 5 full rounds must have happened (the
     // keys' TTLs above already show that renewals reached Redis).
@@ -1481,4 +1488,126 @@ async fn a_lock_in_a_migrating_slot_follows_ask() {
     println!(
         "ASK: slot {slot} migrating {source} -> {target}; acquire, re-entry, a refused attempt and release followed ASK"
     );
+}
+
+/// renew.lua in its one-node form (keys in ARGV, any slots of the node): a key whose slot
+/// the node does not serve is reported as elsewhere (-i), never as lost, and a held key
+/// the node serves is renewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_one_node_renewal_reports_keys_of_other_nodes_as_elsewhere() {
+    let cluster = topology::shared_cluster();
+    let seeds = cluster.seeds();
+    let map = cluster.slot_map();
+    let prefix = "cl-elsewhere";
+    let client = connect(&seeds, prefix, 30 * SEC).await;
+    let guard = client.lock("here").unwrap().acquire().await.unwrap();
+    let key = key_of(prefix, "here");
+    let home = primary_in(&map, &key);
+    let other = *cluster.primaries().iter().find(|p| **p != home).unwrap();
+    let script = redis::Script::new(include_str!("../lua/renew.lua"));
+    let renew_on = |port: u16| -> Vec<i64> {
+        let mut conn = cluster.node_conn(port);
+        script
+            .arg(5_000)
+            .arg(1)
+            .arg(guard.hold_id())
+            .arg(&key)
+            .invoke(&mut conn)
+            .unwrap()
+    };
+    assert_eq!(renew_on(other), vec![-1], "a key of another node");
+    assert_eq!(
+        renew_on(home),
+        Vec::<i64>::new(),
+        "the held key on its node"
+    );
+    guard.release().await.unwrap();
+}
+
+/// A held lock whose slot is migrated to another primary while its watchdog runs (a
+/// short lease, so several renewals happen after the move): it is never lost, and its
+/// key keeps being renewed on the new primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_survives_its_slot_moving_to_another_primary() {
+    let cluster = tokio::task::block_in_place(Cluster::start);
+    let seeds = cluster.seeds();
+    let map = cluster.slot_map();
+    let prefix = "cl-move";
+    let lease = Duration::from_millis(900);
+    let client = connect(&seeds, prefix, lease).await;
+    let guard = client.lock("moving").unwrap().acquire().await.unwrap();
+    let key = key_of(prefix, "moving");
+    let slot = topology::slot_of(&key).to_string();
+    let source = primary_in(&map, &key);
+    let target = *cluster.primaries().iter().find(|p| **p != source).unwrap();
+    let id = |port: u16| {
+        cluster
+            .redis_cli(port, &["CLUSTER", "MYID"])
+            .trim()
+            .to_owned()
+    };
+    let (source_id, target_id) = (id(source), id(target));
+    let ok = |reply: String, what: &str| {
+        assert!(
+            reply.trim() == "OK" || reply.trim() == "NOKEY",
+            "{what}: {reply}"
+        )
+    };
+    tokio::time::sleep(lease).await;
+    ok(
+        cluster.redis_cli(
+            target,
+            &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source_id],
+        ),
+        "importing",
+    );
+    ok(
+        cluster.redis_cli(
+            source,
+            &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target_id],
+        ),
+        "migrating",
+    );
+    let target_port = target.to_string();
+    ok(
+        cluster.redis_cli(
+            source,
+            &[
+                "MIGRATE",
+                "127.0.0.1",
+                &target_port,
+                "",
+                "0",
+                "5000",
+                "KEYS",
+                &key,
+            ],
+        ),
+        "migrate",
+    );
+    for port in cluster.primaries() {
+        ok(
+            cluster.redis_cli(port, &["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]),
+            "node",
+        );
+    }
+    let moved_at = Instant::now();
+    // Several renewal periods after the move.
+    tokio::time::sleep(4 * lease).await;
+    assert!(
+        !guard.is_lost(),
+        "lost after its slot moved: {:?}",
+        guard.lost_reason()
+    );
+    let mut conn = cluster.node_conn(target);
+    let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
+    assert!(pttl > 0 && pttl <= 900, "PTTL on the new primary: {pttl}");
+    let stats = client.watchdog_stats();
+    println!(
+        "slot {slot} moved {source} -> {target}; {:?} later the hold is current, PTTL {pttl} ms on the new primary; {stats:?}",
+        moved_at.elapsed()
+    );
+    guard.release().await.unwrap();
+    let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut conn).unwrap();
+    assert_eq!(exists, 0);
 }

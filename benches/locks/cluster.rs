@@ -9,7 +9,7 @@
 //!   cluster, next to the same run on the single node. The critical section's counters
 //!   stay on the single node in both, so only the lock differs.
 //! - C5: watchdog scale on the cluster: N locks over every slot, renewed in per-slot
-//!   batches (a script may not touch keys of several slots), pipelined per primary.
+//!   batches of up to 500 locks per primary, whatever their slots.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -300,7 +300,7 @@ pub async fn c5(ctx: &mut Ctx) -> Res<Outcome> {
     out.set(
         "params",
         json!({"locks": n, "watchdog_timeout_s": 3, "hold_s": hold.as_secs_f64(),
-               "batching": "one script call per hash slot with held locks (at most 500 locks each); the calls of each primary in one pipeline to it, after one CLUSTER SLOTS"}),
+               "batching": "renew.lua with up to 500 locks of one primary, any slots (keys in ARGV, allow-cross-slot-keys), sent to that primary by address after one CLUSTER SLOTS per tick"}),
     );
     out.set(
         "setup_acquires_per_sec",

@@ -32,19 +32,45 @@ pub fn renew_call(lease_ms: Millis, mut items: Vec<RenewItem>) -> (Call, Vec<Ren
     (call, items)
 }
 
-/// Reads `renew.lua`'s reply for a batch of `len`: which positions (0-based) are gone.
-pub fn decode_renew(reply: &Reply, len: usize) -> Result<Vec<bool>, String> {
+/// The `renew.lua` call for `items` that are all served by one cluster node, in any
+/// slots: the keys go after the hold ids in ARGV (undeclared, which the script's
+/// `allow-cross-slot-keys` flag permits), so the call is routed to the node by address.
+/// Returns the call and the items in the order the reply refers to.
+pub fn renew_call_on_node(lease_ms: Millis, items: Vec<RenewItem>) -> (Call, Vec<RenewItem>) {
+    let (mut call, items) = renew_call(lease_ms, items);
+    call.args.append(&mut call.keys);
+    (call, items)
+}
+
+/// What a renewal found for one hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewed {
+    /// Still current: renewed (watchdog lease) or checked (fixed lease).
+    Current,
+    /// No longer current: lost.
+    Gone,
+    /// Not served by the node the call went to (its slot moved): nothing was done.
+    Elsewhere,
+}
+
+/// Reads `renew.lua`'s reply for a batch of `len`, one status per position.
+pub fn decode_renew(reply: &Reply, len: usize) -> Result<Vec<Renewed>, String> {
     let Reply::Array(positions) = reply else {
         return Err(format!("renew: {reply:?}"));
     };
-    let mut gone = vec![false; len];
+    let mut status = vec![Renewed::Current; len];
     for position in positions {
         match position {
-            Reply::Int(i) if *i >= 1 && (*i as usize) <= len => gone[*i as usize - 1] = true,
+            Reply::Int(i) if *i >= 1 && (*i as usize) <= len => {
+                status[*i as usize - 1] = Renewed::Gone;
+            }
+            Reply::Int(i) if *i <= -1 && (i.unsigned_abs() as usize) <= len => {
+                status[i.unsigned_abs() as usize - 1] = Renewed::Elsewhere;
+            }
             _ => return Err(format!("renew: position outside the batch: {reply:?}")),
         }
     }
-    Ok(gone)
+    Ok(status)
 }
 
 #[cfg(test)]
@@ -62,8 +88,17 @@ mod tests {
         let args: Vec<&str> = call.args.iter().map(|a| &**a).collect();
         assert_eq!(args, vec!["30000", "1", "h-b", "h-a"]);
         assert_eq!(order[0].key.as_ref(), "b");
-        let gone = decode_renew(&Reply::Array(vec![Reply::Int(2)]), 2).unwrap();
-        assert_eq!(gone, vec![false, true]);
+        let status = decode_renew(&Reply::Array(vec![Reply::Int(2)]), 2).unwrap();
+        assert_eq!(status, vec![Renewed::Current, Renewed::Gone]);
+        let status = decode_renew(&Reply::Array(vec![Reply::Int(-1)]), 2).unwrap();
+        assert_eq!(status, vec![Renewed::Elsewhere, Renewed::Current]);
         assert!(decode_renew(&Reply::Array(vec![Reply::Int(3)]), 2).is_err());
+        assert!(decode_renew(&Reply::Array(vec![Reply::Int(-3)]), 2).is_err());
+        assert!(decode_renew(&Reply::Array(vec![Reply::Int(0)]), 2).is_err());
+
+        let (call, _) = renew_call_on_node(30_000, vec![item("a", false), item("b", true)]);
+        assert!(call.keys.is_empty());
+        let args: Vec<&str> = call.args.iter().map(|a| &**a).collect();
+        assert_eq!(args, vec!["30000", "1", "h-b", "h-a", "b", "a"]);
     }
 }

@@ -184,9 +184,15 @@ impl ScriptRunner {
         {
             return Ok(script.clone());
         }
+        // Redis reads a first line `#!lua flags=...` itself (script flags); Lua 5.1 would
+        // not: make it a comment, keeping the line numbers.
+        let source = match body.strip_prefix("#!") {
+            Some(rest) => format!("--{rest}"),
+            None => body.to_owned(),
+        };
         let script = self
             .lua
-            .load(body)
+            .load(source)
             .set_name("@user_script")
             .into_function()?;
         let mut compiled = self.compiled.borrow_mut();

@@ -22,7 +22,9 @@ use redis_locks::protocol::acquire::{AcquireReply, AcquireRequest, Granted};
 use redis_locks::protocol::hold::{HoldState, Joining, Rearm, drift};
 use redis_locks::protocol::lane::{Lane, Resolved};
 use redis_locks::protocol::release::{ReleaseOp, ReleaseOutcome, ReleaseStep};
-use redis_locks::protocol::renew::{RenewItem, decode_renew, renew_call};
+use redis_locks::protocol::renew::{
+    RenewItem, Renewed, decode_renew, renew_call, renew_call_on_node,
+};
 use redis_locks::protocol::{
     Call, Failure, LockKeys, Millis, Reply, RequestIds, ScriptId, force_unlock_call,
 };
@@ -664,7 +666,13 @@ impl State {
         if items.is_empty() {
             return;
         }
-        let (call, items) = renew_call(LEASE, items);
+        // Client 0 sends the keys declared (one server), the others in ARGV (one cluster
+        // node, many slots): both layouts of renew.lua are checked.
+        let (call, items) = if client == 0 {
+            renew_call(LEASE, items)
+        } else {
+            renew_call_on_node(LEASE, items)
+        };
         c.renewal = Some(Renewal {
             items,
             sent_at: now,
@@ -1069,19 +1077,24 @@ impl State {
         let Some(renewal) = self.clients[client].renewal.take() else {
             return;
         };
-        let gone = match decode_renew(&reply, renewal.items.len()) {
-            Ok(gone) => gone,
+        let status = match decode_renew(&reply, renewal.items.len()) {
+            Ok(status) => status,
             Err(err) => {
                 fx.violation = Some(("losses are told", format!("unreadable renew reply: {err}")));
                 return;
             }
         };
         let c = &mut self.clients[client];
-        for (item, gone) in renewal.items.iter().zip(gone) {
+        for (item, status) in renewal.items.iter().zip(status) {
             let Some(state) = c.states.iter_mut().find(|s| s.hold() == &item.hold) else {
                 continue;
             };
-            if gone {
+            if status == Renewed::Elsewhere {
+                // One node holds the whole model keyspace: nothing is ever elsewhere.
+                fx.violation = Some(("losses are told", "a renewal found a lock elsewhere".into()));
+                return;
+            }
+            if status == Renewed::Gone {
                 if state.on_gone().is_some() {
                     fx.milestones.push(4);
                     Self::told(&self.ks, now, state, fx);
