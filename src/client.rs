@@ -246,6 +246,7 @@ pub struct LockClientBuilder {
     response_timeout: Duration,
     renew_batch: usize,
     check_interval: Option<Duration>,
+    spin: bool,
 }
 
 impl LockClient {
@@ -376,6 +377,7 @@ impl LockClientBuilder {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             renew_batch: DEFAULT_RENEW_BATCH,
             check_interval: None,
+            spin: false,
         }
     }
 
@@ -445,6 +447,16 @@ impl LockClientBuilder {
     #[cfg(feature = "tls")]
     pub fn tls_certificates(mut self, certificates: redis::TlsCertificates) -> Self {
         self.certificates = Some(certificates);
+        self
+    }
+
+    /// Spin mode: waiters never subscribe; they retry with exponential back-off (1 ms
+    /// doubling to 128 ms) plus up to half of it again at random, never sleeping past the
+    /// lock's remaining TTL. For deployments where pub/sub is unavailable (some proxies,
+    /// managed services). A release still publishes when a waiter marked the lock, so
+    /// spinning and subscribing clients can share locks. Default: off (pub/sub wake-ups).
+    pub fn spin_wait(mut self, spin: bool) -> Self {
+        self.spin = spin;
         self
     }
 
@@ -588,7 +600,11 @@ impl LockClientBuilder {
         let scripts = Arc::new(Scripts::new());
         let clock = Clock::new();
         let registry = Arc::new(Registry::new(clock));
-        let hub = Hub::start(&target, &conn, settings, shutdown.clone());
+        let hub = if self.spin {
+            Hub::spinning()
+        } else {
+            Hub::start(&target, &conn, settings, shutdown.clone())
+        };
         let watchdog = Watchdog {
             registry: registry.clone(),
             conn: conn.clone(),

@@ -466,12 +466,14 @@ impl Lock {
                 Err(err) => return Err(err),
             };
             drop(baton);
-            // Without a subscription (the ACL refused it), poll: 1 ms doubling to 128 ms,
-            // never past the lock's TTL.
+            // Without a subscription (spin mode, or the ACL refused it), poll: 1 ms doubling
+            // to 128 ms, plus up to half of it again at random so that spinning waiters
+            // spread out, never past the lock's TTL.
             let pause = if listener.denied() {
                 let poll = poll_backoff;
                 poll_backoff = (poll_backoff * 2).min(Duration::from_millis(128));
-                pause.min(poll)
+                let spread = self.client.inner.jitter() % (poll.as_micros() as u64 / 2 + 1);
+                pause.min(poll + Duration::from_micros(spread))
             } else {
                 pause
             };

@@ -53,8 +53,9 @@ struct Shared {
     channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
     /// Wakes the hub task to reconcile subscriptions.
     changed: Notify,
-    /// Set once the server refused SUBSCRIBE with NOPERM. Reconnecting cannot change an
-    /// ACL, so the hub stops asking and waiters poll instead (see `Lock::acquire`).
+    /// Set once the server refused SUBSCRIBE with NOPERM (reconnecting cannot change an
+    /// ACL, so the hub stops asking), or from the start in spin mode: waiters poll instead
+    /// (see `Lock::acquire`).
     denied: AtomicBool,
     /// Wakes `Listener::ready` waiters when `denied` is set.
     denied_changed: Notify,
@@ -74,6 +75,15 @@ pub(crate) struct Listener {
 }
 
 impl Hub {
+    /// A hub that never subscribes (spin mode, see
+    /// [`LockClientBuilder::spin_wait`](crate::LockClientBuilder::spin_wait)): every
+    /// listener is "denied" from the start, so waiters poll with back-off.
+    pub(crate) fn spinning() -> Self {
+        let shared = Arc::new(Shared::default());
+        shared.denied.store(true, Ordering::Release);
+        Hub { shared }
+    }
+
     /// Starts the hub task. It connects lazily, when the first listener appears.
     pub(crate) fn start(
         target: &Target,

@@ -130,6 +130,38 @@ async fn concurrent_runs_exclude_each_other() {
     assert_eq!(status_json(&server.url(), "counter").await["held"], false);
 }
 
+/// `--spin`: a waiting `run` polls instead of subscribing, and still gets the lock soon
+/// after it is released (the holder's lease is 30 s, so only polling explains it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_waits_without_subscribing() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut admin = server.conn().await;
+    let holder = server.client(30 * SEC).await;
+    let guard = holder.lock("spun").unwrap().acquire().await.unwrap();
+    let child = cli(&url)
+        .args(["--spin", "run", "spun", "--wait", "20s", "--", "echo", "in"])
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let subscribed: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!(
+            "{}:db0:released",
+            holder.lock("spun").unwrap().key()
+        ))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(subscribed[0].1, 0, "--spin subscribed");
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let out = finish(child).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "in\n");
+    assert!(released.elapsed() < 5 * SEC, "{:?}", released.elapsed());
+}
+
 #[tokio::test]
 async fn exit_status_passes_through() {
     let server = RedisServer::start();

@@ -91,6 +91,11 @@ pub struct Global {
     )]
     pub sentinel_password: Option<String>,
 
+    /// Wait without pub/sub: poll with exponential back-off and jitter (for proxies or
+    /// services without SUBSCRIBE).
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub spin: bool,
+
     /// The --url(s) are seed nodes of a Redis Cluster.
     #[arg(long, global = true, help_heading = "Global options")]
     pub cluster: bool,

@@ -28,6 +28,7 @@ pub async fn client(global: &Global, watchdog: Option<Duration>) -> Result<LockC
             "several --url given: add --cluster if they are seed nodes of one Redis Cluster",
         ));
     };
+    let builder = builder.spin_wait(global.spin);
     let builder = match &global.sentinel_password {
         Some(password) => builder.sentinel_auth(None, password),
         None => builder,
