@@ -76,7 +76,7 @@ pub(crate) struct ClientInner {
     pub(crate) watchdog_timeout: Duration,
     pub(crate) response_timeout: Duration,
     /// A short random tag naming this client in request and hold ids.
-    tag: Arc<str>,
+    pub(crate) tag: Arc<str>,
     request_counter: AtomicU64,
     shutdown: CancellationToken,
     pub(crate) background: Arc<Background>,

@@ -44,6 +44,7 @@ mod detach;
 mod error;
 mod guard;
 mod keys;
+mod latch;
 mod lanes;
 mod lock;
 mod observe;
@@ -62,6 +63,7 @@ pub use client::{
 pub use error::{CommandError, Error, LostReason, Result};
 pub use guard::LockGuard;
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
+pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK};
 pub use lock::{Lock, LockState};
 pub use watchdog::WatchdogStats;
 

@@ -1611,3 +1611,33 @@ async fn a_held_lock_survives_its_slot_moving_to_another_primary() {
     let exists: i64 = redis::cmd("EXISTS").arg(&key).query(&mut conn).unwrap();
     assert_eq!(exists, 0);
 }
+
+/// The count-down latch on a cluster: its key and its (sharded) channel share the name's
+/// slot; a waiter in another client is woken by the opening count-down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_opens_across_clients_on_the_cluster() {
+    let cluster = topology::shared_cluster();
+    let seeds = cluster.seeds();
+    let a = connect(&seeds, "cl-latch", 30 * SEC).await;
+    let b = connect(&seeds, "cl-latch", 30 * SEC).await;
+    let latch = a.latch("gate").unwrap();
+    assert!(latch.try_set_count(2).await.unwrap());
+    let waiting = b.latch("gate").unwrap().with_recheck(30 * SEC).unwrap();
+    let waiter = tokio::spawn(async move {
+        waiting.wait().await.unwrap();
+        Instant::now()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(latch.count_down().await.unwrap(), 1);
+    assert!(!waiter.is_finished());
+    assert_eq!(latch.count_down().await.unwrap(), 0);
+    let opened = Instant::now();
+    let woke = tokio::time::timeout(10 * SEC, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    let late = woke.saturating_duration_since(opened);
+    println!("cluster latch: waiter woke {late:?} after the opening");
+    assert!(late < 5 * SEC, "{late:?}");
+    assert_eq!(latch.count().await.unwrap(), 0);
+}

@@ -46,6 +46,12 @@ pub enum ScriptId {
     ForceUnlock,
     /// `lua/inspect.lua`
     Inspect,
+    /// `lua/latch_set.lua`
+    LatchSet,
+    /// `lua/latch_count_down.lua`
+    LatchCountDown,
+    /// `lua/latch_delete.lua`
+    LatchDelete,
 }
 
 impl ScriptId {
@@ -58,17 +64,23 @@ impl ScriptId {
             ScriptId::Renew => include_str!("../../lua/renew.lua"),
             ScriptId::ForceUnlock => include_str!("../../lua/force_unlock.lua"),
             ScriptId::Inspect => include_str!("../../lua/inspect.lua"),
+            ScriptId::LatchSet => include_str!("../../lua/latch_set.lua"),
+            ScriptId::LatchCountDown => include_str!("../../lua/latch_count_down.lua"),
+            ScriptId::LatchDelete => include_str!("../../lua/latch_delete.lua"),
         }
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 6] = [
+    pub const ALL: [ScriptId; 9] = [
         ScriptId::Acquire,
         ScriptId::Release,
         ScriptId::Probe,
         ScriptId::Renew,
         ScriptId::ForceUnlock,
         ScriptId::Inspect,
+        ScriptId::LatchSet,
+        ScriptId::LatchCountDown,
+        ScriptId::LatchDelete,
     ];
 }
 

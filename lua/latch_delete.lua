@@ -1,0 +1,20 @@
+-- latch_delete.lua: open a latch whatever its count (delete it), and wake its waiters.
+--
+-- KEYS[1]  the latch hash    (<prefix>:{<name>}:latch)
+-- ARGV[1]  wake-up channel   (<prefix>:{<name>}:latch:db<n>:open)
+-- ARGV[2]  publish how       ('1': SPUBLISH, a sharded channel on a cluster; else PUBLISH)
+--
+-- Returns an integer:
+--   1   the latch was closed; it was deleted and its waiters woken
+--   0   there was no latch
+--   -2  the key is not a latch; nothing was written
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' then
+  return 0
+end
+if kind ~= 'hash' or redis.call('HEXISTS', KEYS[1], 'count') == 0 then
+  return -2
+end
+redis.call('DEL', KEYS[1])
+redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[1], 'open')
+return 1

@@ -1,0 +1,316 @@
+//! The count-down latch: a count that tasks and processes count down, and a wait that
+//! ends when it reaches zero.
+//!
+//! Layout: the hash `<prefix>:{<name>}:latch` holds the remaining count while the latch is
+//! closed (`lua/latch_set.lua`); opening it deletes it, so an open latch is no key at all
+//! and nothing outlives it. The wake-up channel is `<prefix>:{<name>}:latch:db<n>:open`
+//! (sharded on a cluster). Both carry the name's hash tag: one slot.
+//!
+//! Counting down is exactly once under lost replies: a count-down whose reply was lost is
+//! retried with the same request id, and the script answers a retry of an applied
+//! request with the current count instead of counting again
+//! (`lua/latch_count_down.lua`). One count-down at a time per latch and client, through
+//! the same lanes that serialise a lock's requests per owner.
+//!
+//! Waiting: subscribe, re-check, then sleep until the opening is announced or for at most
+//! the re-check interval (1 s by default), so a lost message costs at most that much
+//! latency and no wait can hang. In spin mode (or when the ACL refuses `SUBSCRIBE`) the
+//! waiter polls with back-off instead.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use tokio::time::Instant;
+
+use crate::client::LockClient;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::protocol::{Call, Failure, Reply, ScriptId};
+
+/// Default bound on how long a waiter sleeps between two checks of the count.
+pub const DEFAULT_LATCH_RECHECK: Duration = Duration::from_secs(1);
+
+/// A count-down latch. Cheap to clone. Obtain one with [`LockClient::latch`].
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+/// use std::time::Duration;
+/// let latch = client.latch("batch:42")?;
+/// latch.try_set_count(3).await?;          // three jobs to wait for
+/// // ... in each job, anywhere:
+/// latch.count_down().await?;
+/// // ... in the coordinator:
+/// if latch.wait_for(Duration::from_secs(60)).await? {
+///     println!("all three jobs are done");
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CountDownLatch {
+    client: LockClient,
+    name: Arc<str>,
+    key: Arc<str>,
+    channel: Arc<str>,
+    recheck: Duration,
+}
+
+impl std::fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("name", &self.name)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockClient {
+    /// A handle to the count-down latch called `name`. Validates the name (as for a
+    /// lock); does not talk to Redis.
+    pub fn latch(&self, name: &str) -> Result<CountDownLatch> {
+        keys::validate_name(name)?;
+        let inner = &self.inner;
+        let key: Arc<str> = format!("{}:{{{name}}}:latch", inner.prefix).into();
+        Ok(CountDownLatch {
+            client: self.clone(),
+            name: name.into(),
+            channel: format!("{key}:db{}:open", inner.db).into(),
+            key,
+            recheck: DEFAULT_LATCH_RECHECK,
+        })
+    }
+}
+
+impl CountDownLatch {
+    /// The latch's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Redis key of the latch (`<prefix>:{<name>}:latch`).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// How long a waiter sleeps at most between two checks of the count, whatever the
+    /// wake-ups: the latency a lost message can cost. Default 1 s; from 10 ms to 1 hour.
+    pub fn with_recheck(mut self, interval: Duration) -> Result<Self> {
+        if interval < Duration::from_millis(10) || interval > Duration::from_secs(3600) {
+            return Err(Error::InvalidDuration {
+                what: "latch re-check interval",
+                value: interval,
+                reason: "must be between 10 ms and 1 hour",
+            });
+        }
+        self.recheck = interval;
+        Ok(self)
+    }
+
+    /// Closes the latch with `count` (at least 1) unless it is already closed. Returns
+    /// whether it was set.
+    ///
+    /// Errors: [`Error::InvalidConfig`] for a count of 0, [`Error::WrongType`] when the key
+    /// holds something else, [`Error::Redis`].
+    ///
+    /// # Cancel safety
+    /// Cancelling after the command was sent may leave the latch set.
+    pub async fn try_set_count(&self, count: u64) -> Result<bool> {
+        if count == 0 || count > i64::MAX as u64 {
+            return Err(Error::InvalidConfig(format!(
+                "latch {:?}: the count must be from 1 to {}, not {count}",
+                self.name,
+                i64::MAX
+            )));
+        }
+        let call = Call {
+            script: ScriptId::LatchSet,
+            keys: vec![self.key.clone()],
+            args: vec![count.to_string().into()],
+        };
+        match self.client.inner.eval(&call).await? {
+            Reply::Int(1) => Ok(true),
+            Reply::Int(0) => Ok(false),
+            Reply::Int(-2) => Err(self.wrong_type().await),
+            other => Err(Error::UnexpectedReply(format!("latch_set.lua: {other:?}"))),
+        }
+    }
+
+    /// Counts the latch down by one; returns the remaining count (0: the latch is open,
+    /// and its waiters were woken). Counting down an open latch does nothing and returns
+    /// 0. Exactly once: a count-down whose reply was lost is retried with the same request
+    /// id until Redis answers (through reconnects and transient states, for as long as
+    /// the watchdog timeout), and never counts twice.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: cancelled after it was sent, it may or may not have counted down.
+    pub async fn count_down(&self) -> Result<u64> {
+        let inner = &self.client.inner;
+        let _lane = inner.lanes.enter(&self.key, &inner.tag).await;
+        let request = inner.next_request_id();
+        let (tag, seq) = request.rsplit_once('.').unwrap_or((request.as_str(), "0"));
+        let call = Call {
+            script: ScriptId::LatchCountDown,
+            keys: vec![self.key.clone()],
+            args: vec![
+                tag.into(),
+                seq.into(),
+                self.channel.clone(),
+                if inner.sharded { "1" } else { "0" }.into(),
+            ],
+        };
+        let give_up_at = Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
+        let mut backoff = Duration::from_millis(25);
+        loop {
+            match inner.run(&call).await {
+                Ok(Reply::Int(n)) if n >= 0 => return Ok(n as u64),
+                Ok(Reply::Int(-2)) => return Err(self.wrong_type().await),
+                Ok(other) => {
+                    return Err(Error::UnexpectedReply(format!(
+                        "latch_count_down.lua: {other:?}"
+                    )));
+                }
+                Err(err) => {
+                    let retry = matches!(
+                        err.failure,
+                        Failure::Lost | Failure::NotSent | Failure::Transient(_)
+                    );
+                    if !retry || Instant::now() + backoff > give_up_at {
+                        return Err(inner.redis_error(err.error));
+                    }
+                    tracing::debug!(latch = %self.name, error = %err.error, "count_down: retrying the same request");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+
+    /// The remaining count; 0 when the latch is open.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn count(&self) -> Result<u64> {
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors()
+            .cmd("TYPE")
+            .arg(&*self.key)
+            .cmd("HGET")
+            .arg(&*self.key)
+            .arg("count");
+        let reply = tokio::time::timeout(
+            inner.response_timeout,
+            pipe.query_async::<Vec<Value>>(&mut conn),
+        )
+        .await
+        .map_err(|_| inner.redis_error(inner.timeout_error()))?
+        .map_err(|err| inner.redis_error(err))?;
+        let kind = match reply.first() {
+            Some(Value::SimpleString(kind)) => kind.as_str(),
+            Some(Value::Okay) => "ok",
+            _ => "",
+        };
+        match (kind, reply.get(1)) {
+            ("none", _) => Ok(0),
+            ("hash", Some(Value::BulkString(count))) => std::str::from_utf8(count)
+                .ok()
+                .and_then(|count| count.parse::<u64>().ok())
+                .ok_or_else(|| self.not_a_latch("a hash whose count is not a number")),
+            ("hash", _) => Err(self.not_a_latch("a hash without a count")),
+            ("", _) => Err(Error::UnexpectedReply(format!("latch count: {reply:?}"))),
+            (other, _) => Err(self.not_a_latch(&format!("a {other}"))),
+        }
+    }
+
+    /// Waits until the latch is open (its count reached zero, or it was deleted, or it was
+    /// never set), without limit.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn wait(&self) -> Result<()> {
+        self.wait_until(None).await.map(|_| ())
+    }
+
+    /// Waits at most `timeout` for the latch to open; returns whether it did.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
+        keys::validate_ms("latch wait", timeout)?;
+        self.wait_until(Some(Instant::now() + timeout)).await
+    }
+
+    /// Opens the latch whatever its count (deletes it) and wakes its waiters. Returns
+    /// whether it was closed.
+    ///
+    /// # Cancel safety
+    /// Cancelling after the command was sent may leave the latch deleted.
+    pub async fn delete(&self) -> Result<bool> {
+        let inner = &self.client.inner;
+        let call = Call {
+            script: ScriptId::LatchDelete,
+            keys: vec![self.key.clone()],
+            args: vec![
+                self.channel.clone(),
+                if inner.sharded { "1" } else { "0" }.into(),
+            ],
+        };
+        match inner.eval(&call).await? {
+            Reply::Int(1) => Ok(true),
+            Reply::Int(0) => Ok(false),
+            Reply::Int(-2) => Err(self.wrong_type().await),
+            other => Err(Error::UnexpectedReply(format!("latch_delete.lua: {other:?}"))),
+        }
+    }
+
+    async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        if self.count().await? == 0 {
+            return Ok(true);
+        }
+        let left = || deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        let inner = &self.client.inner;
+        // Subscribed before the re-check below, so an opening between the two is heard.
+        let listener = inner.hub.listen(&self.channel);
+        let ready_for = left().map_or(self.recheck, |left| left.min(self.recheck));
+        let _ = tokio::time::timeout(ready_for, listener.ready()).await;
+        let mut poll = Duration::from_millis(1);
+        loop {
+            if self.count().await? == 0 {
+                // Every local waiter must see the opening: hand the wake-up on.
+                listener.pass_on();
+                return Ok(true);
+            }
+            let mut pause = self.recheck;
+            if listener.denied() {
+                let spread = inner.jitter() % (poll.as_micros() as u64 / 2 + 1);
+                pause = pause.min(poll + Duration::from_micros(spread));
+                poll = (poll * 2).min(Duration::from_millis(128));
+            }
+            if let Some(left) = left() {
+                if left.is_zero() {
+                    return Ok(false);
+                }
+                pause = pause.min(left);
+            }
+            tokio::select! {
+                _ = listener.notified() => {}
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    fn not_a_latch(&self, found: &str) -> Error {
+        Error::WrongType {
+            key: self.key.to_string(),
+            found: found.to_owned(),
+        }
+    }
+
+    async fn wrong_type(&self) -> Error {
+        match self.count().await {
+            Err(err) => err,
+            Ok(_) => self.not_a_latch("something that is not a latch"),
+        }
+    }
+}
