@@ -53,6 +53,7 @@ mod owner;
 pub mod protocol;
 mod pubsub;
 mod scripts;
+mod semaphore;
 mod topology;
 mod watchdog;
 
@@ -65,6 +66,7 @@ pub use guard::LockGuard;
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK};
 pub use lock::{Lock, LockState};
+pub use semaphore::{Semaphore, SemaphoreGuard, SemaphoreState};
 pub use watchdog::WatchdogStats;
 
 /// The redis-rs crate this library is built on (its `Client` appears in

@@ -69,6 +69,9 @@ pub(crate) enum LeaseMode {
 pub(crate) struct HoldEntry {
     pub(crate) key: Arc<str>,
     pub(crate) owner: Arc<str>,
+    /// 0 for a lock's hold; n >= 1 for a semaphore acquisition of n permits (`key` is then
+    /// its permits set and `owner` the permit id), renewed by `sem_renew.lua`.
+    pub(crate) permits: u32,
     lost: CancellationToken,
     state: Mutex<HoldState>,
     clock: Clock,
@@ -239,6 +242,7 @@ impl Registry {
         let entry = Arc::new(HoldEntry {
             key: key.clone(),
             owner: owner.clone(),
+            permits: 0,
             lost: CancellationToken::new(),
             state: Mutex::new(HoldState::new(
                 granted.hold.clone(),
@@ -251,6 +255,38 @@ impl Registry {
         let deadline = entry.state.lock().deadline();
         holds.insert(map_key, entry.clone());
         drop(holds);
+        self.deadline_set(deadline);
+        entry
+    }
+
+    /// Records a semaphore acquisition of `permits` permits under `id` (unique: never
+    /// joined), taken by a request sent at `sent_at`.
+    pub(crate) fn grant_permits(
+        &self,
+        key: &Arc<str>,
+        id: &Arc<str>,
+        permits: u32,
+        mode: LeaseMode,
+        lease_ms: Millis,
+        sent_at: Millis,
+    ) -> Arc<HoldEntry> {
+        let entry = Arc::new(HoldEntry {
+            key: key.clone(),
+            owner: id.clone(),
+            permits,
+            lost: CancellationToken::new(),
+            state: Mutex::new(HoldState::new(
+                id.clone(),
+                sent_at,
+                lease_ms,
+                mode == LeaseMode::Watchdog,
+            )),
+            clock: self.clock,
+        });
+        let deadline = entry.state.lock().deadline();
+        self.holds
+            .lock()
+            .insert((key.clone(), id.clone()), entry.clone());
         self.deadline_set(deadline);
         entry
     }
@@ -491,7 +527,21 @@ impl Watchdog {
             }
             let failed_before = registry.counters.failed_calls.load(Ordering::Relaxed);
             let started = Instant::now();
-            let (call_count, renewed) = if by_slot {
+            let (permit_entries, entries): (Vec<_>, Vec<_>) =
+                entries.into_iter().partition(|entry| entry.permits > 0);
+            let mut permit_calls = 0u64;
+            let mut permits_renewed = 0u64;
+            if !permit_entries.is_empty() {
+                // Semaphore permits: sem_renew.lua with declared keys, per slot on a
+                // cluster, routed by key.
+                let batches = permit_batches(permit_entries, batch, by_slot, lease_ms);
+                permit_calls = batches.len() as u64;
+                permits_renewed =
+                    send_each(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await;
+            }
+            let (call_count, renewed) = if entries.is_empty() {
+                (0, 0)
+            } else if by_slot {
                 send_by_node(
                     &conn,
                     &scripts,
@@ -509,6 +559,7 @@ impl Watchdog {
                     send_each(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await;
                 (calls, renewed)
             };
+            let (call_count, renewed) = (call_count + permit_calls, renewed + permits_renewed);
             let c = &registry.counters;
             c.ticks.fetch_add(1, Ordering::Relaxed);
             c.last_tick_calls.store(call_count, Ordering::Relaxed);
@@ -581,6 +632,55 @@ fn into_batches(
         batches.push(Batch {
             entries,
             items,
+            call,
+        });
+    }
+}
+
+/// Batches of semaphore acquisitions for `sem_renew.lua`, within one slot when `by_slot`.
+fn permit_batches(
+    mut entries: Vec<Arc<HoldEntry>>,
+    batch: usize,
+    by_slot: bool,
+    lease_ms: Millis,
+) -> Vec<Batch> {
+    if by_slot {
+        entries.sort_by_cached_key(|entry| slot_of(entry.key.as_bytes()));
+    }
+    let mut batches = Vec::new();
+    let mut rest = entries.into_iter().peekable();
+    loop {
+        let mut chunk: Vec<Arc<HoldEntry>> = Vec::new();
+        while let Some(next) = rest.peek() {
+            if chunk.len() >= batch
+                || (by_slot
+                    && chunk.first().is_some_and(|first| {
+                        slot_of(first.key.as_bytes()) != slot_of(next.key.as_bytes())
+                    }))
+            {
+                break;
+            }
+            chunk.extend(rest.next());
+        }
+        if chunk.is_empty() {
+            return batches;
+        }
+        let items: Vec<RenewItem> = chunk
+            .iter()
+            .map(|entry| {
+                let state = entry.state.lock();
+                RenewItem {
+                    key: entry.key.clone(),
+                    hold: state.hold().clone(),
+                    renew: state.renews(),
+                }
+            })
+            .collect();
+        let sizes: Vec<u32> = chunk.iter().map(|entry| entry.permits).collect();
+        let (call, order) = crate::protocol::semaphore::renew_call(lease_ms, &items, &sizes);
+        batches.push(Batch {
+            entries: order.iter().map(|i| chunk[*i].clone()).collect(),
+            items: order.iter().map(|i| items[*i].clone()).collect(),
             call,
         });
     }

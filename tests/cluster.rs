@@ -1641,3 +1641,37 @@ async fn a_latch_opens_across_clients_on_the_cluster() {
     assert!(late < 5 * SEC, "{late:?}");
     assert_eq!(latch.count().await.unwrap(), 0);
 }
+
+/// The semaphore on a cluster: its keys share the name's slot, the watchdog renews its
+/// permits (per slot, routed by key), and a waiter in another client is woken by a
+/// release over the sharded channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_works_across_clients_on_the_cluster() {
+    let cluster = topology::shared_cluster();
+    let seeds = cluster.seeds();
+    let a = connect(&seeds, "cl-sem", SEC).await;
+    let b = connect(&seeds, "cl-sem", 30 * SEC).await;
+    let semaphore = a.semaphore("pool").unwrap();
+    semaphore.set_permits(2).await.unwrap();
+    let held = semaphore.acquire(2).await.unwrap();
+    let other = b.semaphore("pool").unwrap();
+    let waiter = tokio::spawn(async move {
+        let permit = other.acquire(1).await.unwrap();
+        let at = Instant::now();
+        permit.release().await.unwrap();
+        at
+    });
+    // Several renewals of the 1 s lease.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!held.is_lost(), "{:?}", held.lost_reason());
+    assert!(!waiter.is_finished(), "granted beyond the size");
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(10 * SEC, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    let late = got.saturating_duration_since(released);
+    println!("cluster semaphore: waiter got a permit {late:?} after the release");
+    assert!(late < 5 * SEC, "{late:?}");
+}

@@ -25,6 +25,7 @@ pub mod hold;
 pub mod lane;
 pub mod release;
 pub mod renew;
+pub mod semaphore;
 
 use std::sync::Arc;
 
@@ -52,6 +53,16 @@ pub enum ScriptId {
     LatchCountDown,
     /// `lua/latch_delete.lua`
     LatchDelete,
+    /// `lua/sem_acquire.lua`
+    SemAcquire,
+    /// `lua/sem_release.lua`
+    SemRelease,
+    /// `lua/sem_renew.lua`
+    SemRenew,
+    /// `lua/sem_set.lua`
+    SemSet,
+    /// `lua/sem_state.lua`
+    SemState,
 }
 
 impl ScriptId {
@@ -67,11 +78,16 @@ impl ScriptId {
             ScriptId::LatchSet => include_str!("../../lua/latch_set.lua"),
             ScriptId::LatchCountDown => include_str!("../../lua/latch_count_down.lua"),
             ScriptId::LatchDelete => include_str!("../../lua/latch_delete.lua"),
+            ScriptId::SemAcquire => include_str!("../../lua/sem_acquire.lua"),
+            ScriptId::SemRelease => include_str!("../../lua/sem_release.lua"),
+            ScriptId::SemRenew => include_str!("../../lua/sem_renew.lua"),
+            ScriptId::SemSet => include_str!("../../lua/sem_set.lua"),
+            ScriptId::SemState => include_str!("../../lua/sem_state.lua"),
         }
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 9] = [
+    pub const ALL: [ScriptId; 14] = [
         ScriptId::Acquire,
         ScriptId::Release,
         ScriptId::Probe,
@@ -81,6 +97,11 @@ impl ScriptId {
         ScriptId::LatchSet,
         ScriptId::LatchCountDown,
         ScriptId::LatchDelete,
+        ScriptId::SemAcquire,
+        ScriptId::SemRelease,
+        ScriptId::SemRenew,
+        ScriptId::SemSet,
+        ScriptId::SemState,
     ];
 }
 

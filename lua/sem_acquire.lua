@@ -1,0 +1,90 @@
+-- sem_acquire.lua: take n permits of a semaphore whose permits expire, or say how long to
+-- wait.
+--
+-- KEYS[1]  the semaphore hash  (<prefix>:{<name>}:semaphore)
+-- KEYS[2]  the permits         (<prefix>:{<name>}:permits, a sorted set)
+-- ARGV[1]  permit id           (the request id: unique per acquisition, the same on retries)
+-- ARGV[2]  n                   (permits wanted, >= 1)
+-- ARGV[3]  lease in ms         (each permit's deadline is Redis's now + lease)
+-- ARGV[4]  reserve             ('1': a waiter; if it cannot be served, it reserves the
+--                              next free permits for itself for ARGV[5] ms)
+-- ARGV[5]  reservation ms
+--
+-- Returns:
+--   {1, deadline}   granted now (or earlier, by an attempt of this request whose reply was
+--                   lost: the permits are found under its id): deadline is Redis's ms
+--   {0, wait_ms}    not granted; wait_ms bounds the wait (until the earliest permit
+--                   expires, or the reservation must be renewed)
+--   {2, what}       the keys are not a semaphore (wrong type); nothing was written
+--   {3}             no size was set (set_permits): nothing was written
+--   {4, size}       n is more than the semaphore's size: it can never be granted
+--
+-- The semaphore hash: "size" the number of permits; "resv", "resv_n", "resv_until": the
+-- waiter that the next free permits are kept for, how many, and until when (Redis ms).
+-- The permits: one member "<permit id>:<k>" (k = 1..n) per permit, scored by its deadline.
+--
+-- Why deadlines from Redis TIME: every client's permits expire on one clock, whatever the
+-- clients' clocks say. Expired permits are dropped here, so a crashed holder's permits
+-- return within their lease ("no orphans"), and the sorted set's own expiry is kept at its
+-- latest deadline, so nothing outlives the last permit.
+-- Why the reservation: without it, a waiter for n > 1 permits starves while single
+-- permits are taken as soon as they free. The first waiter that cannot be served keeps
+-- the next free permits for itself (others may take only what is left beyond them); it
+-- renews the reservation on each attempt, and a waiter that died or gave up loses it
+-- after ARGV[5] ms.
+local sem, permits = KEYS[1], KEYS[2]
+local id, n, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local kind = redis.call('TYPE', sem).ok
+if kind ~= 'hash' then
+  if kind == 'none' then
+    return {3}
+  end
+  return {2, kind}
+end
+local pkind = redis.call('TYPE', permits).ok
+if pkind ~= 'zset' and pkind ~= 'none' then
+  return {2, pkind}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', permits, '-inf', now)
+local mine = redis.call('ZSCORE', permits, id .. ':1')
+if mine then
+  return {1, tonumber(mine)}
+end
+local state = redis.call('HMGET', sem, 'size', 'resv', 'resv_n', 'resv_until')
+local size = tonumber(state[1])
+if size == nil then
+  return {3}
+end
+if n > size then
+  return {4, size}
+end
+local reserved = 0
+if state[2] and tonumber(state[4] or '0') > now and state[2] ~= id then
+  reserved = tonumber(state[3]) or 0
+end
+local used = redis.call('ZCARD', permits)
+if used + reserved + n <= size then
+  local deadline = now + lease
+  for k = 1, n do
+    redis.call('ZADD', permits, deadline, id .. ':' .. k)
+  end
+  if redis.call('PTTL', permits) < lease then
+    redis.call('PEXPIRE', permits, lease)
+  end
+  if state[2] == id then
+    redis.call('HDEL', sem, 'resv', 'resv_n', 'resv_until')
+  end
+  return {1, deadline}
+end
+local resv_ms = tonumber(ARGV[5])
+if ARGV[4] == '1' and (reserved == 0) then
+  redis.call('HSET', sem, 'resv', id, 'resv_n', n, 'resv_until', now + resv_ms)
+end
+local wait = resv_ms
+local first = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')
+if first[2] then
+  wait = math.min(wait, math.max(tonumber(first[2]) - now, 1))
+end
+return {0, wait}

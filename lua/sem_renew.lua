@@ -1,0 +1,35 @@
+-- sem_renew.lua: the watchdog's tick for semaphore permits: extend the permits of many
+-- acquisitions, and check that others still exist, in one call.
+--
+-- KEYS[i]          the permits sorted set of acquisition i (<prefix>:{<name>}:permits)
+-- ARGV[1]          lease in ms for the renewed acquisitions
+-- ARGV[2]          m: acquisitions 1..m are renewed; m+1.. (fixed leases) only checked
+-- ARGV[2i + 1]     permit id of acquisition i
+-- ARGV[2i + 2]     its number of permits
+--
+-- Returns an array of the 1-based positions i whose permits are gone (expired, given
+-- back, deleted, or the key changed type): those permits are lost and their guards are
+-- told ("losses are told"). Renewal moves every permit of the acquisition to Redis's
+-- now + lease (ZADD XX GT: only ever later) and keeps the set's expiry at least that far.
+local lease, renewing = tonumber(ARGV[1]), tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lost = {}
+for i = 1, #KEYS do
+  local id, n = ARGV[2 * i + 1], tonumber(ARGV[2 * i + 2])
+  local score = redis.pcall('ZSCORE', KEYS[i], id .. ':1')
+  if type(score) == 'table' and score.err and not string.find(score.err, 'WRONGTYPE') then
+    return redis.error_reply(score.err)
+  end
+  if type(score) ~= 'string' or tonumber(score) <= now then
+    lost[#lost + 1] = i
+  elseif i <= renewing then
+    for k = 1, n do
+      redis.call('ZADD', KEYS[i], 'XX', 'GT', now + lease, id .. ':' .. k)
+    end
+    if redis.call('PTTL', KEYS[i]) < lease then
+      redis.call('PEXPIRE', KEYS[i], lease)
+    end
+  end
+end
+return lost

@@ -1,0 +1,30 @@
+-- sem_set.lua: set, or change, the number of permits of a semaphore, and wake waiters.
+--
+-- KEYS[1]  the semaphore hash  (<prefix>:{<name>}:semaphore)
+-- KEYS[2]  the permits         (<prefix>:{<name>}:permits)
+-- ARGV[1]  size                (>= 1)
+-- ARGV[2]  only if unset       ('1': leave an existing size alone)
+-- ARGV[3]  wake-up channel
+-- ARGV[4]  publish how         ('1': SPUBLISH; else PUBLISH)
+--
+-- Returns {previous size or -1 when none, permits in use (not expired)}; {-2} when the
+-- keys are not a semaphore (nothing written).
+-- Why no expiry on the size: it is configuration, like a lock's name; `delete` removes it.
+-- Shrinking below the permits in use takes nothing back: new permits are granted once
+-- enough of the current ones are given back or expire.
+local sem, permits = KEYS[1], KEYS[2]
+local skind = redis.call('TYPE', sem).ok
+local pkind = redis.call('TYPE', permits).ok
+if (skind ~= 'hash' and skind ~= 'none') or (pkind ~= 'zset' and pkind ~= 'none') then
+  return {-2}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local used = redis.call('ZCOUNT', permits, '(' .. now, '+inf')
+local previous = tonumber(redis.call('HGET', sem, 'size') or '-1')
+if ARGV[2] == '1' and previous >= 0 then
+  return {previous, used}
+end
+redis.call('HSET', sem, 'size', ARGV[1])
+redis.call(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[3], 'resized')
+return {previous, used}

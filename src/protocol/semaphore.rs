@@ -1,0 +1,192 @@
+//! The semaphore's calls and replies (`lua/sem_*.lua`), sans I/O.
+
+use std::sync::Arc;
+
+use super::renew::RenewItem;
+use super::{Call, Millis, Reply, ScriptId};
+
+/// The keys and channel of one semaphore.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SemaphoreKeys {
+    /// `<prefix>:{<name>}:semaphore`: the size and the reservation.
+    pub hash: Arc<str>,
+    /// `<prefix>:{<name>}:permits`: one member per permit, scored by its deadline.
+    pub permits: Arc<str>,
+    /// `<prefix>:{<name>}:semaphore:db<n>:released`.
+    pub channel: Arc<str>,
+    /// Sharded channel (a cluster).
+    pub sharded: bool,
+}
+
+impl SemaphoreKeys {
+    fn publish_flag(&self) -> Arc<str> {
+        if self.sharded { "1".into() } else { "0".into() }
+    }
+}
+
+/// What an acquire attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SemAcquired {
+    /// Granted; the permits' deadline in Redis's milliseconds.
+    Granted,
+    /// Not granted; wait at most this long before trying again.
+    Wait(Millis),
+    /// The keys hold something else.
+    NotASemaphore(String),
+    /// No size was ever set.
+    NoSize,
+    /// More permits wanted than the semaphore has.
+    TooMany(u64),
+}
+
+/// `sem_acquire.lua` for the acquisition `id` of `n` permits.
+pub fn acquire_call(
+    keys: &SemaphoreKeys,
+    id: &Arc<str>,
+    n: u32,
+    lease_ms: Millis,
+    reserve: bool,
+    reservation_ms: Millis,
+) -> Call {
+    Call {
+        script: ScriptId::SemAcquire,
+        keys: vec![keys.hash.clone(), keys.permits.clone()],
+        args: vec![
+            id.clone(),
+            n.to_string().into(),
+            lease_ms.to_string().into(),
+            if reserve { "1" } else { "0" }.into(),
+            reservation_ms.to_string().into(),
+        ],
+    }
+}
+
+/// Reads `sem_acquire.lua`'s reply.
+pub fn decode_acquire(reply: &Reply) -> Result<SemAcquired, String> {
+    let Reply::Array(items) = reply else {
+        return Err(format!("sem_acquire: {reply:?}"));
+    };
+    match items.as_slice() {
+        [Reply::Int(1), Reply::Int(_)] => Ok(SemAcquired::Granted),
+        [Reply::Int(0), Reply::Int(wait)] => Ok(SemAcquired::Wait((*wait).max(1) as Millis)),
+        [Reply::Int(2), Reply::Bulk(what)] => Ok(SemAcquired::NotASemaphore(
+            String::from_utf8_lossy(what).into_owned(),
+        )),
+        [Reply::Int(2), Reply::Status(what)] => Ok(SemAcquired::NotASemaphore(what.clone())),
+        [Reply::Int(3)] => Ok(SemAcquired::NoSize),
+        [Reply::Int(4), Reply::Int(size)] => Ok(SemAcquired::TooMany((*size).max(0) as u64)),
+        _ => Err(format!("sem_acquire: {reply:?}")),
+    }
+}
+
+/// `sem_release.lua`: give back acquisition `id` of `n` permits (and, with
+/// `drop_reservation`, the reservation it may hold as a waiter).
+pub fn release_call(keys: &SemaphoreKeys, id: &Arc<str>, n: u32, drop_reservation: bool) -> Call {
+    Call {
+        script: ScriptId::SemRelease,
+        keys: vec![keys.hash.clone(), keys.permits.clone()],
+        args: vec![
+            id.clone(),
+            n.to_string().into(),
+            keys.channel.clone(),
+            keys.publish_flag(),
+            if drop_reservation { "1" } else { "0" }.into(),
+        ],
+    }
+}
+
+/// `sem_set.lua`.
+pub fn set_call(keys: &SemaphoreKeys, size: u64, only_if_unset: bool) -> Call {
+    Call {
+        script: ScriptId::SemSet,
+        keys: vec![keys.hash.clone(), keys.permits.clone()],
+        args: vec![
+            size.to_string().into(),
+            if only_if_unset { "1" } else { "0" }.into(),
+            keys.channel.clone(),
+            keys.publish_flag(),
+        ],
+    }
+}
+
+/// `sem_state.lua`.
+pub fn state_call(keys: &SemaphoreKeys) -> Call {
+    Call {
+        script: ScriptId::SemState,
+        keys: vec![keys.hash.clone(), keys.permits.clone()],
+        args: Vec::new(),
+    }
+}
+
+/// The `sem_renew.lua` call for acquisitions (`items[i].hold` is the permit id, `sizes[i]`
+/// its number of permits); the renewed ones first. Returns the call and the order of the
+/// reply's positions (indices into `items`).
+pub fn renew_call(lease_ms: Millis, items: &[RenewItem], sizes: &[u32]) -> (Call, Vec<usize>) {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|i| !items[*i].renew);
+    let renewing = items.iter().filter(|item| item.renew).count();
+    let mut args: Vec<Arc<str>> = Vec::with_capacity(2 + 2 * items.len());
+    args.push(lease_ms.to_string().into());
+    args.push(renewing.to_string().into());
+    for i in &order {
+        args.push(items[*i].hold.clone());
+        args.push(sizes[*i].to_string().into());
+    }
+    let call = Call {
+        script: ScriptId::SemRenew,
+        keys: order.iter().map(|i| items[*i].key.clone()).collect(),
+        args,
+    };
+    (call, order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> SemaphoreKeys {
+        SemaphoreKeys {
+            hash: "p:{s}:semaphore".into(),
+            permits: "p:{s}:permits".into(),
+            channel: "p:{s}:semaphore:db0:released".into(),
+            sharded: false,
+        }
+    }
+
+    #[test]
+    fn replies_are_read() {
+        let int = Reply::Int;
+        assert_eq!(
+            decode_acquire(&Reply::Array(vec![int(1), int(99)])),
+            Ok(SemAcquired::Granted)
+        );
+        assert_eq!(
+            decode_acquire(&Reply::Array(vec![int(0), int(0)])),
+            Ok(SemAcquired::Wait(1))
+        );
+        assert_eq!(
+            decode_acquire(&Reply::Array(vec![int(3)])),
+            Ok(SemAcquired::NoSize)
+        );
+        assert_eq!(
+            decode_acquire(&Reply::Array(vec![int(4), int(2)])),
+            Ok(SemAcquired::TooMany(2))
+        );
+        assert!(decode_acquire(&int(1)).is_err());
+    }
+
+    #[test]
+    fn renewals_put_the_renewed_first() {
+        let item = |key: &str, renew| RenewItem {
+            key: key.into(),
+            hold: format!("id-{key}").into(),
+            renew,
+        };
+        let (call, order) = renew_call(3_000, &[item("a", false), item("b", true)], &[1, 2]);
+        assert_eq!(order, vec![1, 0]);
+        let args: Vec<&str> = call.args.iter().map(|a| &**a).collect();
+        assert_eq!(args, vec!["3000", "1", "id-b", "2", "id-a", "1"]);
+        let call = acquire_call(&keys(), &"r.1".into(), 2, 3_000, true, 2_000);
+        assert_eq!(call.keys.len(), 2);
+    }
+}
