@@ -435,6 +435,11 @@ impl std::fmt::Debug for SemaphoreGuard {
 }
 
 impl SemaphoreGuard {
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.semaphore.name
+    }
+
     /// How many permits this guard holds.
     pub fn permits(&self) -> u32 {
         self.n

@@ -130,6 +130,80 @@ async fn concurrent_runs_exclude_each_other() {
     assert_eq!(status_json(&server.url(), "counter").await["held"], false);
 }
 
+/// `run NAME --permits N`: at most N commands run at once (one permit each of the
+/// semaphore NAME of size N); with every permit taken, `--no-wait` exits 75 without
+/// running anything; `--permits` with `--fenced` is a usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_let_n_commands_run_at_once() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let script = format!(
+        "echo start >> {log}; sleep 0.4; echo end >> {log}",
+        log = log.display()
+    );
+    let mut children = Vec::new();
+    for _ in 0..4 {
+        children.push(
+            cli(&url)
+                .args(["run", "pool", "--permits", "2", "--", "sh", "-c", &script])
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for child in children {
+        let out = finish(child).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (mut inside, mut most) = (0i32, 0i32);
+    for line in text.lines() {
+        inside += if line == "start" { 1 } else { -1 };
+        most = most.max(inside);
+    }
+    assert_eq!(text.lines().count(), 8, "{text}");
+    assert_eq!(most, 2, "at most 2 at once, and 2 did run together: {text}");
+
+    // Both permits taken by this test: --no-wait finds none and runs nothing.
+    let client = server.client(30 * SEC).await;
+    let semaphore = client.semaphore("pool").unwrap();
+    let taken = semaphore.acquire(2).await.unwrap();
+    let marker = dir.path().join("ran");
+    let out = output(cli(&url).args([
+        "run",
+        "pool",
+        "--permits",
+        "2",
+        "--no-wait",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no permit free"), "{}", stderr(&out));
+    assert!(!marker.exists());
+    taken.release().await.unwrap();
+    assert_eq!(semaphore.state().await.unwrap().in_use, 0);
+
+    let out =
+        output(cli(&url).args(["run", "pool", "--permits", "2", "--fenced", "--", "true"])).await;
+    assert_eq!(code(&out), USAGE, "{}", stderr(&out));
+    // status shows the semaphore of the same name.
+    let held = semaphore.acquire(1).await.unwrap();
+    let out = output(cli(&url).args(["status", "pool"])).await;
+    assert!(
+        stdout(&out).contains("2 permits, 1 in use, 0 reserved, 1 available"),
+        "{}",
+        stdout(&out)
+    );
+    let json = status_json(&url, "pool").await;
+    assert_eq!(json["semaphore"]["in_use"], 1, "{json}");
+    assert_eq!(json["latch"], Value::Null, "{json}");
+    held.release().await.unwrap();
+}
+
 /// `--spin`: a waiting `run` polls instead of subscribing, and still gets the lock soon
 /// after it is released (the holder's lease is 30 s, so only polling explains it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -215,8 +215,15 @@ pub struct RunArgs {
 
     /// Take a fencing token (a number that grows with every acquisition of this lock)
     /// and pass it to the command as REDIS_LOCK_TOKEN.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "permits")]
     pub fenced: bool,
+
+    /// Take one permit of the semaphore NAME, whose size is N (set to N if it was unset
+    /// or different), instead of the lock NAME: at most N commands run at once. The
+    /// permit is renewed (or has --lease) and is lost like a lock; REDIS_LOCK_OWNER is
+    /// the permit id.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub permits: Option<u64>,
 
     /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL; on
     /// Linux, also how long processes it left running get after it exits.

@@ -15,7 +15,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use redis_locks::{Error, Lock, LockClient, LockGuard};
+use redis_locks::{Error, Lock, LockClient, LockGuard, SemaphoreGuard};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -54,9 +54,14 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
         client = connect::client(global, watchdog) => client?,
         signo = signals.recv() => return Ok(interrupted(signo, &args.name, "connecting")),
     };
-    let lock = prepare(&client, &args)?;
-
-    let guard = match acquire(&lock, &args, global.quiet, &mut signals).await? {
+    let acquired = match args.permits {
+        None => {
+            let lock = prepare(&client, &args)?;
+            acquire(&lock, &args, global.quiet, &mut signals).await?
+        }
+        Some(size) => acquire_permit(&client, &args, size, &mut signals).await?,
+    };
+    let guard = match acquired {
         Acquired::Guard(guard) => guard,
         Acquired::Interrupted(signo) => {
             return Ok(interrupted(signo, &args.name, "waiting for the lock"));
@@ -176,7 +181,7 @@ fn prepare(client: &LockClient, args: &RunArgs) -> Result<Lock, Failure> {
 }
 
 enum Acquired {
-    Guard(LockGuard),
+    Guard(Held),
     /// Not acquired: `--wait` ran out or `--no-wait` found it held. The message says so.
     Busy(String),
     Interrupted(i32),
@@ -213,7 +218,7 @@ async fn acquire(
     };
     tokio::select! {
         acquired = attempt => match acquired? {
-            Some(guard) => Ok(Acquired::Guard(guard)),
+            Some(guard) => Ok(Acquired::Guard(Held::Lock(guard))),
             None => Ok(Acquired::Busy(busy_message(lock, args, started.elapsed()).await)),
         },
         signo = signals.recv() => {
@@ -221,6 +226,101 @@ async fn acquire(
             Ok(Acquired::Interrupted(signo))
         },
         never = indicator => match never {},
+    }
+}
+
+/// `--permits N`: one permit of the semaphore NAME of size N.
+async fn acquire_permit(
+    client: &LockClient,
+    args: &RunArgs,
+    size: u64,
+    signals: &mut Signals,
+) -> Result<Acquired, Failure> {
+    let started = Instant::now();
+    let semaphore = client.semaphore(&args.name)?;
+    let semaphore = match args.lease {
+        Some(lease) => semaphore.with_lease(lease)?,
+        None => semaphore,
+    };
+    if !semaphore.try_set_permits(size).await? && semaphore.state().await?.size != Some(size) {
+        let previous = semaphore.set_permits(size).await?;
+        tracing::info!(semaphore = %args.name, ?previous, size, "resized");
+    }
+    let wait = if args.no_wait {
+        Some(Duration::ZERO)
+    } else {
+        args.wait
+    };
+    let attempt = async {
+        match wait {
+            None => semaphore.acquire(1).await.map(Some),
+            Some(wait) if wait.is_zero() => semaphore.try_acquire(1).await,
+            Some(wait) => semaphore.try_acquire_for(1, wait).await,
+        }
+    };
+    tokio::select! {
+        acquired = attempt => match acquired? {
+            Some(permit) => Ok(Acquired::Guard(Held::Permit(permit))),
+            None => {
+                let how = if wait.is_some_and(|w| w.is_zero()) {
+                    "no permit free (--no-wait)".to_owned()
+                } else {
+                    format!("no permit free within {}", human(started.elapsed()))
+                };
+                Ok(Acquired::Busy(format!(
+                    "semaphore {:?} ({size} permits): {how}",
+                    args.name
+                )))
+            }
+        },
+        signo = signals.recv() => {
+            let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
+            Ok(Acquired::Interrupted(signo))
+        },
+    }
+}
+
+/// What `run` holds while the command runs: a lock's hold or a semaphore permit.
+enum Held {
+    Lock(LockGuard),
+    Permit(SemaphoreGuard),
+}
+
+impl Held {
+    fn name(&self) -> &str {
+        match self {
+            Held::Lock(guard) => guard.name(),
+            Held::Permit(permit) => permit.name(),
+        }
+    }
+
+    /// `REDIS_LOCK_OWNER`: the lock's owner id, or the permit id.
+    fn owner(&self) -> &str {
+        match self {
+            Held::Lock(guard) => guard.owner(),
+            Held::Permit(permit) => permit.id(),
+        }
+    }
+
+    fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Held::Lock(guard) => guard.fencing_token(),
+            Held::Permit(_) => None,
+        }
+    }
+
+    async fn lost(&self) {
+        match self {
+            Held::Lock(guard) => guard.lost().await,
+            Held::Permit(permit) => permit.lost().await,
+        }
+    }
+
+    fn lost_reason(&self) -> Option<redis_locks::LostReason> {
+        match self {
+            Held::Lock(guard) => guard.lost_reason(),
+            Held::Permit(permit) => permit.lost_reason(),
+        }
     }
 }
 
@@ -261,7 +361,7 @@ fn interrupted(signo: i32, name: &str, during: &str) -> u8 {
     exit::signalled(signo)
 }
 
-fn spawn(args: &RunArgs, guard: &LockGuard) -> Result<(Child, Group), Failure> {
+fn spawn(args: &RunArgs, guard: &Held) -> Result<(Child, Group), Failure> {
     let Some((program, rest)) = args.command.split_first() else {
         return Err(Failure::usage("no command given after `--`"));
     };
@@ -316,7 +416,7 @@ enum Stopping {
 async fn supervise(
     child: &mut Child,
     group: &mut Group,
-    guard: &LockGuard,
+    guard: &Held,
     signals: &mut Signals,
     kill_after: Duration,
 ) -> std::io::Result<(ExitStatus, Stopping)> {
@@ -425,7 +525,18 @@ async fn gone(group: &Group, deadline: Instant, mut signals: Option<&mut Signals
 
 /// Releases the lock (or, when it is already lost, just stops tracking it: there is
 /// nothing left in Redis to release).
-async fn finish(guard: LockGuard) -> Result<(), Error> {
+async fn finish(held: Held) -> Result<(), Error> {
+    let guard = match held {
+        Held::Lock(guard) => guard,
+        Held::Permit(permit) => {
+            let result = permit.release().await;
+            match &result {
+                Ok(()) => tracing::info!("released the permit"),
+                Err(err) => tracing::debug!(error = %err, "permit release failed"),
+            }
+            return result;
+        }
+    };
     if let Some(reason) = guard.lost_reason() {
         let name = guard.name().to_owned();
         guard.detach();
