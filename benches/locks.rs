@@ -25,6 +25,8 @@ use serde_json::json;
 mod cluster;
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "locks/kinds.rs"]
+mod kinds;
 #[path = "locks/report.rs"]
 mod report;
 #[path = "locks/scenarios.rs"]
@@ -40,7 +42,9 @@ use rslock as rslock_impl;
 use scenarios::Ctx;
 use util::{Res, err};
 
-const ALL: [&str; 10] = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "C1", "C3", "C5"];
+const ALL: [&str; 12] = [
+    "S1", "S2", "S3", "S4", "S5", "S6", "S7", "C1", "C3", "C5", "K1", "K2",
+];
 
 const USAGE: &str = "\
 usage: cargo bench --bench locks -- [--quick] [--scenario S1,S3,...]
@@ -49,7 +53,7 @@ usage: cargo bench --bench locks -- [--quick] [--scenario S1,S3,...]
                      S6 2 000 waiters
   --scenario LIST    only these scenarios (comma-separated, e.g. S1,S3); default all.
                      C1, C3, C5 are S1, S3, S5 on a local 3-primary cluster that the
-                     benchmark starts itself
+                     benchmark starts itself; K1 the semaphore, K2 the count-down latch
   -h, --help         this text
 
 Needs redis-server on PATH (or REDIS_SERVER_BIN); see scripts/ensure-redis.sh.";
@@ -255,6 +259,8 @@ async fn run_one(id: &str, ctx: &mut Ctx) -> Res<Outcome> {
         "C1" => cluster::c1(ctx).await,
         "C3" => cluster::c3(ctx).await,
         "C5" => cluster::c5(ctx).await,
+        "K1" => kinds::k1(ctx).await,
+        "K2" => kinds::k2(ctx).await,
         other => Err(err(format!("unknown scenario {other}"))),
     }
 }

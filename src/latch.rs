@@ -28,6 +28,10 @@ use crate::error::{Error, Result};
 use crate::keys;
 use crate::protocol::{Call, Failure, Reply, ScriptId};
 
+/// The largest count a latch (and size a semaphore) can have: the scripts' Lua numbers
+/// are doubles, exact up to 2^53.
+pub const MAX_COUNT: u64 = (1 << 53) - 1;
+
 /// Default bound on how long a waiter sleeps between two checks of the count.
 pub const DEFAULT_LATCH_RECHECK: Duration = Duration::from_secs(1);
 
@@ -109,17 +113,16 @@ impl CountDownLatch {
     /// Closes the latch with `count` (at least 1) unless it is already closed. Returns
     /// whether it was set.
     ///
-    /// Errors: [`Error::InvalidConfig`] for a count of 0, [`Error::WrongType`] when the key
+    /// Errors: [`Error::InvalidConfig`] for a count of 0 or above [`MAX_COUNT`], [`Error::WrongType`] when the key
     /// holds something else, [`Error::Redis`].
     ///
     /// # Cancel safety
     /// Cancelling after the command was sent may leave the latch set.
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
-        if count == 0 || count > i64::MAX as u64 {
+        if count == 0 || count > MAX_COUNT {
             return Err(Error::InvalidConfig(format!(
-                "latch {:?}: the count must be from 1 to {}, not {count}",
-                self.name,
-                i64::MAX
+                "latch {:?}: the count must be from 1 to {MAX_COUNT}, not {count}",
+                self.name
             )));
         }
         let call = Call {
@@ -260,7 +263,9 @@ impl CountDownLatch {
             Reply::Int(1) => Ok(true),
             Reply::Int(0) => Ok(false),
             Reply::Int(-2) => Err(self.wrong_type().await),
-            other => Err(Error::UnexpectedReply(format!("latch_delete.lua: {other:?}"))),
+            other => Err(Error::UnexpectedReply(format!(
+                "latch_delete.lua: {other:?}"
+            ))),
         }
     }
 

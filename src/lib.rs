@@ -64,7 +64,7 @@ pub use client::{
 pub use error::{CommandError, Error, LostReason, Result};
 pub use guard::LockGuard;
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
-pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK};
+pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, MAX_COUNT};
 pub use lock::{Lock, LockState};
 pub use semaphore::{Semaphore, SemaphoreGuard, SemaphoreState};
 pub use watchdog::WatchdogStats;

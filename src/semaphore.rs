@@ -150,11 +150,11 @@ impl Semaphore {
     }
 
     async fn set(&self, size: u64, only_if_unset: bool) -> Result<Option<u64>> {
-        if size == 0 || size > i64::MAX as u64 {
+        if size == 0 || size > crate::latch::MAX_COUNT {
             return Err(Error::InvalidConfig(format!(
                 "semaphore {:?}: the number of permits must be from 1 to {}, not {size}",
                 self.name,
-                i64::MAX
+                crate::latch::MAX_COUNT
             )));
         }
         let reply = self

@@ -347,6 +347,10 @@ async fn sizes_states_and_bad_input() {
         semaphore.set_permits(0).await,
         Err(Error::InvalidConfig(_))
     ));
+    assert!(matches!(
+        semaphore.set_permits(redis_locks::MAX_COUNT + 1).await,
+        Err(Error::InvalidConfig(_))
+    ));
     assert_eq!(semaphore.set_permits(2).await.unwrap(), None);
     assert!(matches!(
         semaphore.acquire(0).await,

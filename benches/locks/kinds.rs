@@ -1,0 +1,230 @@
+//! The lock family's scenarios, each against the simplest correct raw baseline in the
+//! same run, on the benchmark's single server:
+//!
+//! - K1 semaphore: 8 tasks (each its own client) contend for 4 permits, acquire + release
+//!   in a loop; and 1 task alone (serial cycles). Raw baseline: one Lua script that drops
+//!   expired members, admits if `ZCARD < size` (`ZADD token deadline`), and a `ZREM` to
+//!   give back; its waiters poll every 1 ms (it has no wake-up).
+//! - K2 count-down latch: serial count-downs (the library's exactly-once script against a
+//!   raw `DECR`-and-delete-at-zero script), and the time from the opening count-down in one
+//!   client to the wake-up of a waiter in another.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis_locks::LockClient;
+use serde_json::json;
+
+use super::report::{Outcome, Row, num, ratio};
+use super::scenarios::Ctx;
+use super::util::{Res, err, manager, r1, r2, summarize_ns};
+
+const RAW_SEM_ACQUIRE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+  return 1
+end
+return 0
+";
+
+const RAW_LATCH_DOWN: &str = r"
+local n = redis.call('DECR', KEYS[1])
+if n <= 0 then
+  redis.call('DEL', KEYS[1])
+  return 0
+end
+return n
+";
+
+/// Cycles/s of `tasks` tasks for `run`, each running `cycle` in a loop.
+async fn cycles<F, Fut>(tasks: usize, run: Duration, cycle: F) -> Res<f64>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Res<()>> + Send,
+{
+    let cycle = Arc::new(cycle);
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for task in 0..tasks {
+        let (cycle, done) = (cycle.clone(), done.clone());
+        set.spawn(async move {
+            while started.elapsed() < run {
+                cycle(task).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, super::util::BoxError>(())
+        });
+    }
+    while let Some(joined) = set.join_next().await {
+        joined??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+}
+
+pub async fn k1(ctx: &mut Ctx) -> Res<Outcome> {
+    let run = Duration::from_millis(if ctx.quick { 1000 } else { 3000 });
+    let mut out = Outcome::new("K1", "semaphore: 8 tasks on 4 permits; 1 task alone");
+    let size = 4u64;
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(LockClient::connect(&ctx.url).await?);
+    }
+    clients[0].semaphore("k1")?.set_permits(size).await?;
+    let lib_sems: Arc<Vec<_>> = Arc::new(
+        clients
+            .iter()
+            .map(|c| c.semaphore("k1"))
+            .collect::<Result<_, _>>()?,
+    );
+    let raw_conn = manager(&ctx.url).await?;
+    let raw_script = Arc::new(redis::Script::new(RAW_SEM_ACQUIRE));
+    let token = Arc::new(AtomicU64::new(0));
+    let raw_cycle = {
+        let (conn, script, token) = (raw_conn.clone(), raw_script.clone(), token.clone());
+        move |_task: usize| {
+            let (mut conn, script, token) = (conn.clone(), script.clone(), token.clone());
+            async move {
+                let id = token.fetch_add(1, Ordering::Relaxed).to_string();
+                loop {
+                    let got: i64 = script
+                        .key("raw:{k1}:permits")
+                        .arg(size)
+                        .arg(&id)
+                        .arg(30_000)
+                        .invoke_async(&mut conn)
+                        .await?;
+                    if got == 1 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                let _: i64 = redis::cmd("ZREM")
+                    .arg("raw:{k1}:permits")
+                    .arg(&id)
+                    .query_async(&mut conn)
+                    .await?;
+                Ok(())
+            }
+        }
+    };
+    let lib_cycle = {
+        let sems = lib_sems.clone();
+        move |task: usize| {
+            let sems = sems.clone();
+            async move {
+                let permit = sems[task % sems.len()].acquire(1).await?;
+                permit.release().await?;
+                Ok(())
+            }
+        }
+    };
+    // Warm-up, then alternate.
+    cycles(8, Duration::from_millis(200), lib_cycle.clone()).await?;
+    cycles(8, Duration::from_millis(200), raw_cycle.clone()).await?;
+    let lib8 = cycles(8, run, lib_cycle.clone()).await?;
+    let raw8 = cycles(8, run, raw_cycle.clone()).await?;
+    let lib1 = cycles(1, run, lib_cycle).await?;
+    let raw1 = cycles(1, run, raw_cycle).await?;
+    let state = lib_sems[0].state().await?;
+    if state.in_use != 0 {
+        out.fail(format!(
+            "{} permits still in use after the run",
+            state.in_use
+        ));
+    }
+    out.set(
+        "cycles_per_sec",
+        json!({"lib_8_tasks": r1(lib8), "raw_8_tasks": r1(raw8), "lib_1_task": r1(lib1), "raw_1_task": r1(raw1)}),
+    );
+    out.set("params", json!({"permits": size, "seconds": run.as_secs_f64(),
+        "raw": "Lua: drop expired, admit if ZCARD < size (ZADD), ZREM to give back; waiters poll every 1 ms"}));
+    out.row(
+        Row::new("acquire + release cycles/s, 8 tasks on 4 permits")
+            .lib(num(lib8))
+            .raw(num(raw8))
+            .ratio(ratio(lib8, raw8)),
+    );
+    out.row(
+        Row::new("acquire + release cycles/s, 1 task")
+            .lib(num(lib1))
+            .raw(num(raw1))
+            .ratio(ratio(lib1, raw1)),
+    );
+    Ok(out)
+}
+
+pub async fn k2(ctx: &mut Ctx) -> Res<Outcome> {
+    let rounds = if ctx.quick { 2000 } else { 10000 };
+    let mut out = Outcome::new("K2", "count-down latch: serial count-downs; wake-up");
+    let a = LockClient::connect(&ctx.url).await?;
+    let b = LockClient::connect(&ctx.url).await?;
+    let latch = a.latch("k2")?;
+    let mut raw = manager(&ctx.url).await?;
+    let raw_script = redis::Script::new(RAW_LATCH_DOWN);
+    latch.try_set_count(1_000_000_000).await?;
+    let _: () = redis::cmd("SET")
+        .arg("raw:{k2}")
+        .arg(1_000_000_000)
+        .query_async(&mut raw)
+        .await?;
+    for _ in 0..200 {
+        latch.count_down().await?;
+        let _: i64 = raw_script.key("raw:{k2}").invoke_async(&mut raw).await?;
+    }
+    let (mut lib_ns, mut raw_ns) = (Vec::new(), Vec::new());
+    for _ in 0..rounds / 100 {
+        for _ in 0..100 {
+            let t = Instant::now();
+            latch.count_down().await?;
+            lib_ns.push(t.elapsed().as_nanos() as u64);
+        }
+        for _ in 0..100 {
+            let t = Instant::now();
+            let _: i64 = raw_script.key("raw:{k2}").invoke_async(&mut raw).await?;
+            raw_ns.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    latch.delete().await?;
+    let (lib, rawsum) = (summarize_ns(&lib_ns), summarize_ns(&raw_ns));
+    // Wake-up: the opening count-down in A to the waiter's return in B.
+    let mut wakes = Vec::new();
+    for i in 0..if ctx.quick { 20 } else { 100 } {
+        let name = format!("k2-wake-{i}");
+        let closing = a.latch(&name)?;
+        closing.try_set_count(1).await?;
+        let waiting = b.latch(&name)?.with_recheck(Duration::from_secs(30))?;
+        let waiter = tokio::spawn(async move {
+            waiting.wait().await?;
+            Ok::<_, redis_locks::Error>(Instant::now())
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let opened = Instant::now();
+        closing.count_down().await?;
+        let woke = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .map_err(|_| err("a latch waiter never woke"))???;
+        wakes.push(woke.saturating_duration_since(opened).as_nanos() as u64);
+    }
+    let wake = summarize_ns(&wakes);
+    out.set(
+        "count_down_us",
+        json!({"lib": lib.json(), "raw": rawsum.json(), "lib_vs_raw_p50": r2(lib.p50 / rawsum.p50)}),
+    );
+    out.set("wake_us", wake.json());
+    out.row(
+        Row::new("count-down p50 / p99 µs")
+            .lib(format!("{} / {}", num(lib.p50), num(lib.p99)))
+            .raw(format!("{} / {}", num(rawsum.p50), num(rawsum.p99)))
+            .ratio(ratio(lib.p50, rawsum.p50)),
+    );
+    out.row(
+        Row::new("opening count-down → waiter in another client returns, p50 / p99 µs")
+            .lib(format!("{} / {}", num(wake.p50), num(wake.p99))),
+    );
+    Ok(out)
+}
