@@ -199,6 +199,33 @@ impl ClientInner {
         }
     }
 
+    /// [`ClientInner::run`] for a read-only call (inspection): connection errors and
+    /// transient states are retried, with back-off, for up to a response timeout, since
+    /// running it twice changes nothing. Right after a failover the first call may meet a
+    /// connection to the dead node.
+    pub(crate) async fn read(&self, call: &Call) -> Result<Reply> {
+        let give_up_at = tokio::time::Instant::now() + self.response_timeout;
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            match self.run(call).await {
+                Ok(reply) => return Ok(reply),
+                Err(err) => {
+                    let retry = matches!(
+                        err.failure,
+                        crate::protocol::Failure::Lost
+                            | crate::protocol::Failure::NotSent
+                            | crate::protocol::Failure::Transient(_)
+                    );
+                    if !retry || tokio::time::Instant::now() + backoff > give_up_at {
+                        return Err(self.redis_error(err.error));
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+            }
+        }
+    }
+
     /// [`ClientInner::run`] for calls whose failures are simply reported.
     pub(crate) async fn eval(&self, call: &Call) -> Result<Reply> {
         self.run(call)

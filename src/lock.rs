@@ -849,7 +849,7 @@ impl Lock {
             keys: vec![self.keys.hash.clone(), self.keys.fence.clone()],
             args: Vec::new(),
         };
-        let reply: Vec<Value> = match inner.eval(&call).await? {
+        let reply: Vec<Value> = match inner.read(&call).await? {
             Reply::Array(items) => items.into_iter().map(to_value).collect(),
             other => return Err(Error::UnexpectedReply(format!("inspect: {other:?}"))),
         };

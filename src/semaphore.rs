@@ -180,7 +180,7 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn state(&self) -> Result<SemaphoreState> {
-        match self.client.inner.eval(&state_call(&self.keys)).await? {
+        match self.client.inner.read(&state_call(&self.keys)).await? {
             Reply::Array(items) => match items.as_slice() {
                 [Reply::Int(size), Reply::Int(used), Reply::Int(reserved)] => Ok(SemaphoreState {
                     size: (*size >= 0).then_some(*size as u64),
