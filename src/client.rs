@@ -67,6 +67,10 @@ pub(crate) struct ClientInner {
     pub(crate) sharded: bool,
     /// Acquisitions wait for this many replicas to acknowledge them.
     pub(crate) replica_ack: Option<ReplicaAck>,
+    /// With replica acknowledgement: the connection acquires (and their `WAIT`) go on.
+    /// Redis blocks a connection for the whole of a `WAIT`, so it must not be the one the
+    /// watchdog, releases and reads share; its response timeout covers the `WAIT`.
+    pub(crate) ack_conn: Option<Conn>,
     pub(crate) scripts: Arc<Scripts>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) hub: Hub,
@@ -185,7 +189,7 @@ impl ClientInner {
         let Some(ack) = self.replica_ack else {
             return self.run(call).await.map(|reply| (reply, None));
         };
-        let mut conn = self.conn.clone();
+        let mut conn = self.ack_conn.clone().unwrap_or_else(|| self.conn.clone());
         let ms = ack.timeout.as_millis() as u64;
         let sent = scripts::run_acknowledged(&mut conn, &self.scripts, call, ack.replicas, ms);
         // WAIT itself may take its whole timeout.
@@ -456,8 +460,10 @@ impl LockClientBuilder {
         self
     }
 
-    /// Opt-in replica acknowledgement: every acquisition is followed, in the same
-    /// pipeline on the same connection, by `WAIT replicas timeout`. When fewer replicas
+    /// Opt-in replica acknowledgement: every lock acquisition is followed, in the same
+    /// pipeline on the same connection, by `WAIT replicas timeout`. Acquisitions use a
+    /// connection of their own for this, because Redis blocks a connection for the whole
+    /// of a `WAIT`. Semaphore permits and latches are not acknowledged. When fewer replicas
     /// acknowledge within `timeout`, the acquisition is given back and
     /// [`Error::NotReplicated`] is returned. This narrows, but does not close, the window
     /// in which a failover loses a lock: see the README's "Replica acknowledgement".
@@ -623,6 +629,35 @@ impl LockClientBuilder {
             }
         }
 
+        let ack_conn = match self.replica_ack {
+            None => None,
+            Some(ack) => {
+                let ack_settings = topology::Settings {
+                    connect_timeout: self.connect_timeout,
+                    response_timeout: self.response_timeout + ack.timeout,
+                };
+                match tokio::time::timeout(
+                    self.connect_timeout,
+                    Conn::connect(&target, ack_settings),
+                )
+                .await
+                {
+                    Ok(Ok(conn)) => Some(conn),
+                    Ok(Err(source)) => return Err(Error::Connect { addr, source }),
+                    Err(_) => {
+                        let source = std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("no connection within {:?}", self.connect_timeout),
+                        );
+                        return Err(Error::Connect {
+                            addr,
+                            source: source.into(),
+                        });
+                    }
+                }
+            }
+        };
+
         let shutdown = CancellationToken::new();
         let scripts = Arc::new(Scripts::new());
         let clock = Clock::new();
@@ -652,6 +687,7 @@ impl LockClientBuilder {
                 conn,
                 sharded: target.sharded(),
                 replica_ack: self.replica_ack,
+                ack_conn,
                 scripts,
                 registry,
                 hub,

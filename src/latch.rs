@@ -193,36 +193,69 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn count(&self) -> Result<u64> {
+        // Read-only, so retried through connection errors, redirections and transient
+        // states for up to a response timeout (right after a failover the first call
+        // can meet a dead node); and once more when a count-down opened the latch between
+        // the TYPE and the HGET ("a hash without a count" for a moment).
         let inner = &self.client.inner;
-        let mut conn = inner.conn.clone();
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors()
-            .cmd("TYPE")
-            .arg(&*self.key)
-            .cmd("HGET")
-            .arg(&*self.key)
-            .arg("count");
-        let reply = tokio::time::timeout(
-            inner.response_timeout,
-            pipe.query_async::<Vec<Value>>(&mut conn),
-        )
-        .await
-        .map_err(|_| inner.redis_error(inner.timeout_error()))?
-        .map_err(|err| inner.redis_error(err))?;
-        let kind = match reply.first() {
-            Some(Value::SimpleString(kind)) => kind.as_str(),
-            Some(Value::Okay) => "ok",
-            _ => "",
-        };
-        match (kind, reply.get(1)) {
-            ("none", _) => Ok(0),
-            ("hash", Some(Value::BulkString(count))) => std::str::from_utf8(count)
-                .ok()
-                .and_then(|count| count.parse::<u64>().ok())
-                .ok_or_else(|| self.not_a_latch("a hash whose count is not a number")),
-            ("hash", _) => Err(self.not_a_latch("a hash without a count")),
-            ("", _) => Err(Error::UnexpectedReply(format!("latch count: {reply:?}"))),
-            (other, _) => Err(self.not_a_latch(&format!("a {other}"))),
+        let give_up_at = Instant::now() + inner.response_timeout;
+        let mut backoff = Duration::from_millis(20);
+        let mut raced = false;
+        loop {
+            let mut conn = inner.conn.clone();
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors()
+                .cmd("TYPE")
+                .arg(&*self.key)
+                .cmd("HGET")
+                .arg(&*self.key)
+                .arg("count");
+            let sent = tokio::time::timeout(
+                inner.response_timeout,
+                pipe.query_async::<Vec<Value>>(&mut conn),
+            )
+            .await;
+            let reply = match sent {
+                Ok(Ok(reply)) => reply,
+                failed => {
+                    let error = match failed {
+                        Ok(Err(err)) => err,
+                        _ => inner.timeout_error(),
+                    };
+                    if Instant::now() + backoff > give_up_at {
+                        return Err(inner.redis_error(error));
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    continue;
+                }
+            };
+            let kind = match reply.first() {
+                Some(Value::SimpleString(kind)) => kind.as_str(),
+                Some(Value::Okay) => "ok",
+                // A redirection or a transient state: nothing was read.
+                Some(Value::ServerError(err)) if Instant::now() + backoff <= give_up_at => {
+                    tracing::debug!(latch = %self.name, error = ?err, "latch count: retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    continue;
+                }
+                _ => "",
+            };
+            return match (kind, reply.get(1)) {
+                ("none", _) => Ok(0),
+                ("hash", Some(Value::BulkString(count))) => std::str::from_utf8(count)
+                    .ok()
+                    .and_then(|count| count.parse::<u64>().ok())
+                    .ok_or_else(|| self.not_a_latch("a hash whose count is not a number")),
+                ("hash", _) if !raced => {
+                    raced = true;
+                    continue;
+                }
+                ("hash", _) => Err(self.not_a_latch("a hash without a count")),
+                ("", _) => Err(Error::UnexpectedReply(format!("latch count: {reply:?}"))),
+                (other, _) => Err(self.not_a_latch(&format!("a {other}"))),
+            };
         }
     }
 

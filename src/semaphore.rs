@@ -235,7 +235,7 @@ impl Semaphore {
         let inner = &self.client.inner;
         let id: Arc<str> = inner.next_request_id().into();
         let waits = deadline.is_none_or(|deadline| deadline > Instant::now());
-        let mut listener = None;
+        let mut listener: Option<crate::pubsub::Listener> = None;
         let mut reserved = false;
         // Gives back what this acquisition may hold if the caller goes away meanwhile.
         let mut cleanup = Cleanup {
@@ -254,6 +254,11 @@ impl Semaphore {
             let pause = match outcome {
                 SemAcquired::Granted => {
                     cleanup.semaphore = None;
+                    // A release may have freed more than this acquisition took: let the
+                    // next local waiter look too.
+                    if let Some(listener) = &listener {
+                        listener.pass_on();
+                    }
                     let entry = inner.registry.grant_permits(
                         &self.keys.permits,
                         &id,

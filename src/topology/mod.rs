@@ -217,15 +217,26 @@ fn parse_sentinel(url: &str) -> Result<SentinelTarget> {
         if host.is_empty() {
             return Err(bad("empty sentinel address"));
         }
-        let (name, port) = match host.rsplit_once(':') {
-            Some((name, port)) if !name.ends_with(']') || host.starts_with('[') => (
-                name,
-                port.parse::<u16>()
-                    .ok()
-                    .filter(|port| *port > 0)
-                    .ok_or_else(|| bad("a sentinel port must be a number from 1 to 65535"))?,
-            ),
-            _ => (host, 26379),
+        let parse_port = |port: &str| {
+            port.parse::<u16>()
+                .ok()
+                .filter(|port| *port > 0)
+                .ok_or_else(|| bad("a sentinel port must be a number from 1 to 65535"))
+        };
+        let (name, port) = match host.strip_prefix('[') {
+            // [v6-address] or [v6-address]:port
+            Some(rest) => match rest.split_once(']') {
+                Some((name, "")) => (name, 26379),
+                Some((name, after)) => match after.strip_prefix(':') {
+                    Some(port) => (name, parse_port(port)?),
+                    None => return Err(bad("unexpected text after ] in a sentinel address")),
+                },
+                None => return Err(bad("unclosed [ in a sentinel address")),
+            },
+            None => match host.rsplit_once(':') {
+                Some((name, port)) => (name, parse_port(port)?),
+                None => (host, 26379),
+            },
         };
         let name = name.trim_start_matches('[').trim_end_matches(']');
         if name.is_empty() {
@@ -314,6 +325,11 @@ mod tests {
         let t = sentinel("rediss-sentinel://secret@[::1]:26379/#svc");
         assert_eq!((t.password.as_deref(), t.tls), (Some("secret"), true));
         assert_eq!(t.sentinels, vec![("::1".to_owned(), 26379)]);
+        let t = sentinel("redis-sentinel://[::1],[fe80::2]:5000#svc");
+        assert_eq!(
+            t.sentinels,
+            vec![("::1".to_owned(), 26379), ("fe80::2".to_owned(), 5000)]
+        );
     }
 
     #[test]

@@ -54,6 +54,12 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
         client = connect::client(global, watchdog) => client?,
         signo = signals.recv() => return Ok(interrupted(signo, &args.name, "connecting")),
     };
+    if args.permits.is_some() && global.min_replicas.is_some() {
+        return Err(Failure::usage(
+            "--min-replicas applies to locks; semaphore permits (--permits) are not \
+             acknowledged by replicas",
+        ));
+    }
     let acquired = match args.permits {
         None => {
             let lock = prepare(&client, &args)?;
