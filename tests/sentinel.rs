@@ -972,6 +972,33 @@ async fn replica_ack_failure_gives_the_hold_back() {
         Err(Error::NotReplicated { acked: Some(0), .. })
     ));
 
+    // A WAIT blocks its connection for its whole timeout: while one acquire waits 3 s for
+    // an acknowledgement that cannot come, the same client's other work (a read, a
+    // release) must not queue behind it.
+    let slow = LockClient::builder(&set.url())
+        .min_replicas(1, 3 * SEC)
+        .connect()
+        .await
+        .unwrap();
+    let other_guard_client = slow.clone();
+    let waiting = tokio::spawn(async move { slow.lock("R-slow").unwrap().acquire().await });
+    tokio::time::sleep(200 * MS).await;
+    let read_started = Instant::now();
+    other_guard_client
+        .lock("R-other")
+        .unwrap()
+        .state()
+        .await
+        .unwrap();
+    let read_took = read_started.elapsed();
+    println!("[no-replica] a read during a 3 s WAIT took {read_took:?}");
+    assert!(read_took < SEC, "a read queued behind WAIT: {read_took:?}");
+    let waited = waiting.await.unwrap();
+    assert!(
+        matches!(waited, Err(Error::NotReplicated { .. })),
+        "{waited:?}"
+    );
+
     let file = dir.path().join("touched");
     let begun = Instant::now();
     let out = output(cli_run(&file)).await;
