@@ -203,16 +203,30 @@ impl ClientInner {
         }
     }
 
-    /// [`ClientInner::run`] for a read-only call (inspection): connection errors and
-    /// transient states are retried, with back-off, for up to a response timeout, since
-    /// running it twice changes nothing. Right after a failover the first call may meet a
-    /// connection to the dead node.
+    /// [`ClientInner::run`] for a read-only call (inspection), re-sent through connection
+    /// errors and transient states for up to a response timeout: running it twice
+    /// changes nothing, and right after a failover the first call may meet a connection
+    /// to the dead node.
     pub(crate) async fn read(&self, call: &Call) -> Result<Reply> {
         let give_up_at = tokio::time::Instant::now() + self.response_timeout;
+        self.resend_until(call, give_up_at).await.0
+    }
+
+    /// Sends `call`, and sends the *same* call again after a lost reply, a refused
+    /// connection or a transient server state, with back-off, until `give_up_at`. Only for
+    /// calls that are safe to repeat: read-only, or exactly-once by a request id carried
+    /// in the call (`latch_count_down.lua`, `sem_acquire.lua`, `sem_release.lua`). Also
+    /// returns whether an earlier copy may have run (a reply was lost).
+    pub(crate) async fn resend_until(
+        &self,
+        call: &Call,
+        give_up_at: tokio::time::Instant,
+    ) -> (Result<Reply>, bool) {
         let mut backoff = Duration::from_millis(20);
+        let mut lost = false;
         loop {
             match self.run(call).await {
-                Ok(reply) => return Ok(reply),
+                Ok(reply) => return (Ok(reply), lost),
                 Err(err) => {
                     let retry = matches!(
                         err.failure,
@@ -221,8 +235,10 @@ impl ClientInner {
                             | crate::protocol::Failure::Transient(_)
                     );
                     if !retry || tokio::time::Instant::now() + backoff > give_up_at {
-                        return Err(self.redis_error(err.error));
+                        return (Err(self.redis_error(err.error)), lost);
                     }
+                    lost |= err.failure.may_have_run();
+                    tracing::debug!(error = %err.error, "re-sending the same call");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
                 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::protocol::{Call, Failure, Reply, ScriptId};
+use crate::protocol::{Call, Reply, ScriptId};
 
 /// The largest count a latch (and size a semaphore) can have: the scripts' Lua numbers
 /// are doubles, exact up to 2^53.
@@ -162,29 +162,12 @@ impl CountDownLatch {
             ],
         };
         let give_up_at = Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
-        let mut backoff = Duration::from_millis(25);
-        loop {
-            match inner.run(&call).await {
-                Ok(Reply::Int(n)) if n >= 0 => return Ok(n as u64),
-                Ok(Reply::Int(-2)) => return Err(self.wrong_type().await),
-                Ok(other) => {
-                    return Err(Error::UnexpectedReply(format!(
-                        "latch_count_down.lua: {other:?}"
-                    )));
-                }
-                Err(err) => {
-                    let retry = matches!(
-                        err.failure,
-                        Failure::Lost | Failure::NotSent | Failure::Transient(_)
-                    );
-                    if !retry || Instant::now() + backoff > give_up_at {
-                        return Err(inner.redis_error(err.error));
-                    }
-                    tracing::debug!(latch = %self.name, error = %err.error, "count_down: retrying the same request");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                }
-            }
+        match inner.resend_until(&call, give_up_at).await.0? {
+            Reply::Int(n) if n >= 0 => Ok(n as u64),
+            Reply::Int(-2) => Err(self.wrong_type().await),
+            other => Err(Error::UnexpectedReply(format!(
+                "latch_count_down.lua: {other:?}"
+            ))),
         }
     }
 

@@ -23,10 +23,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
 use crate::keys;
+use crate::protocol::Reply;
 use crate::protocol::semaphore::{
     SemAcquired, SemaphoreKeys, acquire_call, decode_acquire, release_call, set_call, state_call,
 };
-use crate::protocol::{Failure, Reply};
 use crate::watchdog::{HoldEntry, LeaseMode};
 
 /// How long a waiter's reservation lasts without being renewed by its next attempt: a
@@ -324,24 +324,9 @@ impl Semaphore {
             reserve,
             RESERVATION.as_millis() as u64,
         );
-        let give_up_at = Instant::now() + inner.response_timeout * 3;
-        let mut backoff = Duration::from_millis(25);
-        loop {
-            match inner.run(&call).await {
-                Ok(reply) => return decode_acquire(&reply).map_err(Error::UnexpectedReply),
-                Err(err) => {
-                    let retry = matches!(
-                        err.failure,
-                        Failure::Lost | Failure::NotSent | Failure::Transient(_)
-                    );
-                    if !retry || Instant::now() + backoff > give_up_at {
-                        return Err(inner.redis_error(err.error));
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                }
-            }
-        }
+        let give_up_at = tokio::time::Instant::now() + inner.response_timeout * 3;
+        let reply = inner.resend_until(&call, give_up_at).await.0?;
+        decode_acquire(&reply).map_err(Error::UnexpectedReply)
     }
 
     fn wrong_type(&self) -> Error {
@@ -355,39 +340,23 @@ impl Semaphore {
     async fn give_back(&self, id: &Arc<str>, n: u32, drop_reservation: bool) -> Result<u64> {
         let inner = &self.client.inner;
         let call = release_call(&self.keys, id, n, drop_reservation);
-        let give_up_at = Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
-        let mut backoff = Duration::from_millis(25);
-        let mut retried = false;
-        loop {
-            match inner.run(&call).await {
-                Ok(Reply::Int(-2)) => return Err(self.wrong_type()),
-                Ok(Reply::Int(removed)) if removed >= 0 => {
-                    if removed == 0 && retried && n > 0 {
-                        // The first attempt may have given them back; cannot tell.
-                        return Err(Error::ReleaseUnconfirmed {
-                            name: self.name.to_string(),
-                        });
-                    }
-                    return Ok(removed as u64);
+        let give_up_at =
+            tokio::time::Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
+        let (reply, retried) = inner.resend_until(&call, give_up_at).await;
+        match reply? {
+            Reply::Int(-2) => Err(self.wrong_type()),
+            Reply::Int(removed) if removed >= 0 => {
+                if removed == 0 && retried && n > 0 {
+                    // The lost attempt may have given them back; cannot tell.
+                    return Err(Error::ReleaseUnconfirmed {
+                        name: self.name.to_string(),
+                    });
                 }
-                Ok(other) => {
-                    return Err(Error::UnexpectedReply(format!(
-                        "sem_release.lua: {other:?}"
-                    )));
-                }
-                Err(err) => {
-                    let retry = matches!(
-                        err.failure,
-                        Failure::Lost | Failure::NotSent | Failure::Transient(_)
-                    );
-                    if !retry || Instant::now() + backoff > give_up_at {
-                        return Err(inner.redis_error(err.error));
-                    }
-                    retried |= matches!(err.failure, Failure::Lost);
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                }
+                Ok(removed as u64)
             }
+            other => Err(Error::UnexpectedReply(format!(
+                "sem_release.lua: {other:?}"
+            ))),
         }
     }
 }

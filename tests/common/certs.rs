@@ -1,7 +1,7 @@
-//! A throw-away certificate authority for TLS tests, made with the `openssl` command-line
-//! tool (copied from `tests/security.rs`'s `tls` module so that other test binaries can
-//! use it): a CA, a server certificate for `localhost` / `127.0.0.1` and a client
-//! certificate for mutual TLS.
+//! A throw-away certificate authority for the TLS tests (`tests/security.rs`,
+//! `tests/topology_security.rs`), made with the `openssl` command-line tool: a CA, a
+//! server certificate for `localhost` / `127.0.0.1` and a client certificate for mutual
+//! TLS.
 //!
 //! The server certificate may also be presented by a node acting as a TLS client
 //! (replication, the cluster bus, a sentinel's links), so it carries both `serverAuth`
