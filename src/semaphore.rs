@@ -140,11 +140,17 @@ impl Semaphore {
     /// Sets the number of permits (at least 1), whether or not one was set before; wakes
     /// waiters (more may fit now). Returns the previous size. Shrinking takes no permit
     /// back: new ones are granted once enough are given back or expire.
+    ///
+    /// # Cancel safety
+    /// Cancelling after the command was sent may leave the new size set.
     pub async fn set_permits(&self, size: u64) -> Result<Option<u64>> {
         self.set(size, false).await
     }
 
     /// Sets the number of permits unless one is set already; returns whether it set it.
+    ///
+    /// # Cancel safety
+    /// Cancelling after the command was sent may leave the size set.
     pub async fn try_set_permits(&self, size: u64) -> Result<bool> {
         Ok(self.set(size, true).await?.is_none())
     }
@@ -211,11 +217,18 @@ impl Semaphore {
     }
 
     /// Takes `n` permits if they are free now.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: permits won by an attempt whose caller has gone are given back.
     pub async fn try_acquire(&self, n: u32) -> Result<Option<SemaphoreGuard>> {
         self.acquire_until(n, Some(Instant::now())).await
     }
 
     /// Takes `n` permits, waiting at most `wait`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: permits won by an attempt whose caller has gone, and the waiter's
+    /// reservation, are given back.
     pub async fn try_acquire_for(&self, n: u32, wait: Duration) -> Result<Option<SemaphoreGuard>> {
         keys::validate_ms("wait", wait)?;
         self.acquire_until(n, Some(Instant::now() + wait)).await
