@@ -131,6 +131,18 @@ pub enum Error {
         timeout: Duration,
     },
 
+    /// The request could never be granted, because the caller's own holds stand in its
+    /// way: a read holder asking for the write lock of a read-write lock
+    /// ([`RwLock`](crate::RwLock)). It is refused at once instead of waiting forever (an
+    /// upgrade would wait for the caller's own reads). Nothing was changed.
+    #[error("lock {name:?}: {reason}; refused at once (it would wait forever)")]
+    WouldDeadlock {
+        /// The lock name.
+        name: String,
+        /// Why it could never be granted.
+        reason: &'static str,
+    },
+
     /// A script returned a reply the library does not understand. This points at a version
     /// mismatch or a bug, never at user input.
     #[error("unexpected reply from Redis: {0}")]

@@ -52,6 +52,7 @@ mod owner;
 #[doc(hidden)]
 pub mod protocol;
 mod pubsub;
+mod rwlock;
 mod scripts;
 mod semaphore;
 mod topology;
@@ -66,6 +67,8 @@ pub use guard::LockGuard;
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, MAX_COUNT};
 pub use lock::{Lock, LockState};
+pub use protocol::rwlock::RwKind;
+pub use rwlock::{RwGuard, RwLock, RwLockState};
 pub use semaphore::{Semaphore, SemaphoreGuard, SemaphoreState};
 pub use watchdog::WatchdogStats;
 

@@ -19,12 +19,15 @@
 //! * [`hold`]: what a client knows about one hold: until when its lease is confirmed, and
 //!   whether it is lost.
 //! * [`renew`]: the watchdog's batched renewal call and how to read its reply.
+//! * [`semaphore`], [`rwlock`]: the calls of the semaphore and the read-write lock, whose
+//!   holds are members of sorted sets scored by their deadlines.
 
 pub mod acquire;
 pub mod hold;
 pub mod lane;
 pub mod release;
 pub mod renew;
+pub mod rwlock;
 pub mod semaphore;
 
 use std::sync::Arc;
@@ -63,6 +66,12 @@ pub enum ScriptId {
     SemSet,
     /// `lua/sem_state.lua`
     SemState,
+    /// `lua/rw_acquire.lua`
+    RwAcquire,
+    /// `lua/rw_release.lua`
+    RwRelease,
+    /// `lua/rw_state.lua`
+    RwState,
 }
 
 impl ScriptId {
@@ -83,11 +92,14 @@ impl ScriptId {
             ScriptId::SemRenew => include_str!("../../lua/sem_renew.lua"),
             ScriptId::SemSet => include_str!("../../lua/sem_set.lua"),
             ScriptId::SemState => include_str!("../../lua/sem_state.lua"),
+            ScriptId::RwAcquire => include_str!("../../lua/rw_acquire.lua"),
+            ScriptId::RwRelease => include_str!("../../lua/rw_release.lua"),
+            ScriptId::RwState => include_str!("../../lua/rw_state.lua"),
         }
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 14] = [
+    pub const ALL: [ScriptId; 17] = [
         ScriptId::Acquire,
         ScriptId::Release,
         ScriptId::Probe,
@@ -102,6 +114,9 @@ impl ScriptId {
         ScriptId::SemRenew,
         ScriptId::SemSet,
         ScriptId::SemState,
+        ScriptId::RwAcquire,
+        ScriptId::RwRelease,
+        ScriptId::RwState,
     ];
 }
 
@@ -142,7 +157,7 @@ impl Reply {
         }
     }
 
-    fn text(&self) -> Option<String> {
+    pub(crate) fn text(&self) -> Option<String> {
         match self {
             Reply::Bulk(bytes) => String::from_utf8(bytes.clone()).ok(),
             Reply::Status(text) => Some(text.clone()),

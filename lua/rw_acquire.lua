@@ -1,0 +1,157 @@
+-- rw_acquire.lua: take a read or a write hold of a read-write lock, or say how long to
+-- wait.
+--
+-- KEYS[1]  write holds   (<prefix>:{<name>}:rw:write, a sorted set)
+-- KEYS[2]  read holds    (<prefix>:{<name>}:rw:read, a sorted set)
+-- KEYS[3]  reservation   (<prefix>:{<name>}:rw:writer-waiting, a string: the hold id of
+--                        the writer that waits for the readers to leave)
+-- KEYS[4]  fencing counter (<prefix>:{<name>}:rw:fence; declared, and touched, only by a
+--          fenced write)
+-- ARGV[1]  hold id       ('<owner>\1<request id>': unique per acquisition, the same on
+--                        retries; the member is '<hold id>:1')
+-- ARGV[2]  owner id
+-- ARGV[3]  'r' (read) or 'w' (write)
+-- ARGV[4]  lease in ms   (the hold's deadline is Redis's now + lease)
+-- ARGV[5]  flags, any of: 'q' the caller waits (a writer that cannot get in reserves the
+--          lock against new readers), 'o' the owner is explicit (holds of the same owner
+--          from other handles count as its own), 'f' fenced (a write gets a token),
+--          'j' the caller re-enters through the live hold ARGV[6]
+-- ARGV[6]  the hold member re-entered ('' when none)
+-- ARGV[7]  reservation ms (how long a writer's reservation lasts unless renewed)
+--
+-- Returns:
+--   {1, token}    granted (now, or by an earlier copy of this request whose reply was
+--                 lost: the hold is found under its id). token: the write hold's fencing
+--                 token, 0 for reads and unfenced writes.
+--   {0, wait_ms}  not granted; wait_ms (>= 1) bounds the wait
+--   {2, what}     a key is not part of a read-write lock; nothing was written
+--   {3}           a write asked by an owner that holds reads: it could never be granted
+--                 (an upgrade would deadlock against its own reads); nothing was written
+--
+-- Every hold is one member of a sorted set scored by its deadline on Redis's clock, so:
+--   * each hold expires by itself ("per-read-hold expiry"): a crashed reader's hold ages
+--     out within its lease, and expired members are dropped here before anything is
+--     decided;
+--   * a hold is given back only by its own id ("release is true"), and a retried
+--     acquire finds the hold an earlier copy took ("exactly once", no orphan);
+--   * the watchdog renews a hold with sem_renew.lua (ZADD XX GT), as a one-permit
+--     semaphore acquisition, and learns of its loss the same way;
+--   * each set's own expiry follows its latest deadline: no key outlives the last hold.
+-- Reentrancy: the same owner may hold several reads and writes. A write held by the
+-- owner lets it read (downgrade) and write again; reads let it read again even while a
+-- writer waits (else it would deadlock against its own reads); a write asked while it
+-- reads is refused at once ({3}).
+-- Writer preference: a waiting writer that finds readers reserves the lock (KEYS[3]);
+-- new readers then wait, except re-entries of live reads, until that writer has had its
+-- turn. The reservation is renewed by the writer's attempts and lapses after ARGV[7] ms
+-- when the writer dies or gives up, so it cannot block readers for longer than that.
+local W, R, Q = KEYS[1], KEYS[2], KEYS[3]
+local id, owner, mode, lease, flags = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+for _, key in ipairs({W, R}) do
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'zset' and kind ~= 'none' then
+    return {2, key .. ' holds a ' .. kind}
+  end
+end
+local qkind = redis.call('TYPE', Q).ok
+if qkind ~= 'string' and qkind ~= 'none' then
+  return {2, Q .. ' holds a ' .. qkind}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', W, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', R, '-inf', now)
+local fenced = mode == 'w' and string.find(flags, 'f', 1, true) ~= nil
+
+local function current_token()
+  if not fenced then
+    return 0
+  end
+  return tonumber(redis.call('GET', KEYS[4]) or '0') or 0
+end
+
+local member = id .. ':1'
+local mine = R
+if mode == 'w' then
+  mine = W
+end
+if redis.call('ZSCORE', mine, member) then
+  return {1, current_token()}
+end
+
+local function grant(token)
+  redis.call('ZADD', mine, now + lease, member)
+  if redis.call('PTTL', mine) < lease then
+    redis.call('PEXPIRE', mine, lease)
+  end
+  return {1, token}
+end
+
+-- Whether the caller already holds a live read.
+local function reads_already()
+  if string.find(flags, 'j', 1, true) and redis.call('ZSCORE', R, ARGV[6]) then
+    return true
+  end
+  if string.find(flags, 'o', 1, true) then
+    local prefix = owner .. '\1'
+    for _, m in ipairs(redis.call('ZRANGE', R, 0, -1)) do
+      if string.sub(m, 1, #prefix) == prefix then
+        return true
+      end
+    end
+  end
+  return false
+end
+
+local writer = redis.call('ZRANGE', W, 0, 0)[1]
+local writer_owner = writer and string.match(writer, '^(.*)\1')
+if writer_owner and writer_owner ~= owner then
+  return {0, math.max(redis.call('PTTL', W), 1)}
+end
+
+if mode == 'r' then
+  if not writer_owner then
+    local waiting = redis.call('GET', Q)
+    if waiting and not reads_already() then
+      return {0, math.max(redis.call('PTTL', Q), 1)}
+    end
+  end
+  return grant(0)
+end
+
+if writer_owner then
+  -- A re-entry of this owner's write: the hold keeps the owner's token.
+  return grant(current_token())
+end
+if reads_already() then
+  return {3}
+end
+if redis.call('ZCARD', R) > 0 then
+  if string.find(flags, 'q', 1, true) then
+    local waiting = redis.call('GET', Q)
+    if not waiting then
+      redis.call('SET', Q, id, 'PX', ARGV[7])
+    elseif waiting == id then
+      redis.call('PEXPIRE', Q, ARGV[7])
+    end
+  end
+  local first = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
+  return {0, math.max(tonumber(first[2]) - now, 1)}
+end
+local waiting = redis.call('GET', Q)
+if waiting and waiting ~= id then
+  return {0, math.max(redis.call('PTTL', Q), 1)}
+end
+if waiting then
+  redis.call('DEL', Q)
+end
+local token = 0
+if fenced then
+  -- As acquire.lua: max(counter + 1, server time in us), so tokens only go up even when
+  -- the counter is lost.
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
+  token = math.max(last + 1, floor)
+  redis.call('SET', KEYS[4], string.format('%.0f', token))
+end
+return grant(token)
