@@ -42,8 +42,8 @@ use rslock as rslock_impl;
 use scenarios::Ctx;
 use util::{Res, err};
 
-const ALL: [&str; 12] = [
-    "S1", "S2", "S3", "S4", "S5", "S6", "S7", "C1", "C3", "C5", "K1", "K2",
+const ALL: [&str; 13] = [
+    "S1", "S2", "S3", "S4", "S5", "S6", "S7", "C1", "C3", "C5", "K1", "K2", "K3",
 ];
 
 const USAGE: &str = "\
@@ -53,7 +53,8 @@ usage: cargo bench --bench locks -- [--quick] [--scenario S1,S3,...]
                      S6 2 000 waiters
   --scenario LIST    only these scenarios (comma-separated, e.g. S1,S3); default all.
                      C1, C3, C5 are S1, S3, S5 on a local 3-primary cluster that the
-                     benchmark starts itself; K1 the semaphore, K2 the count-down latch
+                     benchmark starts itself; K1 the semaphore, K2 the count-down latch,
+                     K3 the read-write lock
   -h, --help         this text
 
 Needs redis-server on PATH (or REDIS_SERVER_BIN); see scripts/ensure-redis.sh.";
@@ -261,6 +262,7 @@ async fn run_one(id: &str, ctx: &mut Ctx) -> Res<Outcome> {
         "C5" => cluster::c5(ctx).await,
         "K1" => kinds::k1(ctx).await,
         "K2" => kinds::k2(ctx).await,
+        "K3" => kinds::k3(ctx).await,
         other => Err(err(format!("unknown scenario {other}"))),
     }
 }

@@ -47,20 +47,26 @@
 -- when the writer dies or gives up, so it cannot block readers for longer than that.
 local W, R, Q = KEYS[1], KEYS[2], KEYS[3]
 local id, owner, mode, lease, flags = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-for _, key in ipairs({W, R}) do
-  local kind = redis.call('TYPE', key).ok
-  if kind ~= 'zset' and kind ~= 'none' then
-    return {2, key .. ' holds a ' .. kind}
-  end
-end
-local qkind = redis.call('TYPE', Q).ok
-if qkind ~= 'string' and qkind ~= 'none' then
-  return {2, Q .. ' holds a ' .. qkind}
-end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', W, '-inf', now)
-redis.call('ZREMRANGEBYSCORE', R, '-inf', now)
+-- Dropping expired holds doubles as the type check (no TYPE calls on the hot path): a key
+-- of another type answers WRONGTYPE, and nothing has been written then.
+local function foreign(key, err)
+  if not string.find(err, 'WRONGTYPE') then
+    return redis.error_reply(err)
+  end
+  return {2, key .. ' holds a ' .. redis.call('TYPE', key).ok}
+end
+for _, key in ipairs({W, R}) do
+  local dropped = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', now)
+  if type(dropped) == 'table' and dropped.err then
+    return foreign(key, dropped.err)
+  end
+end
+local waiting = redis.pcall('GET', Q)
+if type(waiting) == 'table' and waiting.err then
+  return foreign(Q, waiting.err)
+end
 local fenced = mode == 'w' and string.find(flags, 'f', 1, true) ~= nil
 
 local function current_token()
@@ -111,7 +117,6 @@ end
 
 if mode == 'r' then
   if not writer_owner then
-    local waiting = redis.call('GET', Q)
     if waiting and not reads_already() then
       return {0, math.max(redis.call('PTTL', Q), 1)}
     end
@@ -128,7 +133,6 @@ if reads_already() then
 end
 if redis.call('ZCARD', R) > 0 then
   if string.find(flags, 'q', 1, true) then
-    local waiting = redis.call('GET', Q)
     if not waiting then
       redis.call('SET', Q, id, 'PX', ARGV[7])
     elseif waiting == id then
@@ -138,7 +142,6 @@ if redis.call('ZCARD', R) > 0 then
   local first = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
   return {0, math.max(tonumber(first[2]) - now, 1)}
 end
-local waiting = redis.call('GET', Q)
 if waiting and waiting ~= id then
   return {0, math.max(redis.call('PTTL', Q), 1)}
 end

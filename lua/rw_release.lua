@@ -21,23 +21,25 @@
 -- Why ZREM by id: a hold is given back only by its own acquisition ("release is true").
 -- Why the expiry is recomputed: a set's expiry then never outlives its latest deadline.
 local W, R, Q = KEYS[1], KEYS[2], KEYS[3]
-for _, key in ipairs({W, R}) do
-  local kind = redis.call('TYPE', key).ok
-  if kind ~= 'zset' and kind ~= 'none' then
-    return -2
-  end
-end
-local qkind = redis.call('TYPE', Q).ok
-if qkind ~= 'string' and qkind ~= 'none' then
-  return -2
-end
 local publish = ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', W, '-inf', now)
-redis.call('ZREMRANGEBYSCORE', R, '-inf', now)
+-- Dropping expired holds doubles as the type check (see rw_acquire.lua).
+for _, key in ipairs({W, R}) do
+  local dropped = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', now)
+  if type(dropped) == 'table' and dropped.err then
+    if string.find(dropped.err, 'WRONGTYPE') then
+      return -2
+    end
+    return redis.error_reply(dropped.err)
+  end
+end
 local wake_readers, wake_writers = false, false
-if ARGV[6] == '1' and redis.call('GET', Q) == ARGV[1] then
+local waiting = ARGV[6] == '1' and redis.pcall('GET', Q)
+if type(waiting) == 'table' and waiting.err then
+  return -2
+end
+if waiting and waiting == ARGV[1] then
   redis.call('DEL', Q)
   wake_readers = true
 end

@@ -8,6 +8,7 @@
 //! - K2 count-down latch: serial count-downs (the library's exactly-once script against a
 //!   raw `DECR`-and-delete-at-zero script), and the time from the opening count-down in one
 //!   client to the wake-up of a waiter in another.
+//! - K3 read-write lock: see [`k3`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -225,6 +226,166 @@ pub async fn k2(ctx: &mut Ctx) -> Res<Outcome> {
     out.row(
         Row::new("opening count-down → waiter in another client returns, p50 / p99 µs")
             .lib(format!("{} / {}", num(wake.p50), num(wake.p99))),
+    );
+    Ok(out)
+}
+
+/// A raw read lock: drop expired readers; admit unless a writer key exists.
+const RAW_READ_ACQUIRE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return 1
+";
+
+/// K3: the read-write lock. Read cycles (8 tasks, 4 clients) against a raw read lock (a
+/// sorted set of readers and a writer key, one Lua script to enter, `ZREM` to leave);
+/// write cycles (1 task) against the library's own exclusive lock; and how long a writer
+/// waits under a stream of 6 overlapping readers (writer preference).
+pub async fn k3(ctx: &mut Ctx) -> Res<Outcome> {
+    let run = Duration::from_millis(if ctx.quick { 1000 } else { 3000 });
+    let mut out = Outcome::new(
+        "K3",
+        "read-write lock: reads (8 tasks), writes (1 task), a writer under a stream of readers",
+    );
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(LockClient::connect(&ctx.url).await?);
+    }
+    let rws: Arc<Vec<_>> = Arc::new(
+        clients
+            .iter()
+            .map(|c| c.rw_lock("k3"))
+            .collect::<Result<_, _>>()?,
+    );
+    let raw_conn = manager(&ctx.url).await?;
+    let raw_script = Arc::new(redis::Script::new(RAW_READ_ACQUIRE));
+    let token = Arc::new(AtomicU64::new(0));
+    let raw_read = {
+        let (conn, script, token) = (raw_conn.clone(), raw_script.clone(), token.clone());
+        move |_task: usize| {
+            let (mut conn, script, token) = (conn.clone(), script.clone(), token.clone());
+            async move {
+                let id = token.fetch_add(1, Ordering::Relaxed).to_string();
+                let got: i64 = script
+                    .key("raw:{k3}:read")
+                    .key("raw:{k3}:write")
+                    .arg(&id)
+                    .arg(30_000)
+                    .invoke_async(&mut conn)
+                    .await?;
+                if got != 1 {
+                    return Err(err("the raw read lock refused a reader with no writer"));
+                }
+                let _: i64 = redis::cmd("ZREM")
+                    .arg("raw:{k3}:read")
+                    .arg(&id)
+                    .query_async(&mut conn)
+                    .await?;
+                Ok(())
+            }
+        }
+    };
+    let lib_read = {
+        let rws = rws.clone();
+        move |task: usize| {
+            let rws = rws.clone();
+            async move {
+                let guard = rws[task % rws.len()].read().await?;
+                guard.release().await?;
+                Ok(())
+            }
+        }
+    };
+    let lib_write = {
+        let rws = rws.clone();
+        move |_task: usize| {
+            let rws = rws.clone();
+            async move {
+                let guard = rws[0].write().await?;
+                guard.release().await?;
+                Ok(())
+            }
+        }
+    };
+    let lock_write = {
+        let lock = Arc::new(clients[0].lock("k3-exclusive")?);
+        move |_task: usize| {
+            let lock = lock.clone();
+            async move {
+                let guard = lock.acquire().await?;
+                guard.release().await?;
+                Ok(())
+            }
+        }
+    };
+    cycles(8, Duration::from_millis(200), lib_read.clone()).await?;
+    cycles(8, Duration::from_millis(200), raw_read.clone()).await?;
+    let lib8 = cycles(8, run, lib_read).await?;
+    let raw8 = cycles(8, run, raw_read).await?;
+    let write1 = cycles(1, run, lib_write).await?;
+    let lock1 = cycles(1, run, lock_write).await?;
+    // A writer under a stream of readers whose holds always overlap.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = tokio::task::JoinSet::new();
+    for i in 0..6u64 {
+        let (rw, stop) = (rws[i as usize % rws.len()].clone(), stop.clone());
+        readers.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(3 * i)).await;
+            while !stop.load(Ordering::Relaxed) {
+                let guard = rw.read().await?;
+                tokio::time::sleep(Duration::from_millis(15 + 4 * i)).await;
+                guard.release().await?;
+            }
+            Ok::<_, redis_locks::Error>(())
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut waits = Vec::new();
+    for _ in 0..if ctx.quick { 10 } else { 30 } {
+        let started = Instant::now();
+        let guard = rws[3]
+            .try_write_for(Duration::from_secs(10))
+            .await?
+            .ok_or_else(|| err("a writer starved for 10 s under a stream of readers"))?;
+        waits.push(started.elapsed().as_nanos() as u64);
+        guard.release().await?;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    while let Some(joined) = readers.join_next().await {
+        joined??;
+    }
+    let state = rws[0].state().await?;
+    if state.is_locked() {
+        out.fail(format!("holds left after the run: {state:?}"));
+    }
+    let wait = summarize_ns(&waits);
+    out.set(
+        "cycles_per_sec",
+        json!({"lib_read_8_tasks": r1(lib8), "raw_read_8_tasks": r1(raw8),
+               "lib_write_1_task": r1(write1), "lib_lock_1_task": r1(lock1)}),
+    );
+    out.set("writer_wait_under_readers_us", wait.json());
+    out.row(
+        Row::new("read + release cycles/s, 8 tasks, 4 clients")
+            .lib(num(lib8))
+            .raw(num(raw8))
+            .ratio(ratio(lib8, raw8)),
+    );
+    out.row(
+        Row::new("write + release cycles/s, 1 task (raw column: the library's exclusive lock)")
+            .lib(num(write1))
+            .raw(num(lock1))
+            .ratio(ratio(write1, lock1)),
+    );
+    out.row(
+        Row::new("writer wait under 6 overlapping readers (15-35 ms holds), p50 / p99 µs")
+            .lib(format!("{} / {}", num(wait.p50), num(wait.p99))),
     );
     Ok(out)
 }
