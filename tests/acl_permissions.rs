@@ -1,0 +1,1353 @@
+//! The least-privilege ACL rule, one permission at a time, against one real redis-server.
+//!
+//! For each `+command` of the rule (`tests/common/acl.rs`, plus the commands the
+//! semaphore's scripts call, which that list lacks: see `SEMAPHORE_RULES`) a user gets the
+//! rule with that one command taken away, and runs every library operation: connect (also
+//! to a database other than 0), try_acquire, re-entry, partial and final release, a
+//! waiter woken by a release, watchdog renewal, extend, fenced acquire, explicit-owner
+//! unlock, force_unlock, state, waiting_clients, an acquire on a key that is not a lock,
+//! and the latch's and the semaphore's operations. Every await is bounded.
+//!
+//! What must hold, per user: the operations that need the missing command fail with a
+//! typed error that says the ACL refused it (`Error::Redis` naming the server, or
+//! `Error::Connect`), none hangs or panics, and every other operation works. `ACL LOG`
+//! names only the missing command for that user, and stays empty for the user with the
+//! whole rule. A command that nothing needs would show up as a user whose operations all
+//! work with an empty `ACL LOG`: `+incr` is such a command (see `UNUSED`).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use common::acl::ACL_RULES;
+use redis::AsyncCommands;
+use redis_locks::{Error, LockClient};
+
+const SEC: Duration = Duration::from_secs(1);
+/// Bound on every single operation: a hang is a failure, not a stuck test.
+const OP_LIMIT: Duration = Duration::from_secs(10);
+/// The watchdog lease of the users' clients: renewals every 200 ms, and a renewal that
+/// fails shows as a loss within 0.6 s.
+const WATCHDOG: Duration = Duration::from_millis(600);
+
+/// The commands the semaphore's scripts (`lua/sem_*.lua`) call that `ACL_RULES` lacks.
+/// Without them every semaphore operation is refused (see
+/// `the_documented_rule_covers_every_operation`, ignored: a bug in the rule and the
+/// README).
+const SEMAPHORE_RULES: &[&str] = &[
+    "+zadd",
+    "+zcard",
+    "+zcount",
+    "+zrange",
+    "+zrem",
+    "+zremrangebyscore",
+    "+zscore",
+    "+hdel",
+];
+
+/// Commands of the rule that no operation needs: without them every operation works
+/// and `ACL LOG` stays empty.
+const UNUSED: &[&str] = &["+incr"];
+
+// ---- operations ------------------------------------------------------------------------
+
+const CONNECT: &str = "connect";
+const CONNECT_DB3: &str = "connect to db 3, acquire, release";
+const TRY_ACQUIRE: &str = "try_acquire (free)";
+const REENTER: &str = "guard.reenter";
+const RELEASE_PARTIAL: &str = "release (nested)";
+const TRY_BUSY: &str = "try_acquire (held by another owner)";
+const STATE: &str = "state";
+const RELEASE_FINAL: &str = "release (last hold)";
+const FENCED: &str = "fenced try_acquire";
+const FENCED_STATE: &str = "state (fenced lock)";
+const FENCED_RELEASE: &str = "release (fenced)";
+const EXTEND_ACQUIRE: &str = "try_acquire (fixed lease)";
+const EXTEND: &str = "guard.extend";
+const EXTEND_RELEASE: &str = "release (extended)";
+const OWNER_ACQUIRE: &str = "acquire (explicit owner)";
+const UNLOCK: &str = "unlock (explicit owner)";
+const FORCE_UNLOCK: &str = "force_unlock";
+const FOREIGN_KEY: &str = "try_acquire on a key that is not a lock (WrongType)";
+const LATCH_SET: &str = "latch try_set_count";
+const LATCH_COUNT: &str = "latch count";
+const LATCH_COUNT_DOWN: &str = "latch count_down";
+const LATCH_OPEN: &str = "latch count_down to zero";
+const LATCH_WOKEN: &str = "latch waiter woken by the opening";
+const LATCH_DELETE: &str = "latch delete";
+const SEM_SET: &str = "semaphore try_set_permits";
+const SEM_STATE: &str = "semaphore state";
+const SEM_ACQUIRE: &str = "semaphore try_acquire";
+const SEM_BUSY: &str = "semaphore try_acquire (none free)";
+const WATCHDOG_ACQUIRE: &str = "acquire (watchdog lease)";
+const RENEWAL: &str = "watchdog renews the lock";
+const RENEWED_RELEASE: &str = "release (renewed lock)";
+const SEM_RENEWAL: &str = "watchdog renews the permits";
+const SEM_RELEASE: &str = "semaphore release (a waiter waits)";
+const SEM_WOKEN: &str = "semaphore waiter gets the permit";
+const SEM_WAITER_RELEASE: &str = "semaphore release (the waiter's)";
+const WAIT_ACQUIRE: &str = "try_acquire (20 s lease, a waiter will wait)";
+const WAITING_CLIENTS: &str = "waiting_clients";
+const WAKING_RELEASE: &str = "release (wakes the waiter)";
+const WOKEN: &str = "waiter woken by the release";
+const LATCH_ATOMIC: &str = "a refused latch count_down counted nothing";
+const RELEASE_ATOMIC: &str = "a refused release gave nothing back";
+const STRANDED: &str = "no lock hash left without an expiry";
+const EVAL_AFTER_FLUSH: &str = "try_acquire and release after SCRIPT FLUSH (EVAL)";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Ok,
+    /// A typed error naming the server and saying that the ACL refused a command.
+    Refused(String),
+    /// Any other error, or an unexpected value.
+    Failed(String),
+    /// Did not finish within `OP_LIMIT`.
+    Hung,
+    /// Not run: what it needs could not be set up.
+    Skipped,
+}
+
+/// The error with its sources, for the message.
+fn chain(err: &Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(" | ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether `err` is the typed answer to an ACL refusal: `Error::Redis` (or
+/// `Error::Connect`) naming the server, whose text says NOPERM (a refused command) or
+/// "can't run this command" (Redis 7.0's words for a command refused inside a script,
+/// which do not name the command: `ACL LOG` does).
+fn judge(err: &Error, addr: &str) -> Outcome {
+    let text = chain(err);
+    let lower = text.to_lowercase();
+    let says_acl = lower.contains("noperm")
+        || lower.contains("can't run this command")
+        || lower.contains("no permissions");
+    let names_server = match err {
+        Error::Redis(cause) => cause.server == addr && text.contains(addr),
+        Error::Connect { addr: named, .. } => named == addr,
+        _ => false,
+    };
+    if says_acl && names_server {
+        Outcome::Refused(text)
+    } else {
+        Outcome::Failed(format!("{err:?}"))
+    }
+}
+
+/// The outcomes of one user's operations, in order.
+struct Run {
+    addr: String,
+    results: Vec<(&'static str, Outcome)>,
+}
+
+impl Run {
+    /// Runs one operation, bounded by `OP_LIMIT`, and records how it ended.
+    async fn step<T>(
+        &mut self,
+        name: &'static str,
+        op: impl Future<Output = Result<T, Error>>,
+    ) -> Option<T> {
+        match tokio::time::timeout(OP_LIMIT, op).await {
+            Err(_) => {
+                self.results.push((name, Outcome::Hung));
+                None
+            }
+            Ok(Ok(value)) => {
+                self.results.push((name, Outcome::Ok));
+                Some(value)
+            }
+            Ok(Err(err)) => {
+                let outcome = judge(&err, &self.addr);
+                self.results.push((name, outcome));
+                None
+            }
+        }
+    }
+
+    /// Turns the last step's `Ok` into `Failed(why)` when `ok` is false.
+    fn demand(&mut self, ok: bool, why: impl FnOnce() -> String) {
+        if ok {
+            return;
+        }
+        if let Some((_, outcome @ Outcome::Ok)) = self.results.last_mut() {
+            *outcome = Outcome::Failed(why());
+        }
+    }
+
+    /// Records a check that is not a library call.
+    fn check(&mut self, name: &'static str, ok: bool, why: impl FnOnce() -> String) {
+        let outcome = if ok {
+            Outcome::Ok
+        } else {
+            Outcome::Failed(why())
+        };
+        self.results.push((name, outcome));
+    }
+
+    fn skip(&mut self, names: &[&'static str]) {
+        for name in names {
+            self.results.push((name, Outcome::Skipped));
+        }
+    }
+}
+
+/// Polls `PUBSUB NUMSUB channel` (as the admin) until it is `want` or `limit` passes.
+async fn await_numsub(
+    admin: &mut redis::aio::MultiplexedConnection,
+    channel: &str,
+    want: i64,
+    limit: Duration,
+) -> i64 {
+    let deadline = Instant::now() + limit;
+    loop {
+        let n = common::numsub(admin, channel).await;
+        if n == want || Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every operation as the user of `url`; setups that are not under test (a foreign hold, a
+/// latch's count, a semaphore's size) are made by `admin`, a client of the default user.
+async fn scenario(
+    tag: String,
+    url: String,
+    url_db3: String,
+    addr: String,
+    admin: LockClient,
+    mut admin_conn: redis::aio::MultiplexedConnection,
+) -> Vec<(&'static str, Outcome)> {
+    let mut run = Run {
+        addr,
+        results: Vec::new(),
+    };
+    let connect = |url: String| async move {
+        LockClient::builder(&url)
+            .watchdog_timeout(WATCHDOG)
+            .response_timeout(SEC)
+            .connect()
+            .await
+    };
+    let Some(holder) = run.step(CONNECT, connect(url.clone())).await else {
+        return run.results;
+    };
+    // The waiter: another client (process) of the same user.
+    let waiter = connect(url.clone()).await.expect("connected once already");
+    let name = |what: &str| format!("{tag}-{what}");
+
+    // A database other than 0 (needs SELECT).
+    run.step(CONNECT_DB3, async {
+        let client = connect(url_db3.clone()).await?;
+        let lock = client.lock(&name("db3"))?;
+        let guard = lock.try_acquire().await?;
+        let guard = guard.ok_or_else(|| Error::UnexpectedReply("db3 lock busy".into()))?;
+        guard.release().await
+    })
+    .await;
+
+    // Acquire, re-enter, state, release; an attempt on a lock another owner holds.
+    let lock = holder.lock(&name("a")).unwrap();
+    let outer = match run.step(TRY_ACQUIRE, lock.try_acquire()).await {
+        Some(Some(outer)) => Some(outer),
+        Some(None) => {
+            run.demand(false, || "a free lock was busy".into());
+            None
+        }
+        None => None,
+    };
+    match &outer {
+        Some(outer) => match run.step(REENTER, outer.reenter()).await {
+            Some(nested) => {
+                run.demand(nested.hold_count() == 2, || "count not 2".into());
+                run.step(RELEASE_PARTIAL, nested.release()).await;
+            }
+            None => run.skip(&[RELEASE_PARTIAL]),
+        },
+        None => run.skip(&[REENTER, RELEASE_PARTIAL]),
+    }
+    // Whether or not the user got the lock, state() runs inspect.lua.
+    let state = run.step(STATE, lock.state()).await;
+    if let Some(outer) = &outer {
+        run.demand(
+            state.is_some_and(|s| s.count_of(outer.owner()) == 1 && s.holders.len() == 1),
+            || "state does not show the holder".into(),
+        );
+    }
+    match outer {
+        Some(outer) => {
+            run.step(RELEASE_FINAL, outer.release()).await;
+        }
+        None => run.skip(&[RELEASE_FINAL]),
+    }
+    let admin_hold = admin.lock(&name("busy")).unwrap().acquire().await.unwrap();
+    let busy = run
+        .step(TRY_BUSY, holder.lock(&name("busy")).unwrap().try_acquire())
+        .await;
+    run.demand(matches!(busy, Some(None)), || {
+        "another owner got a held lock".into()
+    });
+    admin_hold.release().await.unwrap();
+
+    // Fencing (TIME, GET, SET in the acquire; GET of the counter in state).
+    let fenced = holder.lock(&name("fenced")).unwrap().with_fencing();
+    match run.step(FENCED, fenced.try_acquire()).await.flatten() {
+        Some(guard) => {
+            let token = guard.fencing_token();
+            run.demand(token.is_some_and(|t| t > 0), || "no token".into());
+            let state = run.step(FENCED_STATE, fenced.state()).await;
+            run.demand(state.is_some_and(|s| s.fence == token), || {
+                "state lacks the fence".into()
+            });
+            run.step(FENCED_RELEASE, guard.release()).await;
+        }
+        None => run.skip(&[FENCED_STATE, FENCED_RELEASE]),
+    }
+
+    // extend (renew.lua on one hold).
+    let fixed = holder
+        .lock(&name("extend"))
+        .unwrap()
+        .with_lease(5 * SEC)
+        .unwrap();
+    match run
+        .step(EXTEND_ACQUIRE, fixed.try_acquire())
+        .await
+        .flatten()
+    {
+        Some(guard) => {
+            run.step(EXTEND, guard.extend(20 * SEC)).await;
+            let mut conn = admin_conn.clone();
+            let pttl: i64 = conn.pttl(fixed.key()).await.unwrap();
+            run.demand(pttl > 10_000, || format!("not extended: pttl {pttl}"));
+            run.step(EXTEND_RELEASE, guard.release()).await;
+        }
+        None => run.skip(&[EXTEND, EXTEND_RELEASE]),
+    }
+
+    // A guard-less unlock by an explicit owner (HGET, then release.lua).
+    let owned = holder
+        .lock(&name("owned"))
+        .unwrap()
+        .with_owner(name("owner"))
+        .unwrap();
+    match run.step(OWNER_ACQUIRE, owned.acquire()).await {
+        Some(guard) => {
+            guard.detach();
+            let left = run.step(UNLOCK, owned.unlock()).await;
+            run.demand(left == Some(0), || format!("unlock left {left:?}"));
+        }
+        None => run.skip(&[UNLOCK]),
+    }
+
+    // force_unlock of the admin's hold.
+    let admin_hold = admin
+        .lock(&name("forced"))
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let forced = run
+        .step(
+            FORCE_UNLOCK,
+            holder.lock(&name("forced")).unwrap().force_unlock(),
+        )
+        .await;
+    run.demand(forced == Some(true), || format!("force_unlock: {forced:?}"));
+    admin_hold.detach();
+    let _ = admin.lock(&name("forced")).unwrap().force_unlock().await;
+
+    // A key that is not a lock: WrongType, untouched (TYPE inside acquire.lua).
+    let foreign = holder.lock(&name("foreign")).unwrap();
+    let _: () = admin_conn.set(foreign.key(), "payload").await.unwrap();
+    match tokio::time::timeout(OP_LIMIT, foreign.try_acquire()).await {
+        Ok(Err(Error::WrongType { .. })) => run.results.push((FOREIGN_KEY, Outcome::Ok)),
+        Ok(Err(err)) => run.results.push((FOREIGN_KEY, judge(&err, &run.addr))),
+        Ok(Ok(got)) => run
+            .results
+            .push((FOREIGN_KEY, Outcome::Failed(format!("{got:?}")))),
+        Err(_) => run.results.push((FOREIGN_KEY, Outcome::Hung)),
+    }
+
+    // The latch. try_set_count on a fresh latch; the rest on one the admin closed.
+    let fresh = holder.latch(&name("latch-set")).unwrap();
+    let set = run.step(LATCH_SET, fresh.try_set_count(2)).await;
+    run.demand(set == Some(true), || format!("try_set_count: {set:?}"));
+    let latch_name = name("latch");
+    assert!(
+        admin
+            .latch(&latch_name)
+            .unwrap()
+            .try_set_count(2)
+            .await
+            .unwrap()
+    );
+    let latch = holder.latch(&latch_name).unwrap();
+    let count = run.step(LATCH_COUNT, latch.count()).await;
+    run.demand(count == Some(2), || format!("count {count:?}"));
+    let left = run.step(LATCH_COUNT_DOWN, latch.count_down()).await;
+    run.demand(left == Some(1), || format!("count_down left {left:?}"));
+    if left.is_none() {
+        // A refused count-down must not have counted (it is exactly-once: the caller
+        // will retry it).
+        let count = admin.latch(&latch_name).unwrap().count().await.unwrap();
+        run.check(LATCH_ATOMIC, count == 2, || {
+            format!("the refused count_down counted: the count is {count}, not 2")
+        });
+    } else {
+        run.check(LATCH_ATOMIC, true, String::new);
+    }
+    let left = admin.latch(&latch_name).unwrap().count().await.unwrap();
+    if left != 1 {
+        // Bring it to 1 as the admin, so the opening below is the user's.
+        admin
+            .latch(&latch_name)
+            .unwrap()
+            .count_down()
+            .await
+            .unwrap();
+    }
+    let waiting = {
+        // A long re-check: only the opening's message (or polling, without SUBSCRIBE)
+        // wakes it early.
+        let latch = waiter
+            .latch(&latch_name)
+            .unwrap()
+            .with_recheck(20 * SEC)
+            .unwrap();
+        tokio::spawn(async move {
+            let opened = latch.wait_for(6 * SEC).await;
+            (opened, Instant::now())
+        })
+    };
+    await_numsub(
+        &mut admin_conn,
+        &format!("{}:db0:open", latch.key()),
+        1,
+        SEC,
+    )
+    .await;
+    let opened = run.step(LATCH_OPEN, latch.count_down()).await;
+    run.demand(opened == Some(0), || format!("count_down left {opened:?}"));
+    let counted_at = Instant::now();
+    if opened != Some(0) {
+        // Open it as the admin: whether the waiter hears that is not this user's doing.
+        let _ = admin.latch(&latch_name).unwrap().delete().await;
+    }
+    match tokio::time::timeout(OP_LIMIT, waiting).await {
+        Ok(Ok((Ok(true), at))) => {
+            let after = at.saturating_duration_since(counted_at);
+            run.check(LATCH_WOKEN, after < 3 * SEC, || {
+                format!("woken {after:?} after the opening")
+            })
+        }
+        Ok(Ok((Ok(false), _))) => run.check(LATCH_WOKEN, false, || "never opened".into()),
+        Ok(Ok((Err(err), _))) => run.results.push((LATCH_WOKEN, judge(&err, &run.addr))),
+        Ok(Err(panic)) => run.check(LATCH_WOKEN, false, || format!("panicked: {panic}")),
+        Err(_) => run.results.push((LATCH_WOKEN, Outcome::Hung)),
+    }
+    let closed = name("latch-delete");
+    admin
+        .latch(&closed)
+        .unwrap()
+        .try_set_count(3)
+        .await
+        .unwrap();
+    let deleted = run
+        .step(LATCH_DELETE, holder.latch(&closed).unwrap().delete())
+        .await;
+    run.demand(deleted == Some(true), || format!("delete: {deleted:?}"));
+
+    // The semaphore: try_set_permits on a fresh one; the rest on one the admin sized.
+    let set = run
+        .step(
+            SEM_SET,
+            holder
+                .semaphore(&name("sem-set"))
+                .unwrap()
+                .try_set_permits(2),
+        )
+        .await;
+    run.demand(set == Some(true), || format!("try_set_permits: {set:?}"));
+    let sem_name = name("sem");
+    admin
+        .semaphore(&sem_name)
+        .unwrap()
+        .set_permits(1)
+        .await
+        .unwrap();
+    let semaphore = holder.semaphore(&sem_name).unwrap();
+    let state = run.step(SEM_STATE, semaphore.state()).await;
+    run.demand(state.is_some_and(|s| s.size == Some(1)), || {
+        format!("state {state:?}")
+    });
+    let permit = run.step(SEM_ACQUIRE, semaphore.try_acquire(1)).await;
+    let permit = match permit {
+        Some(Some(permit)) => Some(permit),
+        Some(None) => {
+            run.demand(false, || "no permit free".into());
+            None
+        }
+        None => None,
+    };
+
+    // Renewal: a watchdog-leased lock and the permit live three leases.
+    let renewed = holder.lock(&name("renewed")).unwrap();
+    let guard = run.step(WATCHDOG_ACQUIRE, renewed.acquire()).await;
+    let failed_before = holder.watchdog_stats().failed_calls;
+    tokio::time::sleep(3 * WATCHDOG).await;
+    let failed_calls = holder.watchdog_stats().failed_calls - failed_before;
+    match guard {
+        Some(guard) => {
+            run.check(RENEWAL, !guard.is_lost() && failed_calls == 0, || {
+                format!(
+                    "lost: {:?}; failed renew calls: {failed_calls}",
+                    guard.lost_reason()
+                )
+            });
+            run.step(RENEWED_RELEASE, guard.release()).await;
+        }
+        None => run.skip(&[RENEWAL, RENEWED_RELEASE]),
+    }
+    match permit {
+        Some(permit) => {
+            run.check(SEM_RENEWAL, !permit.is_lost(), || {
+                format!("lost: {:?}", permit.lost_reason())
+            });
+            let busy = run
+                .step(
+                    SEM_BUSY,
+                    waiter.semaphore(&sem_name).unwrap().try_acquire(1),
+                )
+                .await;
+            run.demand(matches!(busy, Some(None)), || {
+                "a permit beyond the size".into()
+            });
+            let waiting = {
+                let semaphore = waiter.semaphore(&sem_name).unwrap();
+                tokio::spawn(async move {
+                    let got = semaphore.try_acquire_for(1, 6 * SEC).await;
+                    (got, Instant::now())
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            run.step(SEM_RELEASE, permit.release()).await;
+            let released_at = Instant::now();
+            match tokio::time::timeout(OP_LIMIT, waiting).await {
+                Ok(Ok((Ok(Some(permit)), at))) => {
+                    let after = at.saturating_duration_since(released_at);
+                    run.check(SEM_WOKEN, after < 3 * SEC, || {
+                        format!("got it {after:?} after the release")
+                    });
+                    run.step(SEM_WAITER_RELEASE, permit.release()).await;
+                }
+                Ok(Ok((Ok(None), _))) => {
+                    run.check(SEM_WOKEN, false, || "no permit within 6 s".into());
+                    run.skip(&[SEM_WAITER_RELEASE]);
+                }
+                Ok(Ok((Err(err), _))) => {
+                    run.results.push((SEM_WOKEN, judge(&err, &run.addr)));
+                    run.skip(&[SEM_WAITER_RELEASE]);
+                }
+                Ok(Err(panic)) => {
+                    run.check(SEM_WOKEN, false, || format!("panicked: {panic}"));
+                    run.skip(&[SEM_WAITER_RELEASE]);
+                }
+                Err(_) => {
+                    run.results.push((SEM_WOKEN, Outcome::Hung));
+                    run.skip(&[SEM_WAITER_RELEASE]);
+                }
+            }
+        }
+        None => run.skip(&[
+            SEM_RENEWAL,
+            SEM_BUSY,
+            SEM_RELEASE,
+            SEM_WOKEN,
+            SEM_WAITER_RELEASE,
+        ]),
+    }
+
+    // A waiter in another client woken by the release (a 20 s lease: only a wake-up, or
+    // polling without SUBSCRIBE, gets it there within seconds).
+    let contended = holder
+        .lock(&name("wake"))
+        .unwrap()
+        .with_lease(20 * SEC)
+        .unwrap();
+    match run
+        .step(WAIT_ACQUIRE, contended.try_acquire())
+        .await
+        .flatten()
+    {
+        Some(guard) => {
+            let waiting = {
+                let lock = waiter.lock(&name("wake")).unwrap();
+                tokio::spawn(async move {
+                    let got = lock.acquire_timeout(5 * SEC).await;
+                    (got, Instant::now())
+                })
+            };
+            let subscribed =
+                await_numsub(&mut admin_conn, contended.channel(), 1, SEC).await as u64;
+            let seen = run.step(WAITING_CLIENTS, contended.waiting_clients()).await;
+            run.demand(seen == Some(subscribed), || {
+                format!("waiting_clients {seen:?}, PUBSUB NUMSUB {subscribed}")
+            });
+            // Let the waiter's failed attempt mark the lock (HSETNX) and go to sleep.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let released = run.step(WAKING_RELEASE, guard.release()).await;
+            let released_at = Instant::now();
+            // A refused release must have given nothing back: the caller was told it failed.
+            let exists: bool = admin_conn.exists(contended.key()).await.unwrap();
+            run.check(RELEASE_ATOMIC, released.is_some() || exists, || {
+                "the refused release deleted the lock".into()
+            });
+            match tokio::time::timeout(OP_LIMIT, waiting).await {
+                Ok(Ok((Ok(got), at))) => {
+                    let after = at.saturating_duration_since(released_at);
+                    run.check(WOKEN, after < 3 * SEC, || {
+                        format!("got it {after:?} after the release")
+                    });
+                    let _ = tokio::time::timeout(OP_LIMIT, got.release()).await;
+                }
+                Ok(Ok((Err(err), _))) => run.results.push((WOKEN, judge(&err, &run.addr))),
+                Ok(Err(panic)) => run.check(WOKEN, false, || format!("panicked: {panic}")),
+                Err(_) => run.results.push((WOKEN, Outcome::Hung)),
+            }
+        }
+        None => run.skip(&[WAITING_CLIENTS, WAKING_RELEASE, RELEASE_ATOMIC, WOKEN]),
+    }
+
+    // No lock hash is left without an expiry: it would never free, and the library
+    // would refuse it as "not a lock" from then on.
+    let keys: Vec<String> = admin_conn
+        .keys(format!("redis-locks:{{{tag}-*"))
+        .await
+        .unwrap();
+    let mut stranded = Vec::new();
+    for key in keys.iter().filter(|key| key.ends_with('}')) {
+        let kind: String = redis::cmd("TYPE")
+            .arg(key)
+            .query_async(&mut admin_conn)
+            .await
+            .unwrap();
+        let pttl: i64 = admin_conn.pttl(key).await.unwrap();
+        if kind == "hash" && pttl == -1 {
+            stranded.push(key.clone());
+        }
+    }
+    run.check(STRANDED, stranded.is_empty(), || {
+        format!("lock hashes without an expiry: {stranded:?}")
+    });
+    run.results
+}
+
+// ---- the server and its users ----------------------------------------------------------
+
+/// `ACL_RULES` and the semaphore's commands, without duplicates.
+fn whole_rule() -> Vec<&'static str> {
+    let mut rule: Vec<&'static str> = ACL_RULES.to_vec();
+    for extra in SEMAPHORE_RULES {
+        if !rule.contains(extra) {
+            rule.push(extra);
+        }
+    }
+    rule
+}
+
+/// The user names: `full`, and `no-<command>` per permission.
+fn user_for(permission: &str) -> String {
+    format!(
+        "no-{}",
+        permission.trim_start_matches('+').replace('|', "-")
+    )
+}
+
+const PASSWORD: &str = "acl-perm-pw";
+
+async fn set_user(admin: &mut redis::aio::MultiplexedConnection, user: &str, rule: &[&str]) {
+    let mut args = vec!["SETUSER", user, "reset", "on"];
+    let password = format!(">{PASSWORD}");
+    args.push(&password);
+    args.extend_from_slice(rule);
+    let _: () = redis::cmd("ACL")
+        .arg(&args)
+        .query_async(admin)
+        .await
+        .unwrap_or_else(|err| panic!("ACL SETUSER {user}: {err}"));
+}
+
+/// `ACL LOG`: (user, refused object) -> count.
+async fn acl_log(admin: &mut redis::aio::MultiplexedConnection) -> BTreeMap<(String, String), i64> {
+    let entries: Vec<BTreeMap<String, redis::Value>> = redis::cmd("ACL")
+        .arg("LOG")
+        .arg(100_000)
+        .query_async(admin)
+        .await
+        .unwrap();
+    let text = |value: Option<&redis::Value>| match value {
+        Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        Some(redis::Value::SimpleString(text)) => text.clone(),
+        other => format!("{other:?}"),
+    };
+    let mut log = BTreeMap::new();
+    for entry in entries {
+        let count = match entry.get("count") {
+            Some(redis::Value::Int(n)) => *n,
+            _ => 1,
+        };
+        let key = (
+            text(entry.get("username")),
+            format!(
+                "{}:{}",
+                text(entry.get("reason")),
+                text(entry.get("object"))
+            ),
+        );
+        *log.entry(key).or_insert(0) += count;
+    }
+    log
+}
+
+fn url(server: &RedisServer, user: &str, db: u8) -> String {
+    format!("redis://{user}:{PASSWORD}@127.0.0.1:{}/{db}", server.port)
+}
+
+/// Runs the scenario for every user at once; returns user -> outcomes.
+async fn run_all(
+    server: &RedisServer,
+    users: &[String],
+) -> BTreeMap<String, Vec<(&'static str, Outcome)>> {
+    let admin = LockClient::connect(&server.url()).await.unwrap();
+    let addr = format!("127.0.0.1:{}", server.port);
+    let mut tasks = Vec::new();
+    for user in users {
+        let scenario = scenario(
+            user.clone(),
+            url(server, user, 0),
+            url(server, user, 3),
+            addr.clone(),
+            admin.clone(),
+            server.conn().await,
+        );
+        tasks.push((user.clone(), tokio::spawn(scenario)));
+    }
+    let mut all = BTreeMap::new();
+    for (user, task) in tasks {
+        let results = match tokio::time::timeout(40 * SEC, task).await {
+            Ok(Ok(results)) => results,
+            Ok(Err(panic)) => panic!("{user}: the scenario panicked: {panic}"),
+            Err(_) => panic!("{user}: the scenario did not end within 40 s"),
+        };
+        all.insert(user.clone(), results);
+    }
+    all
+}
+
+fn table(all: &BTreeMap<String, Vec<(&'static str, Outcome)>>) -> String {
+    let mut out = String::new();
+    for (user, results) in all {
+        let not_ok: Vec<String> = results
+            .iter()
+            .filter(|(_, outcome)| *outcome != Outcome::Ok)
+            .map(|(op, outcome)| {
+                let short = match outcome {
+                    Outcome::Refused(text) => format!("REFUSED ({})", &text[..text.len().min(140)]),
+                    Outcome::Failed(text) => format!("FAILED ({})", &text[..text.len().min(300)]),
+                    other => format!("{other:?}"),
+                };
+                format!("    {op}: {short}")
+            })
+            .collect();
+        out.push_str(&format!(
+            "{user}: {} ops, {} not Ok\n",
+            results.len(),
+            not_ok.len()
+        ));
+        for line in not_ok {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Runs, after a `SCRIPT FLUSH`, one acquire and release as `user`: the first call of
+/// each script is then an `EVALSHA` answered `NOSCRIPT`, sent again as `EVAL`.
+async fn eval_after_flush(
+    server: &RedisServer,
+    admin: &mut redis::aio::MultiplexedConnection,
+    user: &str,
+) -> (&'static str, Outcome) {
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(admin)
+        .await
+        .unwrap();
+    let mut run = Run {
+        addr: format!("127.0.0.1:{}", server.port),
+        results: Vec::new(),
+    };
+    let url = url(server, user, 0);
+    run.step(EVAL_AFTER_FLUSH, async {
+        let client = LockClient::builder(&url)
+            .response_timeout(SEC)
+            .connect()
+            .await?;
+        let guard = client.lock(&format!("{user}-eval"))?.try_acquire().await?;
+        let guard = guard.ok_or_else(|| Error::UnexpectedReply("busy".into()))?;
+        guard.release().await
+    })
+    .await;
+    run.results.pop().unwrap()
+}
+
+// ---- what each permission is needed for -------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Ok,
+    /// Fails with the typed ACL error (`Outcome::Refused`).
+    Refused,
+    /// Fails as a consequence of another refusal (a waiter nobody wakes, a lock lost
+    /// because its renewals are refused): any error or failed check, never a hang.
+    Fails,
+    /// Not run: what it needs was refused.
+    Skipped,
+    /// A library bug (see the ignored tests below): whatever it does now, but no hang.
+    Bug,
+}
+
+fn fits(expect: Expect, outcome: &Outcome) -> bool {
+    match (expect, outcome) {
+        (_, Outcome::Hung) => false,
+        (Expect::Ok, Outcome::Ok) => true,
+        (Expect::Refused, Outcome::Refused(_)) => true,
+        (Expect::Fails, Outcome::Refused(_) | Outcome::Failed(_)) => true,
+        (Expect::Skipped, Outcome::Skipped) => true,
+        (Expect::Bug, Outcome::Ok | Outcome::Refused(_) | Outcome::Failed(_)) => true,
+        _ => false,
+    }
+}
+
+/// Every fresh acquisition runs acquire.lua's first branch: PTTL, HSET, PEXPIRE (and,
+/// fenced, TIME, GET, SET).
+const FRESH_ACQUIRES: &[&str] = &[
+    CONNECT_DB3,
+    TRY_ACQUIRE,
+    FENCED,
+    EXTEND_ACQUIRE,
+    OWNER_ACQUIRE,
+    WATCHDOG_ACQUIRE,
+    WAIT_ACQUIRE,
+    EVAL_AFTER_FLUSH,
+];
+/// What needs a lock the user acquired.
+const AFTER_FRESH_ACQUIRES: &[&str] = &[
+    REENTER,
+    RELEASE_PARTIAL,
+    RELEASE_FINAL,
+    FENCED_STATE,
+    FENCED_RELEASE,
+    EXTEND,
+    EXTEND_RELEASE,
+    UNLOCK,
+    RENEWAL,
+    RENEWED_RELEASE,
+    WAITING_CLIENTS,
+    WAKING_RELEASE,
+    RELEASE_ATOMIC,
+    WOKEN,
+];
+/// What needs a permit the user acquired.
+const AFTER_SEM_ACQUIRE: &[&str] = &[
+    SEM_RENEWAL,
+    SEM_BUSY,
+    SEM_RELEASE,
+    SEM_WOKEN,
+    SEM_WAITER_RELEASE,
+];
+
+/// The operations that taking `permission` away must break, and how; every other
+/// operation must work. Derived from the commands each script calls (`lua/*.lua`) and
+/// the library's own commands (PING at connect, SELECT for a database other than 0,
+/// HGET in `Lock::unlock`, TYPE and HGET in `CountDownLatch::count`, PUBSUB NUMSUB in
+/// `waiting_clients`, SUBSCRIBE and UNSUBSCRIBE for waiters).
+fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
+    use Expect::{Bug, Fails, Refused, Skipped};
+    let groups: Vec<(&[&'static str], Expect)> = match permission {
+        // Tolerated: connect() ignores a refused PING; waiters poll without SUBSCRIBE;
+        // a refused UNSUBSCRIBE drops the subscription connection, which unsubscribes.
+        // ACL LOG still names them (checked below). Nothing needs INCR.
+        "+ping" | "+subscribe" | "+unsubscribe" | "+incr" => vec![],
+        "+evalsha" => vec![
+            (FRESH_ACQUIRES, Refused),
+            (
+                &[
+                    STATE,
+                    TRY_BUSY,
+                    FORCE_UNLOCK,
+                    FOREIGN_KEY,
+                    LATCH_SET,
+                    LATCH_COUNT_DOWN,
+                    LATCH_OPEN,
+                    LATCH_DELETE,
+                    SEM_SET,
+                    SEM_STATE,
+                    SEM_ACQUIRE,
+                ],
+                Refused,
+            ),
+            (AFTER_FRESH_ACQUIRES, Skipped),
+            (AFTER_SEM_ACQUIRE, Skipped),
+        ],
+        // Only after NOSCRIPT (the scripts were cached before the other operations).
+        "+eval" => vec![(&[EVAL_AFTER_FLUSH], Refused)],
+        "+select" => vec![(&[CONNECT_DB3], Refused)],
+        "+pubsub|numsub" => vec![(&[WAITING_CLIENTS], Refused)],
+        "+type" => vec![
+            (
+                &[
+                    STATE,
+                    FENCED_STATE,
+                    FORCE_UNLOCK,
+                    FOREIGN_KEY,
+                    LATCH_SET,
+                    LATCH_COUNT_DOWN,
+                    LATCH_OPEN,
+                    LATCH_DELETE,
+                    SEM_SET,
+                    SEM_STATE,
+                    SEM_ACQUIRE,
+                ],
+                Refused,
+            ),
+            // CountDownLatch::count: UnexpectedReply, not Error::Redis (its pipeline's
+            // TYPE error is read as an unreadable reply).
+            (&[LATCH_COUNT, LATCH_WOKEN], Bug),
+            (AFTER_SEM_ACQUIRE, Skipped),
+        ],
+        "+get" | "+set" => vec![
+            (&[FENCED], Refused),
+            (&[FENCED_STATE, FENCED_RELEASE], Skipped),
+        ],
+        "+del" => vec![
+            (
+                &[
+                    CONNECT_DB3,
+                    RELEASE_FINAL,
+                    FENCED_RELEASE,
+                    EXTEND_RELEASE,
+                    UNLOCK,
+                    FORCE_UNLOCK,
+                    LATCH_OPEN,
+                    LATCH_DELETE,
+                    RENEWED_RELEASE,
+                    WAKING_RELEASE,
+                    EVAL_AFTER_FLUSH,
+                ],
+                Refused,
+            ),
+            // The lock stays held for its 20 s lease: the waiter's 5 s wait ends.
+            (&[WOKEN], Fails),
+        ],
+        "+pttl" => vec![
+            (FRESH_ACQUIRES, Refused),
+            (&[STATE, TRY_BUSY, FOREIGN_KEY, SEM_ACQUIRE], Refused),
+            (AFTER_FRESH_ACQUIRES, Skipped),
+            (AFTER_SEM_ACQUIRE, Skipped),
+        ],
+        "+pexpire" => vec![
+            (FRESH_ACQUIRES, Refused),
+            (&[SEM_ACQUIRE], Refused),
+            (AFTER_FRESH_ACQUIRES, Skipped),
+            (AFTER_SEM_ACQUIRE, Skipped),
+            // acquire.lua's HSET ran before the refused PEXPIRE: a lock hash without an
+            // expiry stays behind, and state() calls it "not a lock".
+            (&[STATE, STRANDED], Bug),
+        ],
+        "+hget" => vec![
+            (&[EXTEND, UNLOCK, SEM_SET], Refused),
+            // renew.lua is refused: the watchdog counts failed calls (and logs a
+            // warning) until the lease runs out unconfirmed (LeaseExpiredUnconfirmed).
+            (&[RENEWAL, RENEWED_RELEASE], Fails),
+            // CountDownLatch::count: WrongType ("a hash without a count"), not the
+            // permission error.
+            (&[LATCH_COUNT, LATCH_WOKEN], Bug),
+        ],
+        "+hmget" => vec![
+            (
+                &[
+                    CONNECT_DB3,
+                    REENTER,
+                    TRY_BUSY,
+                    RELEASE_FINAL,
+                    FENCED_RELEASE,
+                    EXTEND_RELEASE,
+                    UNLOCK,
+                    FOREIGN_KEY,
+                    LATCH_COUNT_DOWN,
+                    LATCH_OPEN,
+                    SEM_STATE,
+                    SEM_ACQUIRE,
+                    RENEWED_RELEASE,
+                    WAKING_RELEASE,
+                    WOKEN,
+                    EVAL_AFTER_FLUSH,
+                ],
+                Refused,
+            ),
+            (&[RELEASE_PARTIAL], Skipped),
+            (AFTER_SEM_ACQUIRE, Skipped),
+        ],
+        "+hset" => vec![
+            (FRESH_ACQUIRES, Refused),
+            (&[LATCH_SET, LATCH_COUNT_DOWN, SEM_SET, SEM_WOKEN], Refused),
+            (
+                &[
+                    REENTER,
+                    RELEASE_PARTIAL,
+                    RELEASE_FINAL,
+                    FENCED_STATE,
+                    FENCED_RELEASE,
+                    EXTEND,
+                    EXTEND_RELEASE,
+                    UNLOCK,
+                    RENEWAL,
+                    RENEWED_RELEASE,
+                    WAITING_CLIENTS,
+                    WAKING_RELEASE,
+                    RELEASE_ATOMIC,
+                    WOKEN,
+                    SEM_WAITER_RELEASE,
+                ],
+                Skipped,
+            ),
+            // latch_count_down.lua's HINCRBY ran before the refused HSET: the refused
+            // count-down counted.
+            (&[LATCH_ATOMIC], Bug),
+        ],
+        "+hsetnx" => vec![(&[TRY_BUSY, WOKEN], Refused)],
+        "+hincrby" => vec![
+            (&[REENTER, LATCH_COUNT_DOWN, LATCH_OPEN], Refused),
+            (&[RELEASE_PARTIAL], Skipped),
+        ],
+        "+hexists" => vec![(&[FORCE_UNLOCK, LATCH_DELETE], Refused)],
+        "+time" => vec![
+            (&[FENCED, SEM_SET, SEM_STATE, SEM_ACQUIRE], Refused),
+            (&[FENCED_STATE, FENCED_RELEASE], Skipped),
+            (AFTER_SEM_ACQUIRE, Skipped),
+        ],
+        "+hgetall" => vec![(&[STATE, FENCED_STATE], Refused)],
+        "+publish" => vec![
+            (
+                &[
+                    FORCE_UNLOCK,
+                    LATCH_OPEN,
+                    LATCH_DELETE,
+                    SEM_SET,
+                    SEM_RELEASE,
+                    SEM_WAITER_RELEASE,
+                    WAKING_RELEASE,
+                ],
+                Refused,
+            ),
+            // Nobody is woken: the waiters wait until their re-check or deadline.
+            (&[LATCH_WOKEN, WOKEN], Fails),
+            // release.lua's DEL ran before the refused PUBLISH: the caller is told the
+            // release failed, but the lock is gone.
+            (&[RELEASE_ATOMIC], Bug),
+        ],
+        "+zadd" | "+zcard" | "+zremrangebyscore" | "+zscore" => {
+            vec![(&[SEM_ACQUIRE], Refused), (AFTER_SEM_ACQUIRE, Skipped)]
+        }
+        "+zcount" => vec![(&[SEM_SET, SEM_STATE], Refused)],
+        "+zrange" => vec![
+            (&[SEM_BUSY, SEM_WOKEN], Refused),
+            (&[SEM_WAITER_RELEASE], Skipped),
+        ],
+        "+zrem" => vec![(&[SEM_RELEASE, SEM_WAITER_RELEASE], Refused)],
+        "+hdel" => vec![(&[SEM_WOKEN], Refused), (&[SEM_WAITER_RELEASE], Skipped)],
+        other => panic!(
+            "no expectations for {other:?}: a new command in the rule; say here which \
+             operations need it"
+        ),
+    };
+    let mut map = BTreeMap::new();
+    for (ops, expect) in groups {
+        for op in ops {
+            let previous = map.insert(*op, expect);
+            assert!(previous.is_none(), "{permission}: {op} listed twice");
+        }
+    }
+    map
+}
+
+/// Sets up `users` (name, rule) on a fresh server, runs every operation as each of them
+/// (at once), then the EVAL check one user at a time. Returns the server, the outcomes
+/// and `ACL LOG` by user.
+async fn run_users(
+    users: &[(String, Vec<&'static str>)],
+) -> (
+    RedisServer,
+    BTreeMap<String, Vec<(&'static str, Outcome)>>,
+    BTreeMap<String, BTreeSet<String>>,
+) {
+    let server = RedisServer::start_with(&["--acllog-max-len", "10000"]);
+    let mut admin = server.conn().await;
+    for (user, rule) in users {
+        set_user(&mut admin, user, rule).await;
+    }
+    // A user with every permission runs everything once first, so that every script is
+    // cached and the users' calls are EVALSHA.
+    set_user(&mut admin, "warmup", &["~*", "&*", "+@all"]).await;
+    let warmup = run_all(&server, &["warmup".to_owned()]).await;
+    let failed: Vec<_> = warmup["warmup"]
+        .iter()
+        .filter(|(_, outcome)| *outcome != Outcome::Ok)
+        .collect();
+    assert!(failed.is_empty(), "with every permission: {failed:?}");
+    let names: Vec<String> = users.iter().map(|(user, _)| user.clone()).collect();
+    let mut all = run_all(&server, &names).await;
+    for user in &names {
+        let outcome = eval_after_flush(&server, &mut admin, user).await;
+        all.get_mut(user).unwrap().push(outcome);
+    }
+    let mut log: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for ((user, object), _) in acl_log(&mut admin).await {
+        log.entry(user).or_default().insert(object);
+    }
+    (server, all, log)
+}
+
+/// Each permission of the rule taken away: exactly the operations that need it fail,
+/// with the typed ACL error (or as its direct consequence), none hangs, the rest work;
+/// `ACL LOG` names that command and nothing else. With the whole rule everything works
+/// and `ACL LOG` stays empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_permission_taken_away_fails_exactly_the_operations_that_need_it() {
+    let started = Instant::now();
+    let rule = whole_rule();
+    let permissions: Vec<&'static str> = rule
+        .iter()
+        .copied()
+        .filter(|r| r.starts_with('+'))
+        .collect();
+    let mut users = vec![("full".to_owned(), rule.clone())];
+    for permission in &permissions {
+        let without: Vec<&'static str> = rule.iter().copied().filter(|r| r != permission).collect();
+        users.push((user_for(permission), without));
+    }
+    let (_server, all, log) = run_users(&users).await;
+    println!("{}", table(&all));
+    for (user, objects) in &log {
+        println!("ACL LOG {user}: {objects:?}");
+    }
+
+    let mut wrong = Vec::new();
+    let everything_ok = BTreeMap::new();
+    for (user, permission) in std::iter::once(("full".to_owned(), None))
+        .chain(permissions.iter().map(|p| (user_for(p), Some(*p))))
+    {
+        let expect = permission.map_or_else(|| everything_ok.clone(), expected);
+        let results = &all[&user];
+        let ran: BTreeSet<&str> = results.iter().map(|(op, _)| *op).collect();
+        for op in expect.keys() {
+            assert!(
+                ran.contains(op),
+                "{user}: expectation for an unknown op {op:?}"
+            );
+        }
+        for (op, outcome) in results {
+            let want = expect.get(op).copied().unwrap_or(Expect::Ok);
+            if !fits(want, outcome) {
+                wrong.push(format!("{user}: {op}: expected {want:?}, got {outcome:?}"));
+            }
+        }
+        // ACL LOG: the missing command, and only it; nothing for the whole rule or for
+        // a command nothing needs.
+        let logged = log.get(&user).cloned().unwrap_or_default();
+        let want: BTreeSet<String> = match permission {
+            Some(p) if !UNUSED.contains(&p) => {
+                BTreeSet::from([format!("command:{}", p.trim_start_matches('+'))])
+            }
+            _ => BTreeSet::new(),
+        };
+        if logged != want {
+            wrong.push(format!("{user}: ACL LOG {logged:?}, expected {want:?}"));
+        }
+    }
+    let strangers: Vec<&String> = log.keys().filter(|user| !all.contains_key(*user)).collect();
+    if !strangers.is_empty() {
+        wrong.push(format!("ACL LOG entries of other users: {strangers:?}"));
+    }
+    println!("took {:?}", started.elapsed());
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+// ---- bugs (ignored until fixed) ---------------------------------------------------------
+
+/// The rule the README documents ("Everything the library does") and `ACL_RULES`: every
+/// operation should work and `ACL LOG` stay empty. The semaphore's scripts call ZADD,
+/// ZCARD, ZCOUNT, ZRANGE, ZREM, ZREMRANGEBYSCORE, ZSCORE and HDEL, which the rule lacks,
+/// so every semaphore operation is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: ACL_RULES and the README's ACL rule lack the semaphore's commands (+zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore +hdel)"]
+async fn the_documented_rule_covers_every_operation() {
+    let users = vec![("documented".to_owned(), ACL_RULES.to_vec())];
+    let (_server, all, log) = run_users(&users).await;
+    println!("{}", table(&all));
+    let failed: Vec<_> = all["documented"]
+        .iter()
+        .filter(|(_, outcome)| *outcome != Outcome::Ok)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "refused with the documented rule: {failed:#?}"
+    );
+    assert!(log.is_empty(), "ACL LOG: {log:?}");
+}
+
+async fn restricted(server: &RedisServer, user: &str) -> LockClient {
+    LockClient::builder(&url(server, user, 0))
+        .response_timeout(SEC)
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// A script that the ACL refuses half-way must write nothing: Redis does not roll back
+/// a script's writes when a later command fails, so a refused command after a write
+/// leaves the write in place while the caller is told the operation failed.
+/// * without PEXPIRE, a fresh acquire leaves a lock hash without an expiry (HSET ran),
+///   which never frees and which every later acquire refuses as "not a lock";
+/// * without PUBLISH, a release (with a waiter) and force_unlock delete the lock (DEL
+///   ran) but report failure, and the waiters are not woken;
+/// * without HSET, a latch count-down counts (HINCRBY ran) but reports failure, so the
+///   caller's retry counts twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: scripts refused by the ACL after a write leave that write in place (lua/acquire.lua, release.lua, force_unlock.lua, latch_count_down.lua)"]
+async fn a_script_refused_half_way_writes_nothing() {
+    let server = RedisServer::start();
+    let mut admin = server.conn().await;
+    let rule = whole_rule();
+    for removed in ["+pexpire", "+publish", "+hset"] {
+        let without: Vec<&str> = rule.iter().copied().filter(|r| *r != removed).collect();
+        set_user(&mut admin, &user_for(removed), &without).await;
+    }
+    let full = LockClient::connect(&server.url()).await.unwrap();
+    let mut problems = Vec::new();
+
+    // No PEXPIRE: the fresh acquire is refused, and must leave no key.
+    let client = restricted(&server, "no-pexpire").await;
+    let lock = client.lock("stranded").unwrap();
+    let refused = tokio::time::timeout(OP_LIMIT, lock.try_acquire())
+        .await
+        .unwrap();
+    assert!(matches!(refused, Err(Error::Redis(_))), "{refused:?}");
+    let pttl: i64 = admin.pttl(lock.key()).await.unwrap();
+    if pttl != -2 {
+        let later = full.lock("stranded").unwrap().try_acquire().await;
+        problems.push(format!(
+            "no-pexpire: the refused acquire left {} (pttl {pttl}); a later acquire with \
+             every permission: {later:?}",
+            lock.key()
+        ));
+    }
+
+    // No PUBLISH: a release with a marked waiter, and force_unlock.
+    let client = restricted(&server, "no-publish").await;
+    let lock = client.lock("published").unwrap();
+    let guard = lock.try_acquire().await.unwrap().unwrap();
+    // A failed attempt by another owner marks the lock: the release will publish.
+    assert!(
+        full.lock("published")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let released = guard.release().await;
+    let exists: bool = admin.exists(lock.key()).await.unwrap();
+    if released.is_err() && !exists {
+        problems.push(format!(
+            "no-publish: release returned {released:?} but deleted the lock"
+        ));
+    }
+    let held = full.lock("forced").unwrap().acquire().await.unwrap();
+    let forced = client.lock("forced").unwrap().force_unlock().await;
+    let exists: bool = admin.exists("redis-locks:{forced}").await.unwrap();
+    if forced.is_err() && !exists {
+        problems.push(format!(
+            "no-publish: force_unlock returned {forced:?} but deleted the lock"
+        ));
+    }
+    held.detach();
+
+    // No HSET: a count-down from 2.
+    let client = restricted(&server, "no-hset").await;
+    assert!(
+        full.latch("counted")
+            .unwrap()
+            .try_set_count(2)
+            .await
+            .unwrap()
+    );
+    let counted = client.latch("counted").unwrap().count_down().await;
+    let left = full.latch("counted").unwrap().count().await.unwrap();
+    if counted.is_err() && left != 2 {
+        problems.push(format!(
+            "no-hset: count_down returned {counted:?} but counted down (count {left})"
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// `CountDownLatch::count` reads with a plain TYPE + HGET pipeline. A refused HGET is
+/// reported as `WrongType` ("a hash without a count"), a refused TYPE as
+/// `UnexpectedReply`: neither says that the ACL refused a command, unlike every other
+/// operation (`Error::Redis` naming the server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: CountDownLatch::count reports an ACL refusal as WrongType (HGET) or UnexpectedReply (TYPE)"]
+async fn latch_count_refused_by_the_acl_is_a_permission_error() {
+    let server = RedisServer::start();
+    let mut admin = server.conn().await;
+    let rule = whole_rule();
+    let full = LockClient::connect(&server.url()).await.unwrap();
+    assert!(
+        full.latch("closed")
+            .unwrap()
+            .try_set_count(2)
+            .await
+            .unwrap()
+    );
+    let addr = format!("127.0.0.1:{}", server.port);
+    let mut problems = Vec::new();
+    for removed in ["+hget", "+type"] {
+        let user = user_for(removed);
+        let without: Vec<&str> = rule.iter().copied().filter(|r| *r != removed).collect();
+        set_user(&mut admin, &user, &without).await;
+        let client = restricted(&server, &user).await;
+        let counted = tokio::time::timeout(OP_LIMIT, client.latch("closed").unwrap().count())
+            .await
+            .expect("count hung");
+        match counted {
+            Err(err) if matches!(judge(&err, &addr), Outcome::Refused(_)) => {}
+            other => problems.push(format!("{user}: count() gave {other:?}")),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
