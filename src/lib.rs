@@ -43,6 +43,7 @@ mod client;
 mod detach;
 mod error;
 mod guard;
+mod held;
 mod keys;
 mod lanes;
 mod latch;

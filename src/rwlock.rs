@@ -22,12 +22,13 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
+use crate::held::{self, Attempt, Attempted, Held, SetKind};
 use crate::keys;
-use crate::protocol::Reply;
 use crate::protocol::rwlock::{
     RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call, state_call,
 };
-use crate::watchdog::{HoldEntry, LeaseMode};
+use crate::protocol::{Call, Reply};
+use crate::watchdog::LeaseMode;
 
 /// How long a waiting writer's reservation lasts without being renewed by its next
 /// attempt: a writer that died or gave up stops holding readers back after this long.
@@ -35,9 +36,6 @@ const RESERVATION: Duration = Duration::from_secs(2);
 /// A waiter re-attempts at least this often (which keeps a writer's reservation alive),
 /// so a lost wake-up costs at most this much.
 const WAITER_RECHECK: Duration = Duration::from_millis(700);
-/// Longest pause between attempts when wake-ups are unavailable (spin mode, or SUBSCRIBE
-/// refused): the back-off doubles from 1 ms up to this.
-const SPIN_MAX: Duration = Duration::from_millis(128);
 
 /// A read-write lock: any number of read holds at once, or one owner's write holds.
 /// Cheap to clone. Obtain one with [`LockClient::rw_lock`].
@@ -188,13 +186,6 @@ impl RwLock {
         }
     }
 
-    fn lease_ms(&self) -> u64 {
-        match self.mode {
-            LeaseMode::Watchdog => self.client.inner.watchdog_timeout.as_millis() as u64,
-            LeaseMode::Fixed(lease) => lease.as_millis() as u64,
-        }
-    }
-
     /// Takes a read hold, waiting without limit.
     ///
     /// # Cancel safety
@@ -317,163 +308,116 @@ impl RwLock {
         let owner = owner
             .or_else(|| self.owner.clone())
             .unwrap_or_else(|| inner.next_owner());
-        let hold = hold_id(&owner, &inner.next_request_id());
-        let waits = deadline.is_none_or(|deadline| deadline > Instant::now());
-        // Listening before the first attempt: a release between a failed attempt and the
-        // subscription would otherwise cost a whole re-check.
-        let listener = waits.then(|| inner.hub.listen(self.keys.channel_of(kind)));
-        // Gives back what this acquisition may hold (or its reservation) if the caller
-        // goes away, or an attempt's outcome stays unknown.
-        let mut cleanup = Cleanup {
-            lock: Some(self.clone()),
-            hold: hold.clone(),
-            kind,
-        };
-        let request = RwAcquire {
-            hold: hold.clone(),
-            owner: owner.clone(),
-            kind,
-            lease_ms: self.lease_ms(),
-            waits,
+        let attempt = Attempt {
+            hold: hold_id(&owner, &inner.next_request_id()),
+            owner,
+            waits: deadline.is_none_or(|deadline| deadline > Instant::now()),
             explicit_owner,
-            fenced: self.fenced,
             joins,
-            reservation_ms: RESERVATION.as_millis() as u64,
         };
-        let started = Instant::now();
-        let mut spin = Duration::from_millis(1);
-        loop {
-            let sent_at = inner.clock.now();
-            let give_up_at = tokio::time::Instant::now() + inner.response_timeout * 3;
-            let call = request.call(&self.keys);
-            let reply = inner.resend_until(&call, give_up_at).await.0?;
-            let outcome = request.decode(&reply).map_err(Error::UnexpectedReply)?;
-            let pause = match outcome {
-                RwAcquired::Granted(token) => {
-                    cleanup.lock = None;
-                    // Readers go in together: let the next local reader look too.
-                    if kind == RwKind::Read
-                        && let Some(listener) = &listener
-                    {
-                        listener.pass_on();
-                    }
-                    let entry = inner.registry.grant_permits(
-                        self.keys.set_of(kind),
-                        &hold,
-                        1,
-                        self.mode,
-                        self.lease_ms(),
-                        sent_at,
-                    );
-                    crate::observe::acquire_ended(&self.name, started.elapsed(), "acquired");
-                    return Ok(Some(RwGuard {
-                        lock: self.clone(),
-                        kind,
-                        owner,
-                        hold,
-                        token,
-                        entry,
-                        armed: true,
-                    }));
-                }
-                RwAcquired::Wait(ms) => Duration::from_millis(ms),
-                RwAcquired::NotALock(what) => {
-                    cleanup.lock = None;
-                    return Err(self.wrong_type(what));
-                }
-                RwAcquired::Upgrade => {
-                    cleanup.lock = None;
-                    return Err(Error::WouldDeadlock {
-                        name: self.name.to_string(),
-                        reason: "the owner holds a read and asks for the write lock",
-                    });
-                }
-            };
-            let mut pause = pause.min(WAITER_RECHECK);
-            if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    if !waits {
-                        // A single attempt never reserves: nothing to give back.
-                        cleanup.lock = None;
-                    }
-                    return Ok(None);
-                }
-                pause = pause.min(left);
-            }
-            let Some(listener) = &listener else {
-                cleanup.lock = None;
-                return Ok(None);
-            };
-            if listener.denied() {
-                pause = pause.min(spin);
-                spin = (spin * 2).min(SPIN_MAX);
-                tokio::time::sleep(jittered(pause, inner.jitter())).await;
-                continue;
-            }
-            tokio::select! {
-                _ = listener.notified() => {}
-                _ = tokio::time::sleep(pause) => {}
-            }
-        }
-    }
-
-    /// Gives back hold `hold` of `kind` (and the caller's reservation when
-    /// `drop_reservation`); `Ok(true)` when this call gave the hold back.
-    async fn give_back(
-        &self,
-        hold: &Arc<str>,
-        kind: Option<RwKind>,
-        drop_reservation: bool,
-    ) -> Result<bool> {
-        let inner = &self.client.inner;
-        let call = release_call(&self.keys, hold, kind, drop_reservation);
-        let give_up_at =
-            tokio::time::Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
-        let (reply, retried) = inner.resend_until(&call, give_up_at).await;
-        match reply? {
-            Reply::Int(1) => Ok(true),
-            Reply::Int(0) if retried && kind.is_some() => Err(Error::ReleaseUnconfirmed {
-                name: self.name.to_string(),
-            }),
-            Reply::Int(0) => Ok(false),
-            Reply::Int(-2) => Err(self.wrong_type(String::new())),
-            other => Err(Error::UnexpectedReply(format!("rw_release.lua: {other:?}"))),
-        }
+        let side = RwSide {
+            lock: self.clone(),
+            kind,
+        };
+        Ok(held::acquire_until(&side, attempt, deadline)
+            .await?
+            .map(|held| RwGuard { held }))
     }
 }
 
-/// `pause` plus up to half of it at random, so that pollers do not move in step.
-fn jittered(pause: Duration, random: u64) -> Duration {
-    let half = pause.as_micros() as u64 / 2;
-    if half == 0 {
-        return pause;
-    }
-    pause + Duration::from_micros(random % half)
-}
-
-/// Gives back, in the background, what an acquisition whose caller went away may hold (a
-/// hold won by a reply that came too late, or a writer's reservation).
-struct Cleanup {
-    lock: Option<RwLock>,
-    hold: Arc<str>,
+/// One side (read or write) of a read-write lock, as the shared machinery sees it.
+#[derive(Clone)]
+struct RwSide {
+    lock: RwLock,
     kind: RwKind,
 }
 
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let Some(lock) = self.lock.take() else {
-            return;
+impl SetKind for RwSide {
+    fn client(&self) -> &LockClient {
+        &self.lock.client
+    }
+
+    fn name(&self) -> &Arc<str> {
+        &self.lock.name
+    }
+
+    fn lease_mode(&self) -> LeaseMode {
+        self.lock.mode
+    }
+
+    fn set_key(&self) -> &Arc<str> {
+        self.lock.keys.set_of(self.kind)
+    }
+
+    fn channel(&self, _attempt: &Attempt) -> Arc<str> {
+        self.lock.keys.channel_of(self.kind).clone()
+    }
+
+    fn listen_first(&self) -> bool {
+        true
+    }
+
+    fn shares(&self) -> bool {
+        self.kind == RwKind::Read
+    }
+
+    fn recheck(&self) -> Duration {
+        WAITER_RECHECK
+    }
+
+    fn attempt_call(&self, attempt: &Attempt) -> Call {
+        self.request(attempt).call(&self.lock.keys)
+    }
+
+    fn decode(&self, reply: &Reply) -> std::result::Result<Attempted, String> {
+        let probe = RwAcquire {
+            hold: "".into(),
+            owner: "".into(),
+            kind: self.kind,
+            lease_ms: 0,
+            waits: false,
+            explicit_owner: false,
+            fenced: self.lock.fenced,
+            joins: None,
+            reservation_ms: 0,
         };
-        let inner = lock.client.inner.clone();
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
-        let (hold, kind) = (self.hold.clone(), self.kind);
-        inner.background.spawn(&runtime, async move {
-            if let Err(err) = lock.give_back(&hold, Some(kind), true).await {
-                tracing::debug!(lock = %lock.name, error = %err, "cleanup of an abandoned read-write acquire failed");
+        Ok(match probe.decode(reply)? {
+            RwAcquired::Granted(token) => Attempted::Granted(token),
+            RwAcquired::Wait(ms) => Attempted::Wait(ms),
+            RwAcquired::NotALock(what) => Attempted::NotALock(what),
+            RwAcquired::Upgrade => {
+                Attempted::Refused("the owner holds a read and asks for the write lock")
             }
-        });
+        })
+    }
+
+    fn give_back_call(&self, hold: &Arc<str>, hold_too: bool, leaving: bool) -> Call {
+        release_call(
+            &self.lock.keys,
+            hold,
+            hold_too.then_some(self.kind),
+            leaving,
+        )
+    }
+
+    fn wrong_type(&self, found: String) -> Error {
+        self.lock.wrong_type(found)
+    }
+}
+
+impl RwSide {
+    fn request(&self, attempt: &Attempt) -> RwAcquire {
+        RwAcquire {
+            hold: attempt.hold.clone(),
+            owner: attempt.owner.clone(),
+            kind: self.kind,
+            lease_ms: self.lease_ms(),
+            waits: attempt.waits,
+            explicit_owner: attempt.explicit_owner,
+            fenced: self.lock.fenced,
+            joins: attempt.joins.clone(),
+            reservation_ms: RESERVATION.as_millis() as u64,
+        }
     }
 }
 
@@ -481,22 +425,16 @@ impl Drop for Cleanup {
 /// prefer [`RwGuard::release`], which reports the outcome.
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct RwGuard {
-    lock: RwLock,
-    kind: RwKind,
-    owner: Arc<str>,
-    hold: Arc<str>,
-    token: Option<u64>,
-    entry: Arc<HoldEntry>,
-    armed: bool,
+    held: Held<RwSide>,
 }
 
 impl std::fmt::Debug for RwGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RwGuard")
-            .field("lock", &self.lock.name)
-            .field("kind", &self.kind)
-            .field("owner", &self.owner)
-            .field("lost", &self.entry.lost_reason())
+            .field("lock", &self.held.kind.lock.name)
+            .field("kind", &self.held.kind.kind)
+            .field("owner", &self.held.owner)
+            .field("lost", &self.held.lost_reason())
             .finish_non_exhaustive()
     }
 }
@@ -504,76 +442,76 @@ impl std::fmt::Debug for RwGuard {
 impl RwGuard {
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.lock.name
+        &self.held.kind.lock.name
     }
 
     /// Read or write.
     pub fn kind(&self) -> RwKind {
-        self.kind
+        self.held.kind.kind
     }
 
     /// Whether this is a write hold.
     pub fn is_write(&self) -> bool {
-        self.kind == RwKind::Write
+        self.kind() == RwKind::Write
     }
 
     /// The owner id this hold belongs to.
     pub fn owner(&self) -> &str {
-        &self.owner
+        &self.held.owner
     }
 
     /// The fencing token of a write hold of a fenced handle ([`RwLock::with_fencing`]).
     pub fn fencing_token(&self) -> Option<u64> {
-        self.token
+        self.held.token
     }
 
     /// Resolves when the hold is lost (expired unrenewed, deleted). Cancel-safe.
     pub fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.entry.lost_token().cancelled()
+        self.held.lost()
     }
 
     /// A token cancelled when the hold is lost.
     pub fn lost_token(&self) -> CancellationToken {
-        self.entry.lost_token().child_token()
+        self.held.lost_token()
     }
 
     /// Whether the hold is lost (also checks the clock).
     pub fn is_lost(&self) -> bool {
-        self.entry.is_lost(&self.lock.client.inner.registry)
+        self.held.is_lost()
     }
 
     /// Why the hold was lost, if it was.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.entry.lost_reason()
+        self.held.lost_reason()
     }
 
     /// The lease this client can still count on.
     pub fn remaining_lease(&self) -> Duration {
-        self.entry.remaining_lease()
-    }
-
-    fn lost_error(&self) -> Error {
-        Error::LockLost {
-            name: self.lock.name.to_string(),
-            reason: self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
-        }
+        self.held.remaining_lease()
     }
 
     /// One attempt of `kind` for this guard's owner, re-entering through this hold.
     async fn join(&self, kind: RwKind) -> Result<RwGuard> {
         if self.is_lost() {
-            return Err(self.lost_error());
+            return Err(self.held.lost_error());
         }
-        let joins = (self.kind == RwKind::Read).then(|| self.hold.clone());
+        let joins = (self.kind() == RwKind::Read).then(|| self.held.hold.clone());
         match self
+            .held
+            .kind
             .lock
-            .acquire_until(kind, Some(Instant::now()), Some(self.owner.clone()), joins)
+            .acquire_until(
+                kind,
+                Some(Instant::now()),
+                Some(self.held.owner.clone()),
+                joins,
+            )
             .await?
         {
             Some(guard) => Ok(guard),
             // Only another owner's write could stand in the way, and it cannot exist
             // while this hold lives: the hold is gone.
-            None => Err(self.lost_error()),
+            None => Err(self.held.lost_error()),
         }
     }
 
@@ -583,7 +521,7 @@ impl RwGuard {
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn reenter(&self) -> Result<RwGuard> {
-        self.join(self.kind).await
+        self.join(self.kind()).await
     }
 
     /// A read hold for the same owner: a re-entry of a read, or, through a write hold, a
@@ -602,22 +540,13 @@ impl RwGuard {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn write(&self) -> Result<RwGuard> {
-        if self.kind == RwKind::Read {
+        if self.kind() == RwKind::Read {
             return Err(Error::WouldDeadlock {
-                name: self.lock.name.to_string(),
+                name: self.name().to_string(),
                 reason: "a read holder asks for the write lock (no upgrade)",
             });
         }
         self.join(RwKind::Write).await
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-        let inner = &self.lock.client.inner;
-        let lease = inner.watchdog_timeout.as_millis() as u64;
-        let _ = inner
-            .registry
-            .leave(&self.entry, self.lock.mode, None, lease);
     }
 
     /// Gives the hold back. `Err(LockLost)` when it had been lost (expired, deleted);
@@ -625,48 +554,7 @@ impl RwGuard {
     ///
     /// # Cancel safety
     /// Not cancel-safe: cancelled after it was sent, the hold may or may not be back.
-    pub async fn release(mut self) -> Result<()> {
-        let lost = if self.is_lost() {
-            self.lost_reason()
-        } else {
-            None
-        };
-        self.disarm();
-        let given = self
-            .lock
-            .give_back(&self.hold, Some(self.kind), false)
-            .await?;
-        if let Some(reason) = lost {
-            return Err(Error::LockLost {
-                name: self.lock.name.to_string(),
-                reason,
-            });
-        }
-        if !given {
-            return Err(Error::LockLost {
-                name: self.lock.name.to_string(),
-                reason: LostReason::OwnerFieldGone,
-            });
-        }
-        Ok(())
-    }
-}
-
-impl Drop for RwGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        self.disarm();
-        let lock = self.lock.clone();
-        let inner = lock.client.inner.clone();
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
-        let (hold, kind) = (self.hold.clone(), self.kind);
-        inner.background.spawn(&runtime, async move {
-            if let Err(err) = lock.give_back(&hold, Some(kind), false).await {
-                tracing::warn!(lock = %lock.name, error = %err, "dropped read-write guard: background release failed; the hold expires with its lease");
-            }
-        });
+    pub async fn release(self) -> Result<()> {
+        self.held.release().await
     }
 }
