@@ -416,10 +416,31 @@ impl Lock {
             }
         };
 
-        // The first attempt fails fast: an unreachable Redis is the caller's to handle.
-        let pttl = match self.attempt(&owner, false).await? {
-            Attempt::Acquired(guard) => return Ok(Some(guard)),
-            Attempt::Held { pttl } => pttl,
+        // The first attempt fails fast on an unreachable Redis (the caller's to handle),
+        // but rides out transient server states (BUSY, LOADING, MASTERDOWN, TRYAGAIN, ...)
+        // within the wait and the outage tolerance: Redis answered, it is healthy.
+        let mut backoff = Duration::from_millis(25);
+        let first_try = Instant::now();
+        let pttl = loop {
+            match self.attempt(&owner, false).await {
+                Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
+                Ok(Attempt::Held { pttl }) => break pttl,
+                Err(Error::Redis(err))
+                    if matches!(crate::scripts::classify(&err.error), Failure::Transient(_)) =>
+                {
+                    let spread = self.client.inner.jitter() % (backoff.as_micros() as u64 / 2 + 1);
+                    let Some(pause) = pause_for(backoff + Duration::from_micros(spread)) else {
+                        return Err(Error::Redis(err));
+                    };
+                    if first_try.elapsed() > self.outage_tolerance() {
+                        return Err(Error::Redis(err));
+                    }
+                    tracing::debug!(lock = self.name(), error = %err, "first attempt: server busy, retrying");
+                    tokio::time::sleep(pause).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+                Err(err) => return Err(err),
+            }
         };
         let Some(first_pause) = pause_for(pttl) else {
             return Ok(None);

@@ -538,9 +538,6 @@ async fn a_waiter_rides_through_masterdown() {
 /// back-off and jitter within the operation's deadline". It must get the free lock after
 /// the script, not fail at once with `BUSY`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "library bug: the first attempt of acquire/acquire_timeout returns BUSY (and \
-            LOADING, ...) at once instead of retrying within the wait (src/lock.rs wait_for: \
-            `self.attempt(&owner, false).await?`); see the audit report"]
 async fn an_acquire_started_during_busy_waits_it_out() {
     let server = busy_server();
     let client = server.client(30 * SEC).await;
