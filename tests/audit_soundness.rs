@@ -1210,11 +1210,8 @@ mod cli {
     /// cuts the CLI's connection after Redis ran the release). The release cannot tell
     /// who ended the hold (`ReleaseUnconfirmed`): the end of the command may not have been
     /// protected, which README's exit status 73 covers. Before the redesign the release
-    /// said `Ok` and the CLI exited with the command's status; it still does.
+    /// said `Ok` and the CLI exited with the command's status.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "CLI bug: Error::ReleaseUnconfirmed from the release falls into run.rs's \
-                `(None, Err(err))` arm and exits with the command's status (0) instead of 73; \
-                see the audit report"]
     async fn a_loss_found_at_a_release_whose_reply_was_lost_exits_73() {
         let server = RedisServer::start();
         let proxy = FaultProxy::start(server.port).await;

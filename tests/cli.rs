@@ -966,6 +966,174 @@ async fn forwarded_signals_reach_the_commands_children() {
     assert!(!stderr(&out).contains("left processes"), "{}", stderr(&out));
 }
 
+// ---- --process-group and --no-process-group ------------------------------------------
+
+/// The process group of `pid`, from /proc (None once it is gone).
+#[cfg(target_os = "linux")]
+fn process_group_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid pgrp ...": the name may contain anything, skip past it.
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// Kills what a test left running on purpose: only processes still running (seen by
+/// the caller), whose pids cannot have been reused by anyone else.
+#[cfg(target_os = "linux")]
+fn kill_all(pids: &[i32]) {
+    for &pid in pids {
+        // SAFETY: kill(2) on a live process of this test.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// The same command, a shell with a child, both modes: a forwarded SIGTERM reaches the
+/// child only with a process group of its own (the default, also accepted explicitly).
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn forwarded_signals_reach_the_group_or_only_the_command_as_the_mode_says() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for (flag, own_group) in [("--process-group", true), ("--no-process-group", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let script = r#"
+            sleep 100 > /dev/null 2>&1 &
+            echo "$$ $!" > "$DIR/pids.tmp"; mv "$DIR/pids.tmp" "$DIR/pids"
+            wait
+        "#;
+        let child = cli(&url)
+            .env("DIR", dir.path())
+            .args(["run", "fwd-mode", flag, "--", "sh", "-c", script])
+            .spawn()
+            .unwrap();
+        let cli_pid = child.id().unwrap() as i32;
+        let pids = pids_in(&dir.path().join("pids")).await;
+        let (command, grandchild) = (pids[0], pids[1]);
+        let expected_group = if own_group {
+            command
+        } else {
+            process_group_of(cli_pid).unwrap()
+        };
+        assert_eq!(process_group_of(command), Some(expected_group), "{flag}");
+        assert_eq!(process_group_of(grandchild), Some(expected_group), "{flag}");
+        assert_eq!(
+            watchers("fwd-mode", cli_pid).len(),
+            usize::from(own_group),
+            "{flag}: a watcher only with a group of its own"
+        );
+
+        signal(&child, libc::SIGTERM);
+        let out = finish(child).await;
+        assert_eq!(code(&out), 128 + libc::SIGTERM, "{flag}: {}", stderr(&out));
+        let survived = running(grandchild);
+        if survived {
+            kill_all(&[grandchild]);
+        }
+        assert_eq!(
+            survived,
+            !own_group,
+            "{flag}: the command's child {} the forwarded SIGTERM",
+            if survived {
+                "survived"
+            } else {
+                "did not survive"
+            }
+        );
+        // Nothing is looked for after the command with --no-process-group.
+        assert!(!stderr(&out).contains("left processes"), "{}", stderr(&out));
+        assert_eq!(status_json(&url, "fwd-mode").await["held"], false);
+    }
+}
+
+/// --no-process-group: if redis-locks dies, the kernel still kills the command (its
+/// parent-death signal), but what the command started lives on, and no watcher is left.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn without_a_process_group_only_the_command_dies_with_the_cli() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("trap '' TERM\n{FAMILY}");
+    let lock = format!("sigkilled-shared-{}", std::process::id());
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args([
+            "run",
+            &lock,
+            "--no-process-group",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        // The survivors would hold pipes open, and `finish` wait for them.
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let cli_pid = child.id().unwrap() as i32;
+    let pids = pids_in(&dir.path().join("pids")).await;
+    assert_eq!(pids.len(), 4);
+    let watchers_before = watchers(&lock, cli_pid);
+
+    signal(&child, libc::SIGKILL);
+    let out = finish(child).await;
+    assert_eq!(out.status.code(), None);
+    let command_gone = common::eventually(3 * SEC, || async { !running(pids[0]) }).await;
+    // Give the kernel's and any watcher's SIGKILL time to land before looking.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let survivors: Vec<i32> = pids[1..].iter().copied().filter(|&p| running(p)).collect();
+    kill_all(&survivors);
+    assert!(command_gone, "the command outlived redis-locks");
+    assert_eq!(
+        survivors,
+        pids[1..],
+        "the command's children are not killed"
+    );
+    assert!(watchers_before.is_empty(), "{watchers_before:?}");
+}
+
+/// SIGINT sent to redis-locks (kill, not a terminal) reaches the command exactly once, in
+/// both modes.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_sigint_to_the_cli_reaches_the_command_once_in_both_modes() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for flag in ["--process-group", "--no-process-group"] {
+        let dir = tempfile::tempdir().unwrap();
+        let child = cli(&url)
+            .env("DIR", dir.path())
+            .args(["run", "sigint-once", flag, "--", "sh", "-c", COUNT_SIGINT])
+            .spawn()
+            .unwrap();
+        wait_for_file(&dir.path().join("ready")).await;
+        signal(&child, libc::SIGINT);
+        wait_for_file(&dir.path().join("ints")).await;
+        // A second delivery, if any, has time to be counted.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        std::fs::write(dir.path().join("stop"), "").unwrap();
+        let out = finish(child).await;
+        assert_eq!(code(&out), 0, "{flag}: {}", stderr(&out));
+        let ints = std::fs::read_to_string(dir.path().join("ints")).unwrap();
+        assert_eq!(ints.lines().count(), 1, "{flag}: SIGINT counted {ints:?}");
+    }
+}
+
+/// A command that counts the SIGINTs it gets into "$DIR/ints" until "$DIR/stop" appears.
+#[cfg(target_os = "linux")]
+const COUNT_SIGINT: &str = r#"
+    trap 'echo INT >> "$DIR/ints"' INT
+    touch "$DIR/ready"
+    while [ ! -e "$DIR/stop" ]; do sleep 0.05; done
+"#;
+
 /// A shell running `script` as the session leader of a new pseudo-terminal, its output
 /// collected. `None` where pseudo-terminals are not available.
 #[cfg(target_os = "linux")]
@@ -1154,6 +1322,67 @@ fn in_a_terminal_the_command_gets_the_terminal_and_gives_it_back() {
     let out = term.finish();
     assert!(!out.contains("got:"), "{out}");
     assert!(out.contains("after:two"), "{out}");
+}
+
+/// Ctrl-C typed in the terminal reaches the command exactly once, in both modes. With a
+/// group of its own the command has the terminal, so only its group gets the SIGINT; in
+/// redis-locks's group both get it from the terminal, and redis-locks (which tells that
+/// from the signal's siginfo) does not send it again.
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_in_a_terminal_reaches_the_command_once_in_both_modes() {
+    let server = RedisServer::start();
+    let url = server.url();
+    for flag in ["--process-group", "--no-process-group"] {
+        let dir = tempfile::tempdir().unwrap();
+        let envs = [
+            ("BIN", std::ffi::OsStr::new(BIN)),
+            ("REDIS_URL", url.as_ref()),
+            ("DIR", dir.path().as_os_str()),
+            ("FLAG", flag.as_ref()),
+            ("COUNT_SIGINT", COUNT_SIGINT.as_ref()),
+        ];
+        // The script leads the session; it ignores SIGINT, which the terminal sends it
+        // too while redis-locks's group (its own) is in the foreground.
+        let script = r#"
+            trap '' INT
+            "$BIN" -v run tty-ctrl-c "$FLAG" -- sh -c "$COUNT_SIGINT"
+            echo "cli=$?"
+        "#;
+        let Some(mut term) = Terminal::start(script, &envs) else {
+            return;
+        };
+        let wait_for = |term: &Terminal, name: &str| {
+            let path = dir.path().join(name);
+            let deadline = Instant::now() + 10 * SEC;
+            while !path.exists() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{flag}: no {name}: {}",
+                    term.output()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        wait_for(&term, "ready");
+        term.type_in("\x03");
+        wait_for(&term, "ints");
+        // A second delivery, if any, has time to be counted.
+        std::thread::sleep(Duration::from_millis(500));
+        std::fs::write(dir.path().join("stop"), "").unwrap();
+        let out = term.finish();
+        assert!(out.contains("cli=0"), "{flag}: {out}");
+        let ints = std::fs::read_to_string(dir.path().join("ints")).unwrap();
+        assert_eq!(
+            ints.lines().count(),
+            1,
+            "{flag}: SIGINT counted {ints:?}: {out}"
+        );
+        assert!(!out.contains("forwarding to the command"), "{flag}: {out}");
+        if flag == "--no-process-group" {
+            assert!(out.contains("not forwarded"), "{flag}: {out}");
+        }
+    }
 }
 
 // ---- issue #15 item 5: a fixed-lease run told of a force-unlock ----------------------

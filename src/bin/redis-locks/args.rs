@@ -21,31 +21,37 @@ Signals: SIGINT, SIGTERM and SIGHUP sent to redis-locks are forwarded to the com
 the lock is released once the command has exited. A signal that arrives while still
 waiting for the lock stops the wait and exits with 128+N without running the command.
 
-The command's process group (Linux): the command runs in a process group of its own;
-everything it starts stays in that group unless it moves itself out (setsid, daemons,
-the jobs of an interactive shell). Forwarded signals and the stop on a lost lock go to
-the whole group. When the command exits, processes it left running in its group are sent SIGTERM,
-then SIGKILL after --kill-after, before the lock is released. If redis-locks itself dies
-(SIGKILL, the OOM killer), the kernel kills the command and a small watcher process kills
-the rest of its group at once, so nothing of it runs on without the lock. In a terminal
-the command gets the terminal (when redis-locks shares its job with other processes, as
-in a pipeline, only once the command needs it): Ctrl-C reaches the whole group, and
-Ctrl-Z suspends the command together with redis-locks (which then does not renew the
-lock).
+--process-group (the default on Linux; Linux only): the command runs in a process group
+of its own; everything it starts stays in that group unless it moves itself out (setsid,
+daemons, the jobs of an interactive shell). Forwarded signals and the stop on a lost lock
+go to the whole group. When the command exits, processes it left running in its group
+are sent SIGTERM, then SIGKILL after --kill-after, before the lock is released. If
+redis-locks itself dies (SIGKILL, the OOM killer), the kernel kills the command and a
+small watcher process kills the rest of its group at once, so nothing of it runs on
+without the lock. In a terminal the command gets the terminal (when redis-locks shares
+its job with other processes, as in a pipeline, only once the command needs it): Ctrl-C
+reaches the whole group once, and Ctrl-Z suspends the command together with redis-locks
+(which then does not renew the lock).
 
-Other platforms: the command runs in redis-locks's process group; forwarded signals and
-the stop on a lost lock reach the command's own process only, not processes it starts (a
-shell script should `exec` its last command, or trap signals and pass them on); and if
-redis-locks dies (for example by SIGKILL), the command keeps running, unprotected once
-the lock expires: signals are forwarded only while redis-locks lives.
+--no-process-group (the only mode on other platforms, where --process-group is a usage
+error): the command runs in redis-locks's own process group. Forwarded signals and the
+stop on a lost lock reach the command's own process only, not processes it starts (a
+shell script should `exec` its last command, or trap signals and pass them on), and
+processes it leaves running are not stopped: they go on after the lock is released. If
+redis-locks dies, on Linux the kernel kills the command (SIGKILL), but not what it
+started; elsewhere the command keeps running, unprotected once the lock expires. In a
+terminal, Ctrl-C and Ctrl-Z reach redis-locks and the command together; on Linux,
+redis-locks does not pass on a signal that the terminal sent (the command got it
+already), so Ctrl-C reaches the command once. A signal sent to the whole process group
+with kill (kill -INT -PGID) reaches the command twice: directly, and forwarded.
 
 Lost lock: the lock is renewed or checked every second (every third of --watchdog if
 that is shorter). If it is lost while the command runs (deleted with `unlock --force`,
-expired because Redis was unreachable, or --lease ran out), the command (on Linux, its
-process group) is sent SIGTERM, then SIGKILL after --kill-after, and redis-locks exits
-with 73. It also exits with 73 (the command was not signalled then) when the loss is
-found only at the release, after the command finished: the end of its work may not have
-been protected. stderr says which.
+expired because Redis was unreachable, or --lease ran out), the command (with
+--process-group, its process group) is sent SIGTERM, then SIGKILL after --kill-after,
+and redis-locks exits with 73. It also exits with 73 (the command was not signalled
+then) when the loss is found only at the release, after the command finished: the end
+of its work may not have been protected. stderr says which.
 
 Examples:
   redis-locks run nightly-report --no-wait -- ./report.sh
@@ -225,10 +231,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub permits: Option<u64>,
 
-    /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL; on
-    /// Linux, also how long processes it left running get after it exits.
+    /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL; with
+    /// --process-group, also how long processes it left running get after it exits.
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "10s", allow_hyphen_values = true)]
     pub kill_after: Duration,
+
+    /// Run the command in a process group of its own and signal the whole group; kill
+    /// the group if redis-locks dies (the default; Linux only). See below.
+    #[arg(long, overrides_with = "no_process_group")]
+    pub process_group: bool,
+
+    /// Run the command in redis-locks's process group and signal its process only. See
+    /// below.
+    #[arg(long, overrides_with = "process_group")]
+    pub no_process_group: bool,
 
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -294,6 +310,28 @@ mod tests {
         assert_eq!(run.wait, Some(Duration::from_secs(600)));
         assert_eq!(run.command, ["./migrate.sh", "--dry-run"]);
         assert_eq!(cli.global.verbose, 1);
+    }
+
+    #[test]
+    fn the_last_process_group_flag_wins() {
+        let parse = |flags: &[&str]| {
+            let args = [&["redis-locks", "run", "x"][..], flags, &["--", "true"]].concat();
+            let Command::Run(run) = Cli::try_parse_from(args).unwrap().command else {
+                panic!("not run")
+            };
+            (run.process_group, run.no_process_group)
+        };
+        assert_eq!(parse(&[]), (false, false));
+        assert_eq!(parse(&["--process-group"]), (true, false));
+        assert_eq!(parse(&["--no-process-group"]), (false, true));
+        assert_eq!(
+            parse(&["--no-process-group", "--process-group"]),
+            (true, false)
+        );
+        assert_eq!(
+            parse(&["--process-group", "--no-process-group"]),
+            (false, true)
+        );
     }
 
     #[test]

