@@ -19,10 +19,11 @@
 //! * [`hold`]: what a client knows about one hold: until when its lease is confirmed, and
 //!   whether it is lost.
 //! * [`renew`]: the watchdog's batched renewal call and how to read its reply.
-//! * [`semaphore`], [`rwlock`]: the calls of the semaphore and the read-write lock, whose
-//!   holds are members of sorted sets scored by their deadlines.
+//! * [`semaphore`], [`rwlock`], [`fair`]: the calls of the semaphore, the read-write lock
+//!   and the fair lock, whose holds are members of sorted sets scored by their deadlines.
 
 pub mod acquire;
+pub mod fair;
 pub mod hold;
 pub mod lane;
 pub mod release;
@@ -72,6 +73,12 @@ pub enum ScriptId {
     RwRelease,
     /// `lua/rw_state.lua`
     RwState,
+    /// `lua/fair_acquire.lua`
+    FairAcquire,
+    /// `lua/fair_release.lua`
+    FairRelease,
+    /// `lua/fair_state.lua`
+    FairState,
 }
 
 impl ScriptId {
@@ -95,11 +102,14 @@ impl ScriptId {
             ScriptId::RwAcquire => include_str!("../../lua/rw_acquire.lua"),
             ScriptId::RwRelease => include_str!("../../lua/rw_release.lua"),
             ScriptId::RwState => include_str!("../../lua/rw_state.lua"),
+            ScriptId::FairAcquire => include_str!("../../lua/fair_acquire.lua"),
+            ScriptId::FairRelease => include_str!("../../lua/fair_release.lua"),
+            ScriptId::FairState => include_str!("../../lua/fair_state.lua"),
         }
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 17] = [
+    pub const ALL: [ScriptId; 20] = [
         ScriptId::Acquire,
         ScriptId::Release,
         ScriptId::Probe,
@@ -117,6 +127,9 @@ impl ScriptId {
         ScriptId::RwAcquire,
         ScriptId::RwRelease,
         ScriptId::RwState,
+        ScriptId::FairAcquire,
+        ScriptId::FairRelease,
+        ScriptId::FairState,
     ];
 }
 

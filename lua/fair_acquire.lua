@@ -1,0 +1,127 @@
+-- fair_acquire.lua: take the fair lock in arrival order, or queue and say how long to
+-- wait.
+--
+-- KEYS[1]  holds        (<prefix>:{<name>}:fair, a sorted set: '<hold id>:1' -> deadline)
+-- KEYS[2]  queue        (<prefix>:{<name>}:fair:queue, a sorted set: waiter id -> arrival,
+--                       Redis time in us)
+-- KEYS[3]  alive        (<prefix>:{<name>}:fair:alive, a sorted set: waiter id -> until when
+--                       the waiter counts as alive, Redis ms)
+-- KEYS[4]  fencing counter (<prefix>:{<name>}:fair:fence; declared, and touched, only by a
+--          fenced acquire)
+-- ARGV[1]  hold id      ('<owner>\1<request id>': unique per acquisition, the same on
+--                       retries; it is also the waiter's id in the queue)
+-- ARGV[2]  owner id
+-- ARGV[3]  lease in ms  (the hold's deadline is Redis's now + lease)
+-- ARGV[4]  flags, any of: 'q' the caller waits (it takes or keeps its place in the queue),
+--          'f' fenced (a fresh hold gets a token)
+-- ARGV[5]  waiter lease in ms (a queued waiter that does not ask again within this long
+--          is taken to be dead and leaves the queue)
+--
+-- Returns:
+--   {1, token}    granted (now, or by an earlier copy of this request whose reply was lost:
+--                 the hold is found under its id). token: the fencing token, 0 unfenced.
+--   {0, wait_ms}  not granted; wait_ms (>= 1) bounds the wait
+--   {2, what}     a key is not part of a fair lock; nothing was written
+--
+-- Fairness: the lock goes to the head of the queue, in arrival order by Redis's clock
+-- (never the clients' clocks). A free lock with a queue is not taken by a newcomer, even
+-- one that does not wait (try_acquire). The owner of the current hold re-enters without
+-- queueing (else it would wait for itself).
+-- Liveness: each attempt of a queued waiter moves its "alive" deadline to now + ARGV[5];
+-- waiters ask again well within that. A waiter that died stops asking and is dropped here
+-- once its deadline passes, so a dead head delays the others by at most about ARGV[5], and
+-- the waiter behind it is told to come back exactly then. A waiter that gives up or is
+-- cancelled leaves at once (fair_release.lua).
+-- Every hold is one member scored by its deadline, renewed by the watchdog with
+-- sem_renew.lua like a one-permit semaphore acquisition; each set's expiry follows its
+-- latest deadline, so nothing outlives the last hold or waiter.
+local H, Q, A = KEYS[1], KEYS[2], KEYS[3]
+local id, owner, lease, flags = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local waiter_lease = tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Dropping what expired doubles as the type check (no TYPE calls on the hot path).
+for _, key in ipairs({H, A}) do
+  local dropped = redis.pcall('ZRANGEBYSCORE', key, '-inf', now)
+  if type(dropped) == 'table' and dropped.err then
+    if not string.find(dropped.err, 'WRONGTYPE') then
+      return redis.error_reply(dropped.err)
+    end
+    return {2, key .. ' holds a ' .. redis.call('TYPE', key).ok}
+  end
+  if #dropped > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    if key == A then
+      redis.call('ZREM', Q, unpack(dropped))
+    end
+  end
+end
+local qkind = redis.call('TYPE', Q).ok
+if qkind ~= 'zset' and qkind ~= 'none' then
+  return {2, Q .. ' holds a ' .. qkind}
+end
+local fenced = string.find(flags, 'f', 1, true) ~= nil
+local member = id .. ':1'
+
+local function current_token()
+  if not fenced then
+    return 0
+  end
+  return tonumber(redis.call('GET', KEYS[4]) or '0') or 0
+end
+
+if redis.call('ZSCORE', H, member) then
+  return {1, current_token()}
+end
+
+local function grant(token)
+  redis.call('ZADD', H, now + lease, member)
+  if redis.call('PTTL', H) < lease then
+    redis.call('PEXPIRE', H, lease)
+  end
+  return {1, token}
+end
+
+-- Takes (or keeps) the caller's place in the queue and moves its alive deadline.
+local function queue()
+  if not string.find(flags, 'q', 1, true) then
+    return
+  end
+  redis.call('ZADD', Q, 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), id)
+  redis.call('ZADD', A, now + waiter_lease, id)
+  for _, key in ipairs({Q, A}) do
+    if redis.call('PTTL', key) < waiter_lease then
+      redis.call('PEXPIRE', key, waiter_lease)
+    end
+  end
+end
+
+local holder = redis.call('ZRANGE', H, 0, 0)[1]
+if holder then
+  if string.match(holder, '^(.*)\1') == owner then
+    -- A re-entry: the hold keeps the owner's token.
+    return grant(current_token())
+  end
+  queue()
+  return {0, math.max(redis.call('PTTL', H), 1)}
+end
+local head = redis.call('ZRANGE', Q, 0, 0)[1]
+if head and head ~= id then
+  queue()
+  -- The head is alive until its deadline; come back then at the latest.
+  local alive = tonumber(redis.call('ZSCORE', A, head) or now + 1)
+  return {0, math.max(alive - now, 1)}
+end
+if head then
+  redis.call('ZREM', Q, id)
+  redis.call('ZREM', A, id)
+end
+local token = 0
+if fenced then
+  -- As acquire.lua: max(counter + 1, server time in us): tokens only go up.
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
+  token = math.max(last + 1, floor)
+  redis.call('SET', KEYS[4], string.format('%.0f', token))
+end
+return grant(token)

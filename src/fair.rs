@@ -1,0 +1,422 @@
+//! The fair lock: an exclusive, reentrant lock granted in arrival order.
+//!
+//! Layout (one slot, the name's hash tag): the sorted set `<prefix>:{<name>}:fair` (the
+//! holds, scored by their deadlines on Redis's clock), the queue
+//! `<prefix>:{<name>}:fair:queue` (waiters by arrival, Redis time), the liveness set
+//! `<prefix>:{<name>}:fair:alive` (until when each waiter counts as alive), the fencing
+//! counter `<prefix>:{<name>}:fair:fence`, and one wake-up channel per waiter
+//! `<prefix>:{<name>}:fair:db<n>:wake:<waiter id>`, so a release wakes the head alone.
+//! Scripts: `lua/fair_acquire.lua`, `lua/fair_release.lua`, `lua/fair_state.lua`;
+//! renewal is `lua/sem_renew.lua`'s. The waiting loop, the give-back of abandoned attempts
+//! and the guard's core are shared with the read-write lock (`held.rs`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+use crate::client::LockClient;
+use crate::error::{Error, LostReason, Result};
+use crate::held::{self, Attempt, Attempted, Held, SetKind};
+use crate::keys;
+use crate::protocol::fair::{
+    FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call, state_call,
+};
+use crate::protocol::rwlock::hold_id;
+use crate::protocol::{Call, Reply};
+use crate::watchdog::LeaseMode;
+
+/// How long a queued waiter counts as alive without asking again: a waiter that died
+/// leaves the queue within this long (a cancelled one leaves at once).
+pub const FAIR_WAITER_LEASE: Duration = Duration::from_secs(3);
+/// A queued waiter asks again at least this often (which keeps its place alive), so a
+/// lost wake-up costs at most this much.
+const WAITER_RECHECK: Duration = Duration::from_secs(1);
+
+/// An exclusive, reentrant lock granted in arrival order. Cheap to clone. Obtain one with
+/// [`LockClient::fair_lock`].
+///
+/// * **First come, first served.** Waiters queue in the order their first attempt
+///   reached Redis (Redis's clock, not the clients'). A free lock with waiters goes to
+///   the head of the queue; a newcomer, even a `try_acquire`, does not jump it.
+/// * **Only the head is woken.** Each waiter listens on a channel of its own (one
+///   `SUBSCRIBE` for the time it waits; a caller that gets the lock at once subscribes to
+///   nothing), and a release publishes to the head's channel alone.
+/// * **Dead and cancelled waiters leave.** A waiter keeps its place by asking again at
+///   least every second; one that died leaves the queue within
+///   [`FAIR_WAITER_LEASE`] (3 s), and the waiter behind it is told to come back exactly
+///   then. A wait that is cancelled (its future dropped) or times out leaves at once.
+/// * Holds, renewal, lost signals, fencing and reentrancy through the guard are as for
+///   [`Lock`](crate::Lock); the owner of the current hold re-enters without queueing.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+/// let turn = client.fair_lock("printer")?;
+/// let guard = turn.acquire().await?;   // waits its turn; renewed by the watchdog
+/// // ... `guard.lost()` fires if the hold is lost ...
+/// guard.release().await?;              // wakes the next in line, and only it
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FairLock {
+    client: LockClient,
+    name: Arc<str>,
+    keys: FairKeys,
+    mode: LeaseMode,
+    owner: Option<Arc<str>>,
+    fenced: bool,
+}
+
+impl std::fmt::Debug for FairLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairLock")
+            .field("name", &self.name)
+            .field("key", &self.keys.holds)
+            .field("owner", &self.owner)
+            .field("mode", &self.mode)
+            .field("fenced", &self.fenced)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockClient {
+    /// A handle to the fair lock called `name`. Validates the name; does not talk to
+    /// Redis. Its keys are distinct from the [`Lock`](crate::Lock) of the same name.
+    pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
+        keys::validate_name(name)?;
+        let inner = &self.inner;
+        Ok(FairLock {
+            client: self.clone(),
+            name: name.into(),
+            keys: FairKeys::new(&inner.prefix, inner.db, inner.sharded, name),
+            mode: LeaseMode::Watchdog,
+            owner: None,
+            fenced: false,
+        })
+    }
+}
+
+/// What a fair lock looks like now ([`FairLock::state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FairLockState {
+    /// Live holds (all of one owner: its nesting depth).
+    pub holds: u64,
+    /// The owner of the holds, if any.
+    pub holder: Option<String>,
+    /// Live waiters in the queue.
+    pub waiters: u64,
+    /// How long the latest hold has left, if any.
+    pub remaining: Option<Duration>,
+}
+
+impl FairLockState {
+    /// Whether anyone holds the lock.
+    pub fn is_locked(&self) -> bool {
+        self.holds > 0
+    }
+}
+
+impl FairLock {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The sorted set of its holds.
+    pub fn key(&self) -> &str {
+        &self.keys.holds
+    }
+
+    /// The sorted set of its queue.
+    pub fn queue_key(&self) -> &str {
+        &self.keys.queue
+    }
+
+    /// The explicit owner of this handle, if any.
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
+    /// A handle whose holds have a fixed lease instead of the watchdog's renewal.
+    pub fn with_lease(&self, lease: Duration) -> Result<Self> {
+        keys::validate_ms("lease", lease)?;
+        Ok(FairLock {
+            mode: LeaseMode::Fixed(lease),
+            ..self.clone()
+        })
+    }
+
+    /// A handle whose holds the watchdog renews (the default).
+    pub fn with_watchdog(&self) -> Self {
+        FairLock {
+            mode: LeaseMode::Watchdog,
+            ..self.clone()
+        }
+    }
+
+    /// A handle that acquires for an explicit owner id: every handle with that id shares
+    /// its holds (it re-enters without queueing while it holds). Owner ids are as good as
+    /// passwords.
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
+        let owner = owner.into();
+        keys::validate_owner(&owner)?;
+        Ok(FairLock {
+            owner: Some(owner.into()),
+            ..self.clone()
+        })
+    }
+
+    /// A handle whose holds carry a fencing token ([`FairGuard::fencing_token`]), as for
+    /// [`Lock::with_fencing`](crate::Lock::with_fencing).
+    pub fn with_fencing(&self) -> Self {
+        FairLock {
+            fenced: true,
+            ..self.clone()
+        }
+    }
+
+    /// Takes the lock in its turn, waiting without limit.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the waiter leaves the queue at once, and a hold won by an attempt
+    /// whose caller has gone is given back.
+    pub async fn acquire(&self) -> Result<FairGuard> {
+        match self.acquire_until(None, None).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::UnexpectedReply(
+                "fair lock wait without limit ended without a hold".into(),
+            )),
+        }
+    }
+
+    /// Takes the lock if it is free and nobody is queued for it.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
+    pub async fn try_acquire(&self) -> Result<Option<FairGuard>> {
+        self.acquire_until(Some(Instant::now()), None).await
+    }
+
+    /// Takes the lock in its turn, waiting at most `wait`; `None` if the turn did not come.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the waiter leaves the queue at once, and a hold won by an attempt
+    /// whose caller has gone is given back.
+    pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<FairGuard>> {
+        keys::validate_ms("wait", wait)?;
+        self.acquire_until(Some(Instant::now() + wait), None).await
+    }
+
+    /// The holds, the holder and the queue's length.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn state(&self) -> Result<FairLockState> {
+        let reply = self.client.inner.read(&state_call(&self.keys)).await?;
+        let bad = || Error::UnexpectedReply(format!("fair_state.lua: {reply:?}"));
+        let Reply::Array(items) = &reply else {
+            return Err(bad());
+        };
+        match items.as_slice() {
+            [
+                Reply::Int(holds),
+                holder,
+                Reply::Int(waiters),
+                Reply::Int(latest),
+            ] => Ok(FairLockState {
+                holds: (*holds).max(0) as u64,
+                holder: holder.text().filter(|owner| !owner.is_empty()),
+                waiters: (*waiters).max(0) as u64,
+                remaining: (*latest > 0).then(|| Duration::from_millis(*latest as u64)),
+            }),
+            [Reply::Int(-2), what] => Err(self.wrong_type(what.text().unwrap_or_default())),
+            _ => Err(bad()),
+        }
+    }
+
+    fn wrong_type(&self, found: String) -> Error {
+        Error::WrongType {
+            key: self.keys.holds.to_string(),
+            found: if found.is_empty() {
+                "keys that are not a fair lock".into()
+            } else {
+                found
+            },
+        }
+    }
+
+    /// Acquires until `deadline` (`None`: no limit) for `owner` (a guard's owner
+    /// re-entering), else the handle's owner or a fresh one.
+    async fn acquire_until(
+        &self,
+        deadline: Option<Instant>,
+        owner: Option<Arc<str>>,
+    ) -> Result<Option<FairGuard>> {
+        let inner = &self.client.inner;
+        let explicit_owner = owner.is_some() || self.owner.is_some();
+        let owner = owner
+            .or_else(|| self.owner.clone())
+            .unwrap_or_else(|| inner.next_owner());
+        let attempt = Attempt {
+            hold: hold_id(&owner, &inner.next_request_id()),
+            owner,
+            waits: deadline.is_none_or(|deadline| deadline > Instant::now()),
+            explicit_owner,
+            joins: None,
+        };
+        Ok(held::acquire_until(self, attempt, deadline)
+            .await?
+            .map(|held| FairGuard { held }))
+    }
+}
+
+impl SetKind for FairLock {
+    fn client(&self) -> &LockClient {
+        &self.client
+    }
+
+    fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    fn lease_mode(&self) -> LeaseMode {
+        self.mode
+    }
+
+    fn set_key(&self) -> &Arc<str> {
+        &self.keys.holds
+    }
+
+    fn channel(&self, attempt: &Attempt) -> Arc<str> {
+        self.keys.wake_channel(&attempt.hold)
+    }
+
+    fn listen_first(&self) -> bool {
+        false
+    }
+
+    fn shares(&self) -> bool {
+        false
+    }
+
+    fn recheck(&self) -> Duration {
+        WAITER_RECHECK
+    }
+
+    fn attempt_call(&self, attempt: &Attempt) -> Call {
+        FairAcquire {
+            hold: attempt.hold.clone(),
+            owner: attempt.owner.clone(),
+            lease_ms: self.lease_ms(),
+            waits: attempt.waits,
+            fenced: self.fenced,
+            waiter_lease_ms: FAIR_WAITER_LEASE.as_millis() as u64,
+        }
+        .call(&self.keys)
+    }
+
+    fn decode(&self, reply: &Reply) -> std::result::Result<Attempted, String> {
+        Ok(match decode_acquire(reply, self.fenced)? {
+            FairAcquired::Granted(token) => Attempted::Granted(token),
+            FairAcquired::Wait(ms) => Attempted::Wait(ms),
+            FairAcquired::NotALock(what) => Attempted::NotALock(what),
+        })
+    }
+
+    fn give_back_call(&self, hold: &Arc<str>, hold_too: bool, leaving: bool) -> Call {
+        release_call(&self.keys, hold, hold_too, leaving)
+    }
+
+    fn wrong_type(&self, found: String) -> Error {
+        FairLock::wrong_type(self, found)
+    }
+}
+
+/// A hold of a [`FairLock`]. Released (in the background) when dropped; prefer
+/// [`FairGuard::release`], which reports the outcome.
+#[must_use = "dropping the guard releases the hold at once"]
+pub struct FairGuard {
+    held: Held<FairLock>,
+}
+
+impl std::fmt::Debug for FairGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairGuard")
+            .field("lock", &self.held.kind.name)
+            .field("owner", &self.held.owner)
+            .field("lost", &self.held.lost_reason())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FairGuard {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.held.kind.name
+    }
+
+    /// The owner id this hold belongs to.
+    pub fn owner(&self) -> &str {
+        &self.held.owner
+    }
+
+    /// The hold's fencing token, for a fenced handle ([`FairLock::with_fencing`]).
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.held.token
+    }
+
+    /// Resolves when the hold is lost (expired unrenewed, deleted). Cancel-safe.
+    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
+        self.held.lost()
+    }
+
+    /// A token cancelled when the hold is lost.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.held.lost_token()
+    }
+
+    /// Whether the hold is lost (also checks the clock).
+    pub fn is_lost(&self) -> bool {
+        self.held.is_lost()
+    }
+
+    /// Why the hold was lost, if it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.held.lost_reason()
+    }
+
+    /// The lease this client can still count on.
+    pub fn remaining_lease(&self) -> Duration {
+        self.held.remaining_lease()
+    }
+
+    /// Another hold for the same owner, with this handle's lease terms: a nested critical
+    /// section. Never waits and never queues (this hold already lets it in).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
+    pub async fn reenter(&self) -> Result<FairGuard> {
+        if self.is_lost() {
+            return Err(self.held.lost_error());
+        }
+        match self
+            .held
+            .kind
+            .acquire_until(Some(Instant::now()), Some(self.held.owner.clone()))
+            .await?
+        {
+            Some(guard) => Ok(guard),
+            None => Err(self.held.lost_error()),
+        }
+    }
+
+    /// Gives the hold back and wakes the head of the queue. `Err(LockLost)` when it had
+    /// been lost (expired, deleted); `Err(ReleaseUnconfirmed)` when a retry after a lost
+    /// reply found it gone.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: cancelled after it was sent, the hold may or may not be back.
+    pub async fn release(self) -> Result<()> {
+        self.held.release().await
+    }
+}
