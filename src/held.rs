@@ -119,7 +119,7 @@ pub(crate) async fn acquire_until<K: SetKind>(
                 {
                     listener.pass_on();
                 }
-                let entry = inner.registry.grant_permits(
+                let entry = inner.registry.grant_members(
                     kind.set_key(),
                     &attempt.hold,
                     1,
@@ -199,8 +199,14 @@ pub(crate) async fn give_back<K: SetKind>(
 ) -> Result<bool> {
     let inner = &kind.client().inner;
     let call = kind.give_back_call(hold, hold_too, leaving);
-    let give_up_at =
-        tokio::time::Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
+    // Re-sent for as long as the hold could live (its lease, which for a fixed lease may
+    // be longer than the watchdog's): a give-back that stopped earlier would leave the
+    // hold of an abandoned acquire behind, an orphan until its lease ends ("no orphans").
+    let lease = Duration::from_millis(kind.lease_ms());
+    let give_up_at = tokio::time::Instant::now()
+        + lease
+            .max(inner.watchdog_timeout)
+            .max(inner.response_timeout);
     let (reply, retried) = inner.resend_until(&call, give_up_at).await;
     match reply? {
         Reply::Int(1) => Ok(true),

@@ -272,7 +272,7 @@ impl Semaphore {
                     if let Some(listener) = &listener {
                         listener.pass_on();
                     }
-                    let entry = inner.registry.grant_permits(
+                    let entry = inner.registry.grant_members(
                         &self.keys.permits,
                         &id,
                         n,
@@ -353,8 +353,12 @@ impl Semaphore {
     async fn give_back(&self, id: &Arc<str>, n: u32, drop_reservation: bool) -> Result<u64> {
         let inner = &self.client.inner;
         let call = release_call(&self.keys, id, n, drop_reservation);
-        let give_up_at =
-            tokio::time::Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
+        // As long as the permits could live (see held.rs, give_back).
+        let lease = Duration::from_millis(self.lease_ms());
+        let give_up_at = tokio::time::Instant::now()
+            + lease
+                .max(inner.watchdog_timeout)
+                .max(inner.response_timeout);
         let (reply, retried) = inner.resend_until(&call, give_up_at).await;
         match reply? {
             Reply::Int(-2) => Err(self.wrong_type()),

@@ -64,14 +64,24 @@ pub(crate) enum LeaseMode {
     Fixed(Duration),
 }
 
+/// How a hold is stored in Redis, which decides how the watchdog renews it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldShape {
+    /// A lock hash (`lua/acquire.lua`): renewed by `lua/renew.lua`, which checks the
+    /// hold id in the hash.
+    LockHash,
+    /// Members `<id>:1..n` of a sorted set scored by their deadlines (a semaphore
+    /// acquisition of n permits, or with n = 1 a read-write or fair lock hold): renewed by
+    /// `lua/sem_renew.lua`. `key` is then the sorted set and `owner` the id.
+    SetMembers(u32),
+}
+
 /// Local bookkeeping for one hold held through this client.
 #[derive(Debug)]
 pub(crate) struct HoldEntry {
     pub(crate) key: Arc<str>,
     pub(crate) owner: Arc<str>,
-    /// 0 for a lock's hold; n >= 1 for a semaphore acquisition of n permits (`key` is then
-    /// its permits set and `owner` the permit id), renewed by `sem_renew.lua`.
-    pub(crate) permits: u32,
+    pub(crate) shape: HoldShape,
     lost: CancellationToken,
     state: Mutex<HoldState>,
     clock: Clock,
@@ -242,7 +252,7 @@ impl Registry {
         let entry = Arc::new(HoldEntry {
             key: key.clone(),
             owner: owner.clone(),
-            permits: 0,
+            shape: HoldShape::LockHash,
             lost: CancellationToken::new(),
             state: Mutex::new(HoldState::new(
                 granted.hold.clone(),
@@ -259,13 +269,13 @@ impl Registry {
         entry
     }
 
-    /// Records a semaphore acquisition of `permits` permits under `id` (unique: never
+    /// Records `members` set members held under `id` (unique: never
     /// joined), taken by a request sent at `sent_at`.
-    pub(crate) fn grant_permits(
+    pub(crate) fn grant_members(
         &self,
         key: &Arc<str>,
         id: &Arc<str>,
-        permits: u32,
+        members: u32,
         mode: LeaseMode,
         lease_ms: Millis,
         sent_at: Millis,
@@ -273,7 +283,7 @@ impl Registry {
         let entry = Arc::new(HoldEntry {
             key: key.clone(),
             owner: id.clone(),
-            permits,
+            shape: HoldShape::SetMembers(members),
             lost: CancellationToken::new(),
             state: Mutex::new(HoldState::new(
                 id.clone(),
@@ -527,12 +537,13 @@ impl Watchdog {
             }
             let failed_before = registry.counters.failed_calls.load(Ordering::Relaxed);
             let started = Instant::now();
-            let (permit_entries, entries): (Vec<_>, Vec<_>) =
-                entries.into_iter().partition(|entry| entry.permits > 0);
+            let (permit_entries, entries): (Vec<_>, Vec<_>) = entries
+                .into_iter()
+                .partition(|entry| matches!(entry.shape, HoldShape::SetMembers(_)));
             let mut permit_calls = 0u64;
             let mut permits_renewed = 0u64;
             if !permit_entries.is_empty() {
-                // Semaphore permits: sem_renew.lua with declared keys, per slot on a
+                // Sorted-set members: sem_renew.lua with declared keys, per slot on a
                 // cluster, routed by key.
                 let batches = permit_batches(permit_entries, batch, by_slot, lease_ms);
                 permit_calls = batches.len() as u64;
@@ -676,7 +687,13 @@ fn permit_batches(
                 }
             })
             .collect();
-        let sizes: Vec<u32> = chunk.iter().map(|entry| entry.permits).collect();
+        let sizes: Vec<u32> = chunk
+            .iter()
+            .map(|entry| match entry.shape {
+                HoldShape::SetMembers(n) => n,
+                HoldShape::LockHash => 1,
+            })
+            .collect();
         let (call, order) = crate::protocol::semaphore::renew_call(lease_ms, &items, &sizes);
         batches.push(Batch {
             entries: order.iter().map(|i| chunk[*i].clone()).collect(),
