@@ -8,7 +8,7 @@
 //! - K2 count-down latch: serial count-downs (the library's exactly-once script against a
 //!   raw `DECR`-and-delete-at-zero script), and the time from the opening count-down in one
 //!   client to the wake-up of a waiter in another.
-//! - K3 read-write lock: see [`k3`].
+//! - K3 read-write lock: see [`k3`]; K4 fair lock: see [`k4`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -386,6 +386,116 @@ pub async fn k3(ctx: &mut Ctx) -> Res<Outcome> {
     out.row(
         Row::new("writer wait under 6 overlapping readers (15-35 ms holds), p50 / p99 µs")
             .lib(format!("{} / {}", num(wait.p50), num(wait.p99))),
+    );
+    Ok(out)
+}
+
+/// K4: the fair lock. Four clients, one task each, contending for one name with a short
+/// think time outside the lock: acquisitions/s and the spread between clients (max/min),
+/// for the fair lock and, in the same run, the library's plain lock (which is not fair).
+pub async fn k4(ctx: &mut Ctx) -> Res<Outcome> {
+    let run = Duration::from_millis(if ctx.quick { 1000 } else { 3000 });
+    let mut out = Outcome::new(
+        "K4",
+        "fair lock: 4 clients contend for 1 name (1 ms think time), against the plain lock",
+    );
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(LockClient::connect(&ctx.url).await?);
+    }
+    let fair: Arc<Vec<_>> = Arc::new(
+        clients
+            .iter()
+            .map(|c| c.fair_lock("k4"))
+            .collect::<Result<_, _>>()?,
+    );
+    let plain: Arc<Vec<_>> = Arc::new(
+        clients
+            .iter()
+            .map(|c| c.lock("k4-plain"))
+            .collect::<Result<_, _>>()?,
+    );
+    // Per-client counts of one contended run.
+    async fn contend<F, Fut>(run: Duration, cycle: F) -> Res<Vec<u64>>
+    where
+        F: Fn(usize) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Res<()>> + Send,
+    {
+        let cycle = Arc::new(cycle);
+        let started = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for task in 0..4 {
+            let cycle = cycle.clone();
+            set.spawn(async move {
+                let mut done = 0u64;
+                while started.elapsed() < run {
+                    cycle(task).await?;
+                    done += 1;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Ok::<_, super::util::BoxError>(done)
+            });
+        }
+        let mut counts = Vec::new();
+        while let Some(joined) = set.join_next().await {
+            counts.push(joined??);
+        }
+        Ok(counts)
+    }
+    let fair_cycle = {
+        let fair = fair.clone();
+        move |task: usize| {
+            let fair = fair.clone();
+            async move {
+                let guard = fair[task].acquire().await?;
+                guard.release().await?;
+                Ok(())
+            }
+        }
+    };
+    let plain_cycle = {
+        let plain = plain.clone();
+        move |task: usize| {
+            let plain = plain.clone();
+            async move {
+                let guard = plain[task].acquire().await?;
+                guard.release().await?;
+                Ok(())
+            }
+        }
+    };
+    contend(Duration::from_millis(200), fair_cycle.clone()).await?;
+    let fair_counts = contend(run, fair_cycle).await?;
+    let plain_counts = contend(run, plain_cycle).await?;
+    let rate = |counts: &[u64]| counts.iter().sum::<u64>() as f64 / run.as_secs_f64();
+    let spread = |counts: &[u64]| {
+        let min = counts.iter().copied().min().unwrap_or(0).max(1) as f64;
+        counts.iter().copied().max().unwrap_or(0) as f64 / min
+    };
+    let (fair_rate, plain_rate) = (rate(&fair_counts), rate(&plain_counts));
+    let state = fair[0].state().await?;
+    if state.is_locked() || state.waiters > 0 {
+        out.fail(format!("fair lock not empty after the run: {state:?}"));
+    }
+    out.set(
+        "acquisitions_per_sec",
+        json!({"fair": r1(fair_rate), "plain": r1(plain_rate)}),
+    );
+    out.set(
+        "per_client",
+        json!({"fair": fair_counts, "plain": plain_counts,
+               "fair_max_over_min": r2(spread(&fair_counts)), "plain_max_over_min": r2(spread(&plain_counts))}),
+    );
+    out.row(
+        Row::new("acquisitions/s, 4 clients on 1 name (raw column: the plain lock)")
+            .lib(num(fair_rate))
+            .raw(num(plain_rate))
+            .ratio(ratio(fair_rate, plain_rate)),
+    );
+    out.row(
+        Row::new("per-client acquisitions, max / min")
+            .lib(format!("{:.2}", spread(&fair_counts)))
+            .raw(format!("{:.2}", spread(&plain_counts))),
     );
     Ok(out)
 }
