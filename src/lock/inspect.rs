@@ -1,0 +1,218 @@
+//! Reading a lock (its holders, TTL and waiters), and deleting it whoever holds it.
+
+use std::time::Duration;
+
+use redis::{FromRedisValue, Value};
+
+use crate::error::{Error, Result};
+use crate::protocol::{Reply, force_unlock_call};
+
+use super::{Lock, TOKEN_FIELD};
+
+/// A snapshot of a lock's state in Redis, from [`Lock::state`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockState {
+    /// Every owner field with its hold count. Empty when the lock is free.
+    pub holders: Vec<(String, u64)>,
+    /// The remaining time to live, `None` when the lock is free.
+    pub ttl: Option<Duration>,
+    /// The fencing counter's current value (the latest token handed out), `None` when
+    /// fencing was never used on this name.
+    pub fence: Option<u64>,
+    /// The fencing token of the current hold, `None` when it was not taken with fencing.
+    pub hold_token: Option<u64>,
+}
+
+impl LockState {
+    /// Whether anyone holds the lock.
+    pub fn is_locked(&self) -> bool {
+        !self.holders.is_empty()
+    }
+
+    /// The hold count of `owner`, 0 if it does not hold the lock.
+    pub fn count_of(&self, owner: &str) -> u64 {
+        self.holders
+            .iter()
+            .find(|(field, _)| field == owner)
+            .map_or(0, |(_, count)| *count)
+    }
+}
+
+impl Lock {
+    /// Deletes the lock whoever holds it and wakes its waiters. Returns whether there was
+    /// a lock. Holders find out at their next renewal (their lost signal fires) or release.
+    ///
+    /// # Cancel safety
+    /// A cancelled call may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let inner = &self.client.inner;
+        match inner.eval(&force_unlock_call(&self.keys.protocol)).await? {
+            Reply::Int(-2) => Err(self.wrong_type("not a hash")),
+            Reply::Int(deleted) => Ok(deleted > 0),
+            other => Err(Error::UnexpectedReply(format!("force_unlock: {other:?}"))),
+        }
+    }
+
+    /// Reads the lock's holders and TTL in one snapshot.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn state(&self) -> Result<LockState> {
+        let inner = &self.client.inner;
+        let call = crate::protocol::Call {
+            script: crate::protocol::ScriptId::Inspect,
+            keys: vec![self.keys.hash.clone(), self.keys.fence.clone()],
+            args: Vec::new(),
+        };
+        let reply: Vec<Value> = match inner.read(&call).await? {
+            Reply::Array(items) => items.into_iter().map(to_value).collect(),
+            other => return Err(Error::UnexpectedReply(format!("inspect: {other:?}"))),
+        };
+        let bad = || Error::UnexpectedReply(format!("inspect: {reply:?}"));
+        let (kind, pttl, fence) = match reply.as_slice() {
+            [kind, Value::Int(pttl), Value::Int(fence), ..] => (
+                String::from_redis_value(kind.clone()).map_err(|_| bad())?,
+                *pttl,
+                u64::try_from(*fence).ok(),
+            ),
+            _ => return Err(bad()),
+        };
+        match kind.as_str() {
+            "none" => Ok(LockState {
+                holders: Vec::new(),
+                ttl: None,
+                fence,
+                hold_token: None,
+            }),
+            "hash" => {
+                let mut holders = Vec::new();
+                let mut hold_token = None;
+                for pair in reply[3..].chunks(2) {
+                    let [field, count] = pair else {
+                        return Err(bad());
+                    };
+                    let field = String::from_redis_value(field.clone()).map_err(|_| bad())?;
+                    if field == TOKEN_FIELD {
+                        hold_token = String::from_redis_value(count.clone())
+                            .ok()
+                            .and_then(|t| t.parse::<u64>().ok());
+                        continue;
+                    }
+                    if field.starts_with('\u{1}') {
+                        // The hold id and the per-client request records.
+                        continue;
+                    }
+                    let count = String::from_redis_value(count.clone())
+                        .ok()
+                        .and_then(|c| c.parse::<u64>().ok())
+                        .ok_or_else(|| self.wrong_type("hash with a non-count field"))?;
+                    holders.push((field, count));
+                }
+                if pttl < 0 {
+                    return Err(self.wrong_type("hash without an expiry"));
+                }
+                Ok(LockState {
+                    holders,
+                    ttl: Some(Duration::from_millis(pttl as u64)),
+                    fence,
+                    hold_token,
+                })
+            }
+            other => Err(self.wrong_type(other)),
+        }
+    }
+
+    /// How many connections are subscribed to this lock's release channel
+    /// (`PUBSUB NUMSUB`, or `PUBSUB SHARDNUMSUB` on a cluster): one per client (process) with waiters, however many waiters it
+    /// has.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn waiting_clients(&self) -> Result<u64> {
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let mut cmd = redis::cmd("PUBSUB");
+        // A cluster's wake-ups are sharded; redis-rs sends this to every primary and adds
+        // the counts up.
+        let numsub = if inner.sharded {
+            "SHARDNUMSUB"
+        } else {
+            "NUMSUB"
+        };
+        cmd.arg(numsub).arg(&*self.keys.channel);
+        let reply = tokio::time::timeout(
+            inner.response_timeout,
+            cmd.query_async::<Vec<(String, u64)>>(&mut conn),
+        )
+        .await
+        .map_err(|_| inner.redis_error(inner.timeout_error()))?
+        .map_err(|err| inner.redis_error(err))?;
+        Ok(reply.first().map_or(0, |(_, n)| *n))
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.state().await?.is_locked())
+    }
+
+    /// Whether this handle's explicit owner (see [`Lock::with_owner`]) holds the lock.
+    /// Fails with [`Error::InvalidConfig`] for a handle without one (each of its acquires
+    /// is a new owner; ask the guard).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn is_held_by_owner(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// This handle's explicit owner's hold count (0 when it does not hold the lock).
+    /// Fails with [`Error::InvalidConfig`] for a handle without an explicit owner.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn hold_count(&self) -> Result<u64> {
+        let Some(owner) = &self.owner else {
+            return Err(Error::InvalidConfig(format!(
+                "the hold count of {:?} needs an explicit owner (Lock::with_owner)",
+                self.keys.name
+            )));
+        };
+        Ok(self.state().await?.count_of(owner))
+    }
+
+    /// The lock's remaining time to live in Redis, `None` when it is free.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        Ok(self.state().await?.ttl)
+    }
+
+    /// `found`: a Redis type name (`string`, from `TYPE`) or a description from a script
+    /// (`hash without an expiry`); the error gets it as a noun phrase ("a string").
+    pub(crate) fn wrong_type(&self, found: &str) -> Error {
+        let found = match found {
+            "zset" => "a sorted set".to_owned(),
+            "not a hash" => "a value that is not a hash".to_owned(),
+            other if other.starts_with("a ") || other.starts_with("an ") => other.to_owned(),
+            other => format!("a {other}"),
+        };
+        Error::WrongType {
+            key: self.keys.hash.to_string(),
+            found,
+        }
+    }
+}
+
+fn to_value(reply: Reply) -> Value {
+    match reply {
+        Reply::Nil => Value::Nil,
+        Reply::Int(n) => Value::Int(n),
+        Reply::Bulk(bytes) => Value::BulkString(bytes),
+        Reply::Status(text) | Reply::Error(text) => Value::SimpleString(text),
+        Reply::Array(items) => Value::Array(items.into_iter().map(to_value).collect()),
+    }
+}
