@@ -1431,3 +1431,500 @@ async fn a_force_unlocked_fixed_lease_run_stops_the_command_as_lost() {
         "the command was stopped only {took:?} after the force-unlock (20 s lease)"
     );
 }
+
+// ---- run --read / --write / --fair: the read-write lock and the fair lock -------------
+
+/// A shell function for the commands below: waits for the file `$1` to appear, at most
+/// 15 s (then fails), so that a command that cannot see its peer ends instead of hanging.
+const WAIT_FOR: &str = r#"
+    wait_for() {
+        i=0
+        while [ ! -e "$1" ]; do
+            i=$((i + 1))
+            [ "$i" -gt 300 ] && return 1
+            sleep 0.05
+        done
+    }
+"#;
+
+/// The library's view of a read-write lock or a fair lock, for the tests' polling.
+async fn rw_state(client: &redis_locks::LockClient, name: &str) -> redis_locks::RwLockState {
+    client.rw_lock(name).unwrap().state().await.unwrap()
+}
+
+async fn fair_state(client: &redis_locks::LockClient, name: &str) -> redis_locks::FairLockState {
+    client.fair_lock(name).unwrap().state().await.unwrap()
+}
+
+/// `run --read`: two commands hold reads of one read-write lock at once (each waits for
+/// the other's marker, so neither could finish alone), and meanwhile a `--write` does not
+/// get in (`--no-wait` and `--wait` exit 75, naming the readers, and run nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_runs_share_the_lock_and_keep_writers_out() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"{WAIT_FOR}
+        touch "$DIR/$ME"
+        wait_for "$DIR/$OTHER" || exit 3
+        wait_for "$DIR/go" || exit 4
+        "#
+    );
+    let reader = |me: &str, other: &str| {
+        cli(&url)
+            .env("DIR", dir.path())
+            .env("ME", me)
+            .env("OTHER", other)
+            .args(["run", "shared", "--read", "--wait", "20s", "--"])
+            .args(["sh", "-c", &script])
+            .spawn()
+            .unwrap()
+    };
+    let first = reader("a", "b");
+    let second = reader("b", "a");
+    wait_for_file(&dir.path().join("a")).await;
+    wait_for_file(&dir.path().join("b")).await;
+
+    // Both read now: a writer is refused, and runs nothing.
+    let marker = dir.path().join("wrote");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    let out = output(
+        cli(&url)
+            .args(["run", "shared", "--write", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("read-write lock \"shared\" (write) not acquired (--no-wait)"),
+        "{err}"
+    );
+    assert!(err.contains("2 readers hold it"), "{err}");
+    let started = Instant::now();
+    let out = output(
+        cli(&url)
+            .args(["run", "shared", "--write", "--wait", "300ms"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(
+        stderr(&out).contains("not acquired within"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!marker.exists(), "the writer's command ran among readers");
+
+    // status shows the two reads (and that the writer that gave up left no reservation).
+    let out = output(cli(&url).args(["status", "shared"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("rwlock:  0 writes, 2 reads, expires in "),
+        "{}",
+        stdout(&out)
+    );
+    let json = status_json(&url, "shared").await;
+    assert_eq!(json["rwlock"]["reads"], 2, "{json}");
+    assert_eq!(json["rwlock"]["writes"], 0, "{json}");
+    assert_eq!(json["rwlock"]["writer"], Value::Null, "{json}");
+    assert_eq!(json["rwlock"]["writer_waiting"], false, "{json}");
+    assert!(json["rwlock"]["ttl_ms"].as_u64().unwrap() > 0, "{json}");
+    assert_eq!(json["fair"], Value::Null, "{json}");
+    assert_eq!(
+        json["held"], false,
+        "the plain lock is another lock: {json}"
+    );
+
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    for reader in [first, second] {
+        let out = finish(reader).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let json = status_json(&url, "shared").await;
+    assert_eq!(json["rwlock"], Value::Null, "{json}");
+    let out = output(
+        cli(&url)
+            .args(["run", "shared", "--write", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(marker.exists());
+}
+
+/// `run --write`: the command runs alone. A concurrent `--read` (or `--write`) with
+/// `--no-wait` exits 75 naming the writer; one that waits runs once the writer is done.
+/// The plain lock of the same name is another lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_run_excludes_readers_and_writers() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"{WAIT_FOR}
+        echo "$REDIS_LOCK_OWNER" > "$DIR/owner.tmp"; mv "$DIR/owner.tmp" "$DIR/owner"
+        wait_for "$DIR/go" || exit 4
+        sleep 0.2
+        echo write-end >> "$DIR/log"
+        "#
+    );
+    let writer = cli(&url)
+        .env("DIR", dir.path())
+        .args(["run", "exclusive", "--write", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("owner")).await;
+    let owner = std::fs::read_to_string(dir.path().join("owner")).unwrap();
+    let owner = owner.trim();
+    assert!(owner.contains(":cli-"), "{owner}");
+
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    for kind in ["--read", "--write"] {
+        let out = output(
+            cli(&url)
+                .args(["run", "exclusive", kind, "--no-wait"])
+                .args(touch),
+        )
+        .await;
+        assert_eq!(code(&out), NOT_ACQUIRED, "{kind}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("not acquired (--no-wait)"), "{kind}: {err}");
+        assert!(
+            err.contains(&format!("held by a writer ({owner})")),
+            "{kind}: {err}"
+        );
+    }
+    let out = output(
+        cli(&url)
+            .args(["run", "exclusive", "--read", "--wait", "300ms"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(!marker.exists(), "a reader ran during the write");
+
+    // Another kind, other keys: the plain lock of the same name is free.
+    let out = output(cli(&url).args(["run", "exclusive", "--no-wait", "--", "true"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    let out = output(cli(&url).args(["status", "exclusive"])).await;
+    assert!(
+        stdout(&out).contains(&format!(
+            "rwlock:  1 write by {owner}, 0 reads, expires in "
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let json = status_json(&url, "exclusive").await;
+    assert_eq!(json["rwlock"]["writes"], 1, "{json}");
+    assert_eq!(json["rwlock"]["writer"], owner, "{json}");
+    assert_eq!(json["rwlock"]["reads"], 0, "{json}");
+
+    // A reader that waits gets in once the writer is done, not before.
+    let reader = cli(&url)
+        .env("DIR", dir.path())
+        .args(["run", "exclusive", "--read", "--wait", "20s", "--"])
+        .args(["sh", "-c", r#"echo read >> "$DIR/log""#])
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = finish(writer).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = finish(reader).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    assert_eq!(log, "write-end\nread\n");
+    assert_eq!(status_json(&url, "exclusive").await["rwlock"], Value::Null);
+}
+
+/// `run --fair`: commands that queue one after the other run in that order. Meanwhile
+/// `--no-wait` exits 75 naming the holder and the queue, and `status` shows both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_runs_take_turns_in_arrival_order() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let client = server.client(30 * SEC).await;
+    let holder = client
+        .fair_lock("turns")
+        .unwrap()
+        .with_owner("the-holder")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let mut children = Vec::new();
+    for n in 0..4u64 {
+        children.push(
+            cli(&url)
+                .env("LOG", &log)
+                .env("N", n.to_string())
+                .args(["run", "turns", "--fair", "--wait", "30s", "--"])
+                .args(["sh", "-c", r#"echo "$N" >> "$LOG""#])
+                .spawn()
+                .unwrap(),
+        );
+        // Queued before the next one starts.
+        let queued = common::eventually(10 * SEC, || async {
+            fair_state(&client, "turns").await.waiters == n + 1
+        })
+        .await;
+        assert!(queued, "run {n} did not queue");
+    }
+
+    let marker = dir.path().join("ran");
+    let out = output(cli(&url).args([
+        "run",
+        "turns",
+        "--fair",
+        "--no-wait",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("fair lock \"turns\" not acquired (--no-wait): held by the-holder"),
+        "{err}"
+    );
+    assert!(err.contains("4 waiters ahead"), "{err}");
+    assert!(!marker.exists());
+
+    let out = output(cli(&url).args(["status", "turns"])).await;
+    assert!(
+        stdout(&out).contains("fair:    1 hold by the-holder, 4 waiting, expires in "),
+        "{}",
+        stdout(&out)
+    );
+    let json = status_json(&url, "turns").await;
+    assert_eq!(json["fair"]["holds"], 1, "{json}");
+    assert_eq!(json["fair"]["holder"], "the-holder", "{json}");
+    assert_eq!(json["fair"]["waiters"], 4, "{json}");
+    assert_eq!(json["rwlock"], Value::Null, "{json}");
+
+    holder.release().await.unwrap();
+    for child in children {
+        let out = finish(child).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "0\n1\n2\n3\n");
+    assert_eq!(status_json(&url, "turns").await["fair"], Value::Null);
+}
+
+/// `--fenced` with `--write` and `--fair` passes the hold's fencing token (growing from
+/// one run to the next); without it, or with `--read`, REDIS_LOCK_TOKEN is unset.
+/// REDIS_LOCK_OWNER is the owner `status` shows.
+#[tokio::test]
+async fn write_and_fair_runs_pass_the_fencing_token() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        printf '%s\n%s\n' "$REDIS_LOCK_OWNER" "${REDIS_LOCK_TOKEN-unset}" > "$DIR/env"
+        "$BIN" status "$REDIS_LOCK_NAME" --json > "$DIR/status.json"
+    "#;
+    let run = |flags: &[&str]| {
+        let mut cmd = cli(&url);
+        cmd.env("DIR", dir.path())
+            .env("BIN", BIN)
+            .env("REDIS_LOCK_TOKEN", "inherited-must-not-leak")
+            .args(["run", "fenced"])
+            .args(flags)
+            .args(["--", "sh", "-c", script]);
+        cmd
+    };
+    // (owner, token or "unset", the status JSON) as the command saw them.
+    let seen = |out: Output| {
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let env = std::fs::read_to_string(dir.path().join("env")).unwrap();
+        let lines: Vec<String> = env.lines().map(str::to_owned).collect();
+        let status: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("status.json")).unwrap())
+                .unwrap();
+        (lines[0].clone(), lines[1].clone(), status)
+    };
+
+    let (owner, token, status) = seen(output(&mut run(&["--write", "--fenced"])).await);
+    let first: u64 = token.parse().expect("a numeric token");
+    assert_eq!(status["rwlock"]["writer"], owner, "{status}");
+    let (_, token, _) = seen(output(&mut run(&["--fenced", "--write"])).await);
+    let second: u64 = token.parse().expect("a numeric token");
+    assert!(second > first, "{second} after {first}");
+    let (_, token, _) = seen(output(&mut run(&["--write"])).await);
+    assert_eq!(token, "unset");
+    let (_, token, status) = seen(output(&mut run(&["--read"])).await);
+    assert_eq!(token, "unset");
+    assert_eq!(status["rwlock"]["reads"], 1, "{status}");
+
+    let (owner, token, status) = seen(output(&mut run(&["--fair", "--fenced"])).await);
+    let _: u64 = token.parse().expect("a numeric token");
+    assert_eq!(status["fair"]["holder"], owner, "{status}");
+    assert_eq!(status["fair"]["holds"], 1, "{status}");
+    let (_, token, _) = seen(output(&mut run(&["--fair"])).await);
+    assert_eq!(token, "unset");
+}
+
+/// --read, --write, --fair and --permits exclude each other; --fenced does not go with
+/// --read (reads carry no token); --min-replicas goes with none of them. All exit 64
+/// without running anything, whether or not Redis is reachable.
+#[tokio::test]
+async fn conflicting_kinds_are_usage_errors() {
+    let server = RedisServer::start();
+    let dead = format!("redis://127.0.0.1:{}", dead_port());
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    for url in [server.url(), dead] {
+        for (args, says) in [
+            (&["run", "x", "--fenced", "--read"][..], "--fenced"),
+            (&["run", "x", "--read", "--write"], "--write"),
+            (&["run", "x", "--read", "--fair"], "--fair"),
+            (&["run", "x", "--write", "--fair"], "--fair"),
+            (&["run", "x", "--fair", "--permits", "2"], "--permits"),
+            (&["run", "x", "--write", "--permits", "2"], "--permits"),
+            (
+                &["--min-replicas", "1", "run", "x", "--write"],
+                "--min-replicas",
+            ),
+            (
+                &["--min-replicas", "1", "run", "x", "--read"],
+                "--min-replicas",
+            ),
+            (
+                &["--min-replicas", "1", "run", "x", "--fair"],
+                "--min-replicas",
+            ),
+            (
+                &["--min-replicas", "1", "run", "x", "--permits", "2"],
+                "--min-replicas",
+            ),
+        ] {
+            let out = output(
+                cli(&url)
+                    .args(args)
+                    .args(["--", "touch", marker.to_str().unwrap()]),
+            )
+            .await;
+            assert_eq!(code(&out), USAGE, "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        }
+    }
+    assert!(!marker.exists());
+}
+
+/// A `--write`, `--read` or `--fair` run whose hold is deleted (`unlock --force` knows
+/// only the plain lock, so the test deletes the key itself) stops the command with
+/// SIGTERM and exits 73, within about a second; a fixed --lease that runs out too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_rw_or_fair_hold_stops_the_command() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut conn = server.conn().await;
+    let script = r#"
+        trap 'echo TERM > "$DIR/got"; exit 0' TERM
+        touch "$DIR/ready"
+        while :; do sleep 0.05; done
+    "#;
+    for (kind, name, key) in [
+        ("--write", "lost-w", "redis-locks:{lost-w}:rw:write"),
+        ("--read", "lost-r", "redis-locks:{lost-r}:rw:read"),
+        ("--fair", "lost-f", "redis-locks:{lost-f}:fair"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let child = cli(&url)
+            .env("DIR", dir.path())
+            .args(["run", name, kind, "--", "sh", "-c", script])
+            .spawn()
+            .unwrap();
+        wait_for_file(&dir.path().join("ready")).await;
+        let deleted: i64 = conn.del(key).await.unwrap();
+        assert_eq!(deleted, 1, "{kind}: {key} held the hold");
+        let started = Instant::now();
+        let out = finish(child).await;
+        let took = started.elapsed();
+        let err = stderr(&out);
+        assert_eq!(code(&out), LOCK_LOST, "{kind}: {err}");
+        assert!(took < STOP_BOUND, "{kind}: stopped only after {took:?}");
+        assert!(err.contains("was lost"), "{kind}: {err}");
+        assert!(err.contains("hold is gone"), "{kind}: {err}");
+        assert!(
+            dir.path().join("got").exists(),
+            "{kind}: the command got no SIGTERM"
+        );
+    }
+    for kind in ["--write", "--read", "--fair"] {
+        let out = output(
+            cli(&url)
+                .args(["run", "leased", kind, "--lease", "400ms"])
+                .args(["--", "sleep", "10"]),
+        )
+        .await;
+        assert_eq!(code(&out), LOCK_LOST, "{kind}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("lease ran out"),
+            "{kind}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// A signal while `--write` or `--fair` waits ends the wait (128+N) without running the
+/// command, and the waiter leaves at once: no writer's reservation (which would lapse
+/// only after 2 s) and no place in the queue (3 s) are left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_while_waiting_for_a_write_or_fair_turn_leaves_nothing() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = server.client(30 * SEC).await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+
+    let read = client.rw_lock("sig").unwrap().read().await.unwrap();
+    let child = cli(&url)
+        .args(["run", "sig", "--write"])
+        .args(touch)
+        .spawn()
+        .unwrap();
+    let waiting = common::eventually(10 * SEC, || async {
+        rw_state(&client, "sig").await.writer_waiting
+    })
+    .await;
+    assert!(waiting, "the writer never waited");
+    signal(&child, libc::SIGINT);
+    let out = finish(child).await;
+    let signalled = Instant::now();
+    assert_eq!(code(&out), 128 + libc::SIGINT, "{}", stderr(&out));
+    let left = common::eventually(SEC, || async {
+        !rw_state(&client, "sig").await.writer_waiting
+    })
+    .await;
+    assert!(left, "the reservation outlived the wait");
+    assert!(signalled.elapsed() < 2 * SEC);
+    read.release().await.unwrap();
+
+    let held = client.fair_lock("sig").unwrap().acquire().await.unwrap();
+    let child = cli(&url)
+        .args(["run", "sig", "--fair"])
+        .args(touch)
+        .spawn()
+        .unwrap();
+    let queued = common::eventually(10 * SEC, || async {
+        fair_state(&client, "sig").await.waiters == 1
+    })
+    .await;
+    assert!(queued, "the fair run never queued");
+    signal(&child, libc::SIGTERM);
+    let out = finish(child).await;
+    assert_eq!(code(&out), 128 + libc::SIGTERM, "{}", stderr(&out));
+    assert_eq!(fair_state(&client, "sig").await.waiters, 0, "still queued");
+    assert!(!marker.exists());
+    held.release().await.unwrap();
+}

@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 
 use crate::duration;
 
@@ -16,6 +16,12 @@ The command gets these environment variables:
                      (treat it as a secret: whoever knows it can release the lock)
   REDIS_LOCK_TOKEN   the fencing token, with --fenced (removed from the environment
                      otherwise)
+
+--permits N, --read, --write and --fair take, instead of the lock NAME, another kind of
+lock of the same name (a semaphore, a read-write lock, a fair lock) with keys of its own:
+a plain `run NAME` and a `run NAME --write` do not exclude each other. What is taken is
+renewed, lost and released like the lock; --wait, --no-wait, --lease, --watchdog and
+--kill-after apply to it (--min-replicas does not: it is a usage error with them).
 
 Signals: SIGINT, SIGTERM and SIGHUP sent to redis-locks are forwarded to the command;
 the lock is released once the command has exited. A signal that arrives while still
@@ -46,8 +52,8 @@ already), so Ctrl-C reaches the command once. A signal sent to the whole process
 with kill (kill -INT -PGID) reaches the command twice: directly, and forwarded.
 
 Lost lock: the lock is renewed or checked every second (every third of --watchdog if
-that is shorter). If it is lost while the command runs (deleted with `unlock --force`,
-expired because Redis was unreachable, or --lease ran out), the command (with
+that is shorter). If it is lost while the command runs (deleted, by `unlock --force` or
+otherwise, expired because Redis was unreachable, or --lease ran out), the command (with
 --process-group, its process group) is sent SIGTERM, then SIGKILL after --kill-after,
 and redis-locks exits with 73. It also exits with 73 (the command was not signalled
 then) when the loss is found only at the release, after the command finished: the end
@@ -55,7 +61,9 @@ of its work may not have been protected. stderr says which.
 
 Examples:
   redis-locks run nightly-report --no-wait -- ./report.sh
-  redis-locks run --fenced migrate-v42 --wait 10m -- ./migrate.sh";
+  redis-locks run --fenced migrate-v42 --wait 10m -- ./migrate.sh
+  redis-locks run config --read -- ./render.sh      (many at once)
+  redis-locks run config --write -- ./update.sh     (alone)";
 
 /// Distributed locks on Redis from the shell: run a command while holding a lock,
 /// inspect a lock, or delete one.
@@ -176,6 +184,9 @@ pub enum Command {
 
     /// Show whether a lock is held, by whom, for how long, and who is waiting.
     ///
+    /// Also shows the semaphore, count-down latch, read-write lock and fair lock of the
+    /// same name, each on a line of its own, when they exist.
+    ///
     /// Exits 0 whether the lock is held or not (see --check).
     #[command(after_long_help = crate::exit::TABLE)]
     Status(StatusArgs),
@@ -189,6 +200,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("kind").multiple(false)))]
 pub struct RunArgs {
     /// The lock's name (1 to 512 bytes, without '{', '}' or control characters).
     pub name: String,
@@ -220,16 +232,34 @@ pub struct RunArgs {
     pub watchdog: Duration,
 
     /// Take a fencing token (a number that grows with every acquisition of this lock)
-    /// and pass it to the command as REDIS_LOCK_TOKEN.
-    #[arg(long, conflicts_with = "permits")]
+    /// and pass it to the command as REDIS_LOCK_TOKEN. Also with --write and --fair (the
+    /// token of that lock); not with --permits or --read.
+    #[arg(long, conflicts_with_all = ["permits", "read"])]
     pub fenced: bool,
 
     /// Take one permit of the semaphore NAME, whose size is N (set to N if it was unset
     /// or different), instead of the lock NAME: at most N commands run at once. The
     /// permit is renewed (or has --lease) and is lost like a lock; REDIS_LOCK_OWNER is
     /// the permit id.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", group = "kind", value_parser = clap::value_parser!(u64).range(1..))]
     pub permits: Option<u64>,
+
+    /// Take a read hold of the read-write lock NAME instead of the lock NAME: any number
+    /// of --read commands run at once, but none starts while a --write command runs or
+    /// waits for the readers to finish.
+    #[arg(long, group = "kind")]
+    pub read: bool,
+
+    /// Take the write hold of the read-write lock NAME instead of the lock NAME: the
+    /// command runs alone, with no --read or other --write command of that name.
+    #[arg(long, group = "kind")]
+    pub write: bool,
+
+    /// Take the fair lock NAME instead of the lock NAME: exclusive like a lock, but
+    /// waiting commands get it in the order they started waiting (first come, first
+    /// served).
+    #[arg(long, group = "kind")]
+    pub fair: bool,
 
     /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL; with
     /// --process-group, also how long processes it left running get after it exits.
@@ -257,8 +287,12 @@ pub struct StatusArgs {
     pub name: String,
 
     /// Print one JSON object: {"name", "key", "channel", "held", "holders": [{"owner",
-    /// "count"}], "ttl_ms", "waiting", "fence"} (ttl_ms and fence are null when absent;
-    /// waiting counts subscribed Redis connections, one per waiting process).
+    /// "count"}], "ttl_ms", "waiting", "fence", "semaphore", "latch", "rwlock", "fair"}
+    /// (ttl_ms and fence are null when absent; waiting counts subscribed Redis
+    /// connections, one per waiting process). The last four are the other kinds of the
+    /// same name, null unless they exist: {"size", "in_use", "reserved", "available"},
+    /// {"count"}, {"writes", "writer", "reads", "writer_waiting", "ttl_ms"} and
+    /// {"holds", "holder", "waiters", "ttl_ms"}.
     #[arg(long)]
     pub json: bool,
 
@@ -362,8 +396,51 @@ mod tests {
                 "true",
             ],
             &["redis-locks", "status", "x", "-q", "-v"],
+            &["redis-locks", "run", "x", "--read", "--write", "--", "true"],
+            &["redis-locks", "run", "x", "--read", "--fair", "--", "true"],
+            &["redis-locks", "run", "x", "--write", "--fair", "--", "true"],
+            &[
+                "redis-locks",
+                "run",
+                "x",
+                "--fair",
+                "--permits",
+                "2",
+                "--",
+                "true",
+            ],
+            &[
+                "redis-locks",
+                "run",
+                "x",
+                "--fenced",
+                "--read",
+                "--",
+                "true",
+            ],
+            &[
+                "redis-locks",
+                "run",
+                "x",
+                "--fenced",
+                "--permits",
+                "2",
+                "--",
+                "true",
+            ],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn fenced_goes_with_write_and_fair() {
+        for kind in ["--write", "--fair"] {
+            let args = ["redis-locks", "run", "x", kind, "--fenced", "--", "true"];
+            let Command::Run(run) = Cli::try_parse_from(args).unwrap().command else {
+                panic!("not run")
+            };
+            assert!(run.fenced && (run.write || run.fair), "{kind}");
         }
     }
 }

@@ -4,6 +4,10 @@
 //! lock is lost it is sent SIGTERM, then SIGKILL after a grace period. The lock is released
 //! only once the command has exited.
 //!
+//! "The lock" is the lock NAME, or with `--permits N`, `--read`, `--write` or `--fair` a
+//! semaphore permit, a read or write hold of the read-write lock, or a hold of the fair
+//! lock of that name (`Held`): all are renewed, lost and released alike.
+//!
 //! With `--process-group` (the default on Linux) "the command" is its whole process group
 //! (see [`crate::group`]): signals and the stop on a lost lock reach everything it started,
 //! whatever it left running when it exits is stopped the same way before the lock is
@@ -18,7 +22,9 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use redis_locks::{Error, Lock, LockClient, LockGuard, SemaphoreGuard};
+use redis_locks::{
+    Error, FairGuard, FairLock, Lock, LockClient, LockGuard, RwGuard, RwLock, SemaphoreGuard,
+};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -48,6 +54,15 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     // A bad name is a usage error, whether or not Redis is reachable.
     redis_locks::validate_name(&args.name)?;
     let mode = group_mode(&args)?;
+    let kind = Kind::of(&args);
+    if global.min_replicas.is_some()
+        && let Some(flag) = kind.flag()
+    {
+        return Err(Failure::usage(format!(
+            "--min-replicas applies to locks; {} ({flag}) are not acknowledged by replicas",
+            kind.what()
+        )));
+    }
     // From here on SIGINT/SIGTERM/SIGHUP no longer kill us: every await below either
     // watches them or is short.
     let mut signals = Signals::listen()
@@ -58,18 +73,15 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
         client = connect::client(global, watchdog) => client?,
         got = signals.recv() => return Ok(interrupted(got.signal, &args.name, "connecting")),
     };
-    if args.permits.is_some() && global.min_replicas.is_some() {
-        return Err(Failure::usage(
-            "--min-replicas applies to locks; semaphore permits (--permits) are not \
-             acknowledged by replicas",
-        ));
-    }
-    let acquired = match args.permits {
-        None => {
+    let acquired = match kind {
+        Kind::Lock => {
             let lock = prepare(&client, &args)?;
             acquire(&lock, &args, global.quiet, &mut signals).await?
         }
-        Some(size) => acquire_permit(&client, &args, size, &mut signals).await?,
+        Kind::Permits(size) => acquire_permit(&client, &args, size, &mut signals).await?,
+        Kind::Read => acquire_rw(&client, &args, false, &mut signals).await?,
+        Kind::Write => acquire_rw(&client, &args, true, &mut signals).await?,
+        Kind::Fair => acquire_fair(&client, &args, &mut signals).await?,
     };
     let guard = match acquired {
         Acquired::Guard(guard) => guard,
@@ -203,12 +215,82 @@ fn group_mode(args: &RunArgs) -> Result<Mode, Failure> {
     }
 }
 
+/// What `run` takes: the lock NAME, or another kind of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Lock,
+    /// `--permits N`: one permit of the semaphore NAME of size N.
+    Permits(u64),
+    /// `--read`: a read hold of the read-write lock NAME.
+    Read,
+    /// `--write`: the write hold of the read-write lock NAME.
+    Write,
+    /// `--fair`: the fair lock NAME.
+    Fair,
+}
+
+impl Kind {
+    /// From the arguments (clap lets at most one of the flags through).
+    fn of(args: &RunArgs) -> Kind {
+        match args.permits {
+            Some(size) => Kind::Permits(size),
+            None if args.read => Kind::Read,
+            None if args.write => Kind::Write,
+            None if args.fair => Kind::Fair,
+            None => Kind::Lock,
+        }
+    }
+
+    /// The flag that asked for it; `None` for the lock.
+    fn flag(self) -> Option<&'static str> {
+        match self {
+            Kind::Lock => None,
+            Kind::Permits(_) => Some("--permits"),
+            Kind::Read => Some("--read"),
+            Kind::Write => Some("--write"),
+            Kind::Fair => Some("--fair"),
+        }
+    }
+
+    /// What it takes, in the plural, for messages.
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Lock => "locks",
+            Kind::Permits(_) => "semaphore permits",
+            Kind::Read | Kind::Write => "read-write lock holds",
+            Kind::Fair => "fair lock holds",
+        }
+    }
+}
+
+/// An explicit owner id, unique to this process and unguessable (the client id is a
+/// random UUID), so that REDIS_LOCK_OWNER names the owner `status` shows.
+fn cli_owner(client: &LockClient) -> String {
+    format!("{}:cli-{}", client.id(), std::process::id())
+}
+
+/// `--wait`/`--no-wait` as one value: `None` waits forever, zero tries once.
+fn wait_limit(args: &RunArgs) -> Option<Duration> {
+    if args.no_wait {
+        Some(Duration::ZERO)
+    } else {
+        args.wait
+    }
+}
+
+/// "not acquired (--no-wait)" or "not acquired within 1.5s".
+fn not_acquired(args: &RunArgs, waited: Duration) -> String {
+    if wait_limit(args).is_some_and(|wait| wait.is_zero()) {
+        "not acquired (--no-wait)".to_owned()
+    } else {
+        format!("not acquired within {}", human(waited))
+    }
+}
+
 /// The lock handle as the options ask for: this process's owner id, lease and fencing.
 fn prepare(client: &LockClient, args: &RunArgs) -> Result<Lock, Failure> {
     let lock = client.lock(&args.name)?;
-    // An explicit owner, unique to this process and unguessable (the client id is a
-    // random UUID), so that REDIS_LOCK_OWNER names the field `status` shows.
-    let lock = lock.with_owner(format!("{}:cli-{}", client.id(), std::process::id()))?;
+    let lock = lock.with_owner(cli_owner(client))?;
     let lock = match args.lease {
         Some(lease) => lock.with_lease(lease)?,
         None => lock,
@@ -234,11 +316,7 @@ async fn acquire(
     signals: &mut Signals,
 ) -> Result<Acquired, Failure> {
     let started = Instant::now();
-    let wait = if args.no_wait {
-        Some(Duration::ZERO)
-    } else {
-        args.wait
-    };
+    let wait = wait_limit(args);
     let attempt = async {
         match wait {
             None => lock.acquire().await.map(Some),
@@ -286,11 +364,7 @@ async fn acquire_permit(
         let previous = semaphore.set_permits(size).await?;
         tracing::info!(semaphore = %args.name, ?previous, size, "resized");
     }
-    let wait = if args.no_wait {
-        Some(Duration::ZERO)
-    } else {
-        args.wait
-    };
+    let wait = wait_limit(args);
     let attempt = async {
         match wait {
             None => semaphore.acquire(1).await.map(Some),
@@ -320,10 +394,100 @@ async fn acquire_permit(
     }
 }
 
-/// What `run` holds while the command runs: a lock's hold or a semaphore permit.
+/// `--read` or `--write` (`write`): a hold of the read-write lock NAME.
+async fn acquire_rw(
+    client: &LockClient,
+    args: &RunArgs,
+    write: bool,
+    signals: &mut Signals,
+) -> Result<Acquired, Failure> {
+    let started = Instant::now();
+    let lock = client.rw_lock(&args.name)?.with_owner(cli_owner(client))?;
+    let lock = match args.lease {
+        Some(lease) => lock.with_lease(lease)?,
+        None => lock,
+    };
+    // (clap refuses --fenced with --read: reads carry no token.)
+    let lock = if args.fenced {
+        lock.with_fencing()
+    } else {
+        lock
+    };
+    let wait = wait_limit(args);
+    let attempt = async {
+        match (write, wait) {
+            (false, None) => lock.read().await.map(Some),
+            (false, Some(wait)) if wait.is_zero() => lock.try_read().await,
+            (false, Some(wait)) => lock.try_read_for(wait).await,
+            (true, None) => lock.write().await.map(Some),
+            (true, Some(wait)) if wait.is_zero() => lock.try_write().await,
+            (true, Some(wait)) => lock.try_write_for(wait).await,
+        }
+    };
+    tokio::select! {
+        acquired = attempt => match acquired? {
+            Some(guard) => Ok(Acquired::Guard(Held::Rw(Box::new(guard)))),
+            None => Ok(Acquired::Busy(
+                rw_busy_message(&lock, write, args, started.elapsed()).await,
+            )),
+        },
+        got = signals.recv() => {
+            let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
+            Ok(Acquired::Interrupted(got.signal))
+        },
+    }
+}
+
+/// `--fair`: the fair lock NAME, in its turn.
+async fn acquire_fair(
+    client: &LockClient,
+    args: &RunArgs,
+    signals: &mut Signals,
+) -> Result<Acquired, Failure> {
+    let started = Instant::now();
+    let lock = client
+        .fair_lock(&args.name)?
+        .with_owner(cli_owner(client))?;
+    let lock = match args.lease {
+        Some(lease) => lock.with_lease(lease)?,
+        None => lock,
+    };
+    let lock = if args.fenced {
+        lock.with_fencing()
+    } else {
+        lock
+    };
+    let wait = wait_limit(args);
+    let attempt = async {
+        match wait {
+            None => lock.acquire().await.map(Some),
+            Some(wait) if wait.is_zero() => lock.try_acquire().await,
+            Some(wait) => lock.try_acquire_for(wait).await,
+        }
+    };
+    tokio::select! {
+        acquired = attempt => match acquired? {
+            Some(guard) => Ok(Acquired::Guard(Held::Fair(Box::new(guard)))),
+            None => Ok(Acquired::Busy(
+                fair_busy_message(&lock, args, started.elapsed()).await,
+            )),
+        },
+        got = signals.recv() => {
+            // The wait leaves the queue when cancelled; let that reach Redis.
+            let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
+            Ok(Acquired::Interrupted(got.signal))
+        },
+    }
+}
+
+/// What `run` holds while the command runs: a lock's hold, a semaphore permit, a hold of
+/// a read-write lock (read or write) or of a fair lock.
 enum Held {
     Lock(LockGuard),
     Permit(SemaphoreGuard),
+    // Boxed: these guards are much larger than the others.
+    Rw(Box<RwGuard>),
+    Fair(Box<FairGuard>),
 }
 
 impl Held {
@@ -331,6 +495,8 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.name(),
             Held::Permit(permit) => permit.name(),
+            Held::Rw(guard) => guard.name(),
+            Held::Fair(guard) => guard.name(),
         }
     }
 
@@ -339,6 +505,8 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.owner(),
             Held::Permit(permit) => permit.id(),
+            Held::Rw(guard) => guard.owner(),
+            Held::Fair(guard) => guard.owner(),
         }
     }
 
@@ -346,6 +514,8 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.fencing_token(),
             Held::Permit(_) => None,
+            Held::Rw(guard) => guard.fencing_token(),
+            Held::Fair(guard) => guard.fencing_token(),
         }
     }
 
@@ -353,6 +523,8 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.lost().await,
             Held::Permit(permit) => permit.lost().await,
+            Held::Rw(guard) => guard.lost().await,
+            Held::Fair(guard) => guard.lost().await,
         }
     }
 
@@ -360,6 +532,8 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.lost_reason(),
             Held::Permit(permit) => permit.lost_reason(),
+            Held::Rw(guard) => guard.lost_reason(),
+            Held::Fair(guard) => guard.lost_reason(),
         }
     }
 }
@@ -376,12 +550,75 @@ async fn busy_message(lock: &Lock, args: &RunArgs, waited: Duration) -> String {
         },
         Err(_) => "holder unknown".to_owned(),
     };
-    let how = if args.no_wait || args.wait.is_some_and(|w| w.is_zero()) {
-        "not acquired (--no-wait)".to_owned()
-    } else {
-        format!("not acquired within {}", human(waited))
-    };
+    let how = not_acquired(args, waited);
     format!("lock {:?} {how}: {holder}", args.name)
+}
+
+/// "read-write lock "x" (write) not acquired ...: held by a writer (...)" (or "2 readers
+/// hold it", "a writer is waiting for it"), as of now (best effort).
+async fn rw_busy_message(lock: &RwLock, write: bool, args: &RunArgs, waited: Duration) -> String {
+    let why = match lock.state().await {
+        Ok(state) if state.writes > 0 => {
+            let mut text = match &state.writer {
+                Some(owner) => format!("held by a writer ({owner})"),
+                None => "held by a writer".to_owned(),
+            };
+            if let Some(left) = state.remaining {
+                text.push_str(&format!(", expires in {}", human(left)));
+            }
+            text
+        }
+        Ok(state) if write && state.reads > 0 => match state.reads {
+            1 => "1 reader holds it".to_owned(),
+            n => format!("{n} readers hold it"),
+        },
+        Ok(state) if state.writer_waiting => {
+            if write {
+                "another writer is waiting for it".to_owned()
+            } else {
+                "a writer is waiting for it (new readers let it go first)".to_owned()
+            }
+        }
+        Ok(_) => "released meanwhile".to_owned(),
+        Err(_) => "holder unknown".to_owned(),
+    };
+    let side = if write { "write" } else { "read" };
+    let how = not_acquired(args, waited);
+    format!("read-write lock {:?} ({side}) {how}: {why}", args.name)
+}
+
+/// "fair lock "x" not acquired ...: held by ..., 2 waiters ahead", as of now (best effort).
+async fn fair_busy_message(lock: &FairLock, args: &RunArgs, waited: Duration) -> String {
+    let once = wait_limit(args).is_some_and(|wait| wait.is_zero());
+    let why = match lock.state().await {
+        Ok(state) => {
+            let mut parts = Vec::new();
+            if let Some(holder) = &state.holder {
+                parts.push(match state.remaining {
+                    Some(left) => format!("held by {holder}, expires in {}", human(left)),
+                    None => format!("held by {holder}"),
+                });
+            }
+            if state.waiters > 0 {
+                let waiters = if state.waiters == 1 {
+                    "waiter"
+                } else {
+                    "waiters"
+                };
+                // After --no-wait everyone queued is ahead; after --wait we left the queue.
+                let place = if once { "ahead" } else { "queued" };
+                parts.push(format!("{} {waiters} {place}", state.waiters));
+            }
+            if parts.is_empty() {
+                "released meanwhile".to_owned()
+            } else {
+                parts.join(", ")
+            }
+        }
+        Err(_) => "holder unknown".to_owned(),
+    };
+    let how = not_acquired(args, waited);
+    format!("fair lock {:?} {how}: {why}", args.name)
 }
 
 /// The acquire was cancelled by a signal. An attempt in flight at that moment may still
@@ -572,20 +809,26 @@ async fn gone(group: &Group, deadline: Instant, mut signals: Option<&mut Signals
     }
 }
 
+/// Releases what is held. `Err(LockLost)` when it had been lost.
+async fn finish(held: Held) -> Result<(), Error> {
+    let (result, what) = match held {
+        Held::Lock(guard) => return finish_lock(guard).await,
+        Held::Permit(permit) => (permit.release().await, "the permit"),
+        // A lost hold is given back all the same (it removes nothing but its own
+        // entry), and the release reports the loss.
+        Held::Rw(guard) => (guard.release().await, "the read-write lock hold"),
+        Held::Fair(guard) => (guard.release().await, "the fair lock"),
+    };
+    match &result {
+        Ok(()) => tracing::info!("released {what}"),
+        Err(err) => tracing::debug!(error = %err, "release of {what} failed"),
+    }
+    result
+}
+
 /// Releases the lock (or, when it is already lost, just stops tracking it: there is
 /// nothing left in Redis to release).
-async fn finish(held: Held) -> Result<(), Error> {
-    let guard = match held {
-        Held::Lock(guard) => guard,
-        Held::Permit(permit) => {
-            let result = permit.release().await;
-            match &result {
-                Ok(()) => tracing::info!("released the permit"),
-                Err(err) => tracing::debug!(error = %err, "permit release failed"),
-            }
-            return result;
-        }
-    };
+async fn finish_lock(guard: LockGuard) -> Result<(), Error> {
     if let Some(reason) = guard.lost_reason() {
         let name = guard.name().to_owned();
         guard.detach();

@@ -1,7 +1,10 @@
 //! `redis-locks status`: a lock's holders, TTL, waiters and fencing counter, and the state
-//! of the semaphore and the count-down latch of the same name when they exist.
+//! of the semaphore, the count-down latch, the read-write lock and the fair lock of the
+//! same name when they exist.
 
-use redis_locks::{Lock, LockState, SemaphoreState};
+use std::time::Duration;
+
+use redis_locks::{FairLockState, Lock, LockState, RwLockState, SemaphoreState};
 use serde_json::json;
 
 use crate::args::{Global, StatusArgs};
@@ -27,12 +30,41 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         .await
         .ok()
         .filter(|count| *count > 0);
+    let rw = client
+        .rw_lock(&args.name)?
+        .state()
+        .await
+        .ok()
+        .filter(|state| state.is_locked() || state.writer_waiting);
+    let fair = client
+        .fair_lock(&args.name)?
+        .state()
+        .await
+        .ok()
+        .filter(|state| state.is_locked() || state.waiters > 0);
     if args.json {
         let mut value = to_json(&lock, &state, waiting);
         value["semaphore"] = semaphore.map_or(serde_json::Value::Null, |s| {
             json!({"size": s.size, "in_use": s.in_use, "reserved": s.reserved, "available": s.available()})
         });
         value["latch"] = latch.map_or(serde_json::Value::Null, |count| json!({"count": count}));
+        value["rwlock"] = rw.map_or(serde_json::Value::Null, |s| {
+            json!({
+                "writes": s.writes,
+                "writer": s.writer,
+                "reads": s.reads,
+                "writer_waiting": s.writer_waiting,
+                "ttl_ms": s.remaining.map(millis),
+            })
+        });
+        value["fair"] = fair.map_or(serde_json::Value::Null, |s| {
+            json!({
+                "holds": s.holds,
+                "holder": s.holder,
+                "waiters": s.waiters,
+                "ttl_ms": s.remaining.map(millis),
+            })
+        });
         crate::print_stdout(&format!("{value}\n"));
     } else {
         let mut text = to_text(&lock, &state, waiting);
@@ -41,6 +73,12 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         }
         if let Some(count) = latch {
             text.push_str(&format!("{:<9}closed, count {count}\n", "latch:"));
+        }
+        if let Some(s) = rw {
+            text.push_str(&rw_line(&s));
+        }
+        if let Some(s) = fair {
+            text.push_str(&fair_line(&s));
         }
         crate::print_stdout(&text);
     }
@@ -64,6 +102,46 @@ fn semaphore_line(state: &SemaphoreState) -> String {
     )
 }
 
+/// "rwlock:  1 write by OWNER, 0 reads, expires in 25s" (or "0 writes, 3 reads, a writer
+/// waiting, expires in 9.8s").
+fn rw_line(state: &RwLockState) -> String {
+    let mut text = match &state.writer {
+        Some(owner) => format!("{} by {owner}", counted(state.writes, "write", "writes")),
+        None => counted(state.writes, "write", "writes"),
+    };
+    text.push_str(&format!(", {}", counted(state.reads, "read", "reads")));
+    if state.writer_waiting {
+        text.push_str(", a writer waiting");
+    }
+    if let Some(left) = state.remaining {
+        text.push_str(&format!(", expires in {}", human(left)));
+    }
+    format!("{:<9}{text}\n", "rwlock:")
+}
+
+/// "fair:    1 hold by OWNER, 2 waiting, expires in 25s" (or "free, 1 waiting").
+fn fair_line(state: &FairLockState) -> String {
+    let holds = counted(state.holds, "hold", "holds");
+    let mut text = match &state.holder {
+        _ if state.holds == 0 => "free".to_owned(),
+        Some(holder) => format!("{holds} by {holder}"),
+        None => holds,
+    };
+    text.push_str(&format!(", {} waiting", state.waiters));
+    if let Some(left) = state.remaining {
+        text.push_str(&format!(", expires in {}", human(left)));
+    }
+    format!("{:<9}{text}\n", "fair:")
+}
+
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 fn to_json(lock: &Lock, state: &LockState, waiting: i64) -> serde_json::Value {
     let holders: Vec<_> = state
         .holders
@@ -76,7 +154,7 @@ fn to_json(lock: &Lock, state: &LockState, waiting: i64) -> serde_json::Value {
         "channel": lock.channel(),
         "held": state.is_locked(),
         "holders": holders,
-        "ttl_ms": state.ttl.map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+        "ttl_ms": state.ttl.map(millis),
         "waiting": waiting,
         "fence": state.fence,
     })
@@ -108,4 +186,52 @@ fn to_text(lock: &Lock, state: &LockState, waiting: i64) -> String {
         None => line("fence:", "none (fencing never used on this name)"),
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rw_and_fair_lines() {
+        let rw = RwLockState {
+            writes: 1,
+            writer: Some("abc:cli-7".into()),
+            reads: 0,
+            writer_waiting: false,
+            remaining: Some(Duration::from_millis(25_400)),
+        };
+        assert_eq!(
+            rw_line(&rw),
+            "rwlock:  1 write by abc:cli-7, 0 reads, expires in 25.4s\n"
+        );
+        let rw = RwLockState {
+            writes: 0,
+            writer: None,
+            reads: 3,
+            writer_waiting: true,
+            remaining: None,
+        };
+        assert_eq!(
+            rw_line(&rw),
+            "rwlock:  0 writes, 3 reads, a writer waiting\n"
+        );
+        let fair = FairLockState {
+            holds: 2,
+            holder: Some("abc:cli-7".into()),
+            waiters: 1,
+            remaining: None,
+        };
+        assert_eq!(
+            fair_line(&fair),
+            "fair:    2 holds by abc:cli-7, 1 waiting\n"
+        );
+        let fair = FairLockState {
+            holds: 0,
+            holder: None,
+            waiters: 2,
+            remaining: None,
+        };
+        assert_eq!(fair_line(&fair), "fair:    free, 2 waiting\n");
+    }
 }
