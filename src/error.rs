@@ -143,6 +143,24 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A [`RedLock`](crate::RedLock) could not reach a majority of its servers: too
+    /// few of them answered (down, unreachable, or refusing) for longer than the lease.
+    /// Nothing is left held.
+    #[error(
+        "lock {name:?}: fewer than {needed} of {servers} servers answered; a majority cannot be reached ({})",
+        failed.join("; ")
+    )]
+    NoQuorum {
+        /// The lock name.
+        name: String,
+        /// How many servers the RedLock has.
+        servers: usize,
+        /// How many must grant it.
+        needed: usize,
+        /// What each failing server answered.
+        failed: Vec<String>,
+    },
+
     /// A script returned a reply the library does not understand. This points at a version
     /// mismatch or a bug, never at user input.
     #[error("unexpected reply from Redis: {0}")]

@@ -98,6 +98,11 @@ impl LockGuard {
         self.token
     }
 
+    /// The client this guard's lock belongs to.
+    pub(crate) fn lock_client(&self) -> &crate::LockClient {
+        self.lock.client()
+    }
+
     /// The lock's name.
     pub fn name(&self) -> &str {
         self.lock.name()

@@ -49,11 +49,13 @@ mod keys;
 mod lanes;
 mod latch;
 mod lock;
+mod multi;
 mod observe;
 mod owner;
 #[doc(hidden)]
 pub mod protocol;
 mod pubsub;
+mod redlock;
 mod rwlock;
 mod scripts;
 mod semaphore;
@@ -65,12 +67,14 @@ pub use client::{
     DEFAULT_WATCHDOG_TIMEOUT, LockClient, LockClientBuilder,
 };
 pub use error::{CommandError, Error, LostReason, Result};
+pub use fair::{FAIR_WAITER_LEASE, FairGuard, FairLock, FairLockState};
 pub use guard::LockGuard;
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, MAX_COUNT};
 pub use lock::{Lock, LockState};
-pub use fair::{FAIR_WAITER_LEASE, FairGuard, FairLock, FairLockState};
+pub use multi::{MultiGuard, MultiLock};
 pub use protocol::rwlock::RwKind;
+pub use redlock::{REDLOCK_RETRY_DELAY, RedGuard, RedLock};
 pub use rwlock::{RwGuard, RwLock, RwLockState};
 pub use semaphore::{Semaphore, SemaphoreGuard, SemaphoreState};
 pub use watchdog::WatchdogStats;

@@ -197,7 +197,7 @@ impl Lock {
         }
     }
 
-    pub(super) fn lease_ms(&self) -> u64 {
+    pub(crate) fn lease_ms(&self) -> u64 {
         match self.mode {
             LeaseMode::Watchdog => self.client.inner.watchdog_timeout.as_millis() as u64,
             LeaseMode::Fixed(lease) => lease.as_millis() as u64,

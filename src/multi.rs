@@ -1,0 +1,291 @@
+//! The multi-lock: several locks taken all or none, as one guard with one lost signal.
+//!
+//! Members are [`Lock`]s, possibly of different clients (servers, clusters). They are
+//! always taken in one global order, by key and then by server, so two multi-locks over
+//! the same names can never wait for each other in a cycle, whatever order their callers
+//! named the locks in (the classic lock-ordering rule). A failed or timed-out attempt
+//! gives back every member it took before returning, so nothing is left held.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+use crate::error::{Error, LostReason, Result};
+use crate::guard::LockGuard;
+use crate::lock::Lock;
+
+/// Several [`Lock`]s taken all or none. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+/// use redis_locks::MultiLock;
+/// let transfer = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+/// let both = transfer.acquire().await?;   // both accounts, or none
+/// // ... move the money; `both.lost()` fires if either lock is lost ...
+/// both.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MultiLock {
+    /// In the global order (by key, then by server).
+    members: Arc<[Lock]>,
+}
+
+impl std::fmt::Debug for MultiLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiLock")
+            .field(
+                "keys",
+                &self.members.iter().map(Lock::key).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl MultiLock {
+    /// A multi-lock over `locks` (at least one; each lock once: the same key on the same
+    /// server twice is an [`Error::InvalidConfig`], since a member would wait for itself).
+    /// Each member keeps its own options (lease, fencing, owner).
+    pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<Self> {
+        let mut members: Vec<Lock> = locks.into_iter().collect();
+        if members.is_empty() {
+            return Err(Error::InvalidConfig(
+                "a multi-lock needs at least one lock".into(),
+            ));
+        }
+        members.sort_by_key(order_key);
+        if let Some(pair) = members
+            .windows(2)
+            .find(|pair| order_key(&pair[0]) == order_key(&pair[1]))
+        {
+            return Err(Error::InvalidConfig(format!(
+                "lock {:?} is named twice in one multi-lock",
+                pair[0].name()
+            )));
+        }
+        Ok(MultiLock {
+            members: members.into(),
+        })
+    }
+
+    /// The members, in the order they are taken.
+    pub fn locks(&self) -> &[Lock] {
+        &self.members
+    }
+
+    /// A multi-lock whose members all acquire for the explicit owner `owner` (see
+    /// [`Lock::with_owner`]).
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
+        let owner = owner.into();
+        let members = self
+            .members
+            .iter()
+            .map(|lock| lock.with_owner(owner.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(MultiLock {
+            members: members.into(),
+        })
+    }
+
+    /// Takes every member, waiting without limit.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: members taken so far are released (in the background, as dropped
+    /// guards are).
+    pub async fn acquire(&self) -> Result<MultiGuard> {
+        match self.acquire_until(None).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::UnexpectedReply(
+                "multi-lock wait without limit ended without the locks".into(),
+            )),
+        }
+    }
+
+    /// Takes every member if all are free now; otherwise takes none.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: members taken so far are released.
+    pub async fn try_acquire(&self) -> Result<Option<MultiGuard>> {
+        self.acquire_until(Some(Instant::now())).await
+    }
+
+    /// Takes every member within `wait`; otherwise takes none.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: members taken so far are released.
+    pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
+        crate::keys::validate_ms("wait", wait)?;
+        self.acquire_until(Some(Instant::now() + wait)).await
+    }
+
+    async fn acquire_until(&self, deadline: Option<Instant>) -> Result<Option<MultiGuard>> {
+        let mut guards: Vec<LockGuard> = Vec::with_capacity(self.members.len());
+        for lock in self.members.iter() {
+            let got = match deadline {
+                None => lock.acquire().await.map(Some),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        lock.try_acquire().await
+                    } else {
+                        lock.try_acquire_for(left).await
+                    }
+                }
+            };
+            match got {
+                Ok(Some(guard)) => guards.push(guard),
+                Ok(None) => {
+                    give_back(guards).await;
+                    return Ok(None);
+                }
+                Err(err) => {
+                    give_back(guards).await;
+                    return Err(err);
+                }
+            }
+        }
+        Ok(Some(MultiGuard::new(guards)))
+    }
+}
+
+/// The order members are taken in: by key, then by the server that holds it.
+fn order_key(lock: &Lock) -> (String, String) {
+    (lock.key().to_owned(), lock.client().inner.addr.to_string())
+}
+
+/// Releases the members taken by an attempt that failed; errors only logged (the
+/// caller gets the attempt's outcome, and a member that cannot be released expires).
+async fn give_back(guards: Vec<LockGuard>) {
+    for guard in guards.into_iter().rev() {
+        let name = guard.name().to_owned();
+        if let Err(err) = guard.release().await {
+            tracing::debug!(lock = %name, error = %err, "multi-lock: giving back a member failed");
+        }
+    }
+}
+
+/// Every member of a [`MultiLock`], held. One lost signal (fires when any member is
+/// lost), one release. Dropping it releases every member in the background.
+#[must_use = "dropping the guard releases every member at once"]
+pub struct MultiGuard {
+    guards: Vec<LockGuard>,
+    lost: CancellationToken,
+    /// Stops the task that watches the members' lost signals.
+    _watch: tokio_util::sync::DropGuard,
+}
+
+impl std::fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiGuard")
+            .field(
+                "locks",
+                &self.guards.iter().map(LockGuard::name).collect::<Vec<_>>(),
+            )
+            .field("lost", &self.lost.is_cancelled())
+            .finish()
+    }
+}
+
+impl MultiGuard {
+    fn new(guards: Vec<LockGuard>) -> Self {
+        let lost = CancellationToken::new();
+        let stop = CancellationToken::new();
+        let tokens: Vec<CancellationToken> = guards.iter().map(LockGuard::lost_token).collect();
+        let (any_lost, watching) = (lost.clone(), stop.clone());
+        let runtime = guards
+            .first()
+            .map(|guard| guard.lock_client().inner.runtime.clone());
+        let watch = async move {
+            let mut set = tokio::task::JoinSet::new();
+            for token in tokens {
+                set.spawn(async move { token.cancelled_owned().await });
+            }
+            tokio::select! {
+                _ = set.join_next() => any_lost.cancel(),
+                _ = watching.cancelled() => {}
+            }
+        };
+        match tokio::runtime::Handle::try_current().ok().or(runtime) {
+            Some(handle) => {
+                handle.spawn(watch);
+            }
+            None => lost.cancel(),
+        }
+        MultiGuard {
+            guards,
+            lost,
+            _watch: stop.drop_guard(),
+        }
+    }
+
+    /// The members' guards, in the order they were taken.
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// Resolves when any member is lost. Cancel-safe.
+    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
+        self.lost.cancelled()
+    }
+
+    /// A token cancelled when any member is lost.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.lost.child_token()
+    }
+
+    /// Whether any member is lost (also checks the clock).
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled() || self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// Why the first lost member was lost, if one was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.guards.iter().find_map(LockGuard::lost_reason)
+    }
+
+    /// The fencing tokens of the members taken with fencing, in member order.
+    pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
+        self.guards.iter().map(LockGuard::fencing_token).collect()
+    }
+
+    /// Re-enters every member (a nested critical section over all of them): one more
+    /// hold of each, for the same owners. Never waits. If one member cannot be
+    /// re-entered (it was lost), the re-entries made are given back.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: re-entries made so far are released.
+    pub async fn reenter(&self) -> Result<MultiGuard> {
+        let mut nested = Vec::with_capacity(self.guards.len());
+        for guard in &self.guards {
+            match guard.reenter().await {
+                Ok(inner) => nested.push(inner),
+                Err(err) => {
+                    give_back(nested).await;
+                    return Err(err);
+                }
+            }
+        }
+        Ok(MultiGuard::new(nested))
+    }
+
+    /// Releases every member (in reverse order). `Ok` only when every member was given
+    /// back while held; otherwise the first error (for example `LockLost` for a member
+    /// that had been lost), after trying every member.
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: members not yet released are released in the background.
+    pub async fn release(mut self) -> Result<()> {
+        let guards = std::mem::take(&mut self.guards);
+        let mut first_error = None;
+        for guard in guards.into_iter().rev() {
+            if let Err(err) = guard.release().await {
+                first_error.get_or_insert(err);
+            }
+        }
+        match first_error {
+            None => Ok(()),
+            Some(err) => Err(err),
+        }
+    }
+}

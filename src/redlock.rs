@@ -1,0 +1,477 @@
+//! RedLock: one lock over N independent Redis servers, held while a majority holds it.
+//!
+//! The algorithm as described on redis.io: try the lock on every server at once, with a
+//! short per-server timeout; it is acquired when a majority (N/2 + 1) granted it and the
+//! time spent leaves some validity: `lease − elapsed − drift`, with
+//! `drift = 0.01 × lease + 2 ms`. Otherwise every server's hold is given back and the
+//! attempt is retried after
+//! a random delay. Here each server's hold is an ordinary [`Lock`] hold of that server's
+//! client (hold ids, exactly-once, reconciliation of lost replies, watchdog renewal), so
+//! the quorum is renewed by the servers' watchdogs, and the guard is lost when fewer than
+//! a majority of its holds remain.
+//!
+//! What it does not give: see the README's RedLock section (clocks, process pauses,
+//! fencing).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+use crate::error::{Error, LostReason, Result};
+use crate::guard::LockGuard;
+use crate::lock::Lock;
+
+/// The default longest random pause between two attempts.
+pub const REDLOCK_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// One lock over N independent Redis servers (a [`Lock`] of the same name on each
+/// server's own [`LockClient`](crate::LockClient)), acquired on a majority. Cheap to
+/// clone.
+///
+/// ```no_run
+/// # async fn demo(clients: Vec<redis_locks::LockClient>) -> Result<(), redis_locks::Error> {
+/// use redis_locks::RedLock;
+/// // Five clients, each connected to its own independent Redis server.
+/// let lock = RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<Result<Vec<_>, _>>()?)?;
+/// let guard = lock.acquire().await?;     // held on at least 3 of 5
+/// // ... `guard.lost()` fires when fewer than 3 holds remain ...
+/// guard.release().await?;               // given back on every server
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedLock {
+    members: Arc<[Lock]>,
+    retry_delay: Duration,
+}
+
+impl std::fmt::Debug for RedLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLock")
+            .field("name", &self.members.first().map(Lock::name))
+            .field("servers", &self.members.len())
+            .field("quorum", &self.quorum())
+            .finish()
+    }
+}
+
+impl RedLock {
+    /// A RedLock over `locks`, one per independent server (at least one; the same server
+    /// twice is an [`Error::InvalidConfig`]: it would count twice towards the majority).
+    pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<Self> {
+        let members: Vec<Lock> = locks.into_iter().collect();
+        if members.is_empty() {
+            return Err(Error::InvalidConfig(
+                "a RedLock needs at least one server".into(),
+            ));
+        }
+        let mut servers: Vec<String> = members
+            .iter()
+            .map(|lock| format!("{}|{}", lock.client().inner.addr, lock.key()))
+            .collect();
+        servers.sort();
+        if servers.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(Error::InvalidConfig(
+                "a RedLock names the same lock on the same server twice".into(),
+            ));
+        }
+        Ok(RedLock {
+            members: members.into(),
+            retry_delay: REDLOCK_RETRY_DELAY,
+        })
+    }
+
+    /// The longest random pause between two attempts (default 200 ms).
+    pub fn with_retry_delay(mut self, delay: Duration) -> Result<Self> {
+        crate::keys::validate_ms("retry delay", delay)?;
+        self.retry_delay = delay;
+        Ok(self)
+    }
+
+    /// A RedLock whose holds all have the fixed lease `lease` (see [`Lock::with_lease`]).
+    pub fn with_lease(&self, lease: Duration) -> Result<Self> {
+        let members = self
+            .members
+            .iter()
+            .map(|lock| lock.with_lease(lease))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RedLock {
+            members: members.into(),
+            ..self.clone()
+        })
+    }
+
+    /// A RedLock whose holds all belong to the explicit owner `owner` (reentrant across
+    /// handles and processes that share it).
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
+        let owner = owner.into();
+        let members = self
+            .members
+            .iter()
+            .map(|lock| lock.with_owner(owner.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RedLock {
+            members: members.into(),
+            ..self.clone()
+        })
+    }
+
+    /// How many servers must hold the lock: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.members.len() / 2 + 1
+    }
+
+    /// The members, one per server.
+    pub fn locks(&self) -> &[Lock] {
+        &self.members
+    }
+
+    /// Acquires on a majority, retrying without limit while the lock is held elsewhere.
+    /// Fails with [`Error::NoQuorum`] when too few servers answer for longer than the
+    /// lease (a majority cannot be reached).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: holds taken by the attempt in flight are given back.
+    pub async fn acquire(&self) -> Result<RedGuard> {
+        match self.acquire_until(None).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::UnexpectedReply(
+                "RedLock wait without limit ended without the lock".into(),
+            )),
+        }
+    }
+
+    /// One attempt: `None` when the lock is held elsewhere; [`Error::NoQuorum`] when too
+    /// few servers answered.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: holds taken by the attempt are given back.
+    pub async fn try_acquire(&self) -> Result<Option<RedGuard>> {
+        self.acquire_until(Some(Instant::now())).await
+    }
+
+    /// Attempts until `wait` has passed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: holds taken by the attempt in flight are given back.
+    pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<RedGuard>> {
+        crate::keys::validate_ms("wait", wait)?;
+        self.acquire_until(Some(Instant::now() + wait)).await
+    }
+
+    /// The lease every hold was taken with: the fixed lease, or the watchdog timeout.
+    fn lease_of(lock: &Lock) -> Duration {
+        Duration::from_millis(lock.lease_ms())
+    }
+
+    async fn acquire_until(&self, deadline: Option<Instant>) -> Result<Option<RedGuard>> {
+        let started = Instant::now();
+        let n = self.members.len();
+        let quorum = self.quorum();
+        loop {
+            let attempt = Instant::now();
+            let mut calls = tokio::task::JoinSet::new();
+            for (i, lock) in self.members.iter().enumerate() {
+                let lock = lock.clone();
+                // A server that does not answer within this must not eat the validity.
+                let limit = (Self::lease_of(&lock) / 10)
+                    .max(Duration::from_millis(50))
+                    .min(lock.client().inner.response_timeout);
+                calls.spawn(async move {
+                    let got = tokio::time::timeout(limit, lock.try_acquire()).await;
+                    (i, got)
+                });
+            }
+            let mut holds: Vec<Option<LockGuard>> = (0..n).map(|_| None).collect();
+            let mut errors: Vec<String> = Vec::new();
+            while let Some(joined) = calls.join_next().await {
+                match joined {
+                    Ok((i, Ok(Ok(Some(guard))))) => holds[i] = Some(guard),
+                    Ok((_, Ok(Ok(None)))) => {}
+                    Ok((i, Ok(Err(err)))) => errors.push(format!("{}: {err}", self.server(i))),
+                    Ok((i, Err(_))) => {
+                        errors.push(format!("{}: no answer in time", self.server(i)))
+                    }
+                    Err(join) => errors.push(format!("attempt task failed: {join}")),
+                }
+            }
+            let granted = holds.iter().filter(|hold| hold.is_some()).count();
+            let lease = self
+                .members
+                .iter()
+                .map(Self::lease_of)
+                .min()
+                .unwrap_or_default();
+            let drift = lease / 100 + Duration::from_millis(2);
+            let validity = lease
+                .checked_sub(attempt.elapsed())
+                .and_then(|left| left.checked_sub(drift));
+            if granted >= quorum
+                && let Some(validity) = validity
+                && !validity.is_zero()
+            {
+                return Ok(Some(RedGuard::new(
+                    self.members[0].name().to_owned(),
+                    holds,
+                    quorum,
+                    attempt + validity,
+                )));
+            }
+            give_back(holds).await;
+            // Too few servers answered: a majority cannot be had now.
+            let no_quorum = errors.len() > n - quorum;
+            let out_of_time = deadline.is_some_and(|deadline| Instant::now() >= deadline);
+            if no_quorum && (out_of_time || started.elapsed() > self.outage_tolerance()) {
+                return Err(Error::NoQuorum {
+                    name: self.members[0].name().to_owned(),
+                    servers: n,
+                    needed: quorum,
+                    failed: errors,
+                });
+            }
+            if out_of_time {
+                return Ok(None);
+            }
+            let random = uuid::Uuid::new_v4().as_u64_pair().0;
+            let mut pause =
+                Duration::from_micros(random % (self.retry_delay.as_micros() as u64).max(1));
+            if let Some(deadline) = deadline {
+                pause = pause.min(deadline.saturating_duration_since(Instant::now()));
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// How long attempts go on while too few servers answer before [`Error::NoQuorum`].
+    fn outage_tolerance(&self) -> Duration {
+        self.members
+            .iter()
+            .map(Self::lease_of)
+            .max()
+            .unwrap_or_default()
+    }
+
+    fn server(&self, i: usize) -> String {
+        self.members[i].client().inner.addr.to_string()
+    }
+}
+
+/// Gives back the holds of an attempt that did not reach a majority (concurrently).
+async fn give_back(holds: Vec<Option<LockGuard>>) {
+    let mut releases = tokio::task::JoinSet::new();
+    for guard in holds.into_iter().flatten() {
+        releases.spawn(async move {
+            let name = guard.name().to_owned();
+            if let Err(err) = guard.release().await {
+                tracing::debug!(lock = %name, error = %err, "RedLock: giving back a hold failed");
+            }
+        });
+    }
+    while releases.join_next().await.is_some() {}
+}
+
+/// A RedLock held on a majority. One lost signal: it fires when fewer than a majority of
+/// its holds remain (each server's watchdog renews its own hold, and tells its loss).
+/// Dropping it releases every hold in the background.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct RedGuard {
+    name: String,
+    /// One slot per server: the hold there, if the acquire got one.
+    holds: Vec<Option<LockGuard>>,
+    quorum: usize,
+    valid_until: Instant,
+    lost: CancellationToken,
+    lost_count: Arc<AtomicUsize>,
+    _watch: tokio_util::sync::DropGuard,
+}
+
+impl std::fmt::Debug for RedGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedGuard")
+            .field("name", &self.name)
+            .field("held_on", &self.held_on())
+            .field("servers", &self.holds.len())
+            .field("lost", &self.lost.is_cancelled())
+            .finish()
+    }
+}
+
+impl RedGuard {
+    fn new(
+        name: String,
+        holds: Vec<Option<LockGuard>>,
+        quorum: usize,
+        valid_until: Instant,
+    ) -> Self {
+        let lost = CancellationToken::new();
+        let stop = CancellationToken::new();
+        let lost_count = Arc::new(AtomicUsize::new(0));
+        let tokens: Vec<CancellationToken> =
+            holds.iter().flatten().map(LockGuard::lost_token).collect();
+        let held = tokens.len();
+        let runtime = holds
+            .iter()
+            .flatten()
+            .next()
+            .map(|guard| guard.lock_client().inner.runtime.clone());
+        let (fire, watching, counted) = (lost.clone(), stop.clone(), lost_count.clone());
+        let watch = async move {
+            let mut set = tokio::task::JoinSet::new();
+            for token in tokens {
+                set.spawn(async move { token.cancelled_owned().await });
+            }
+            loop {
+                tokio::select! {
+                    joined = set.join_next() => {
+                        if joined.is_none() {
+                            return;
+                        }
+                        let lost = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                        if held - lost < quorum {
+                            fire.cancel();
+                            return;
+                        }
+                    }
+                    _ = watching.cancelled() => return,
+                }
+            }
+        };
+        match tokio::runtime::Handle::try_current().ok().or(runtime) {
+            Some(handle) => {
+                handle.spawn(watch);
+            }
+            None => lost.cancel(),
+        }
+        RedGuard {
+            name,
+            holds,
+            quorum,
+            valid_until,
+            lost,
+            lost_count,
+            _watch: stop.drop_guard(),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// On how many servers the lock is held (not yet known lost).
+    pub fn held_on(&self) -> usize {
+        self.holds
+            .iter()
+            .flatten()
+            .filter(|guard| !guard.is_lost())
+            .count()
+    }
+
+    /// The servers' holds, one slot per server in the order given (`None` where the
+    /// acquire got no hold).
+    pub fn holds(&self) -> &[Option<LockGuard>] {
+        &self.holds
+    }
+
+    /// The validity the acquire computed (`lease − time spent − drift`), counted from
+    /// the acquire's start: with fixed leases, the lock must not be relied on after this.
+    /// With watchdog leases the servers' renewals extend it, and [`RedGuard::lost`] is
+    /// the signal to watch.
+    pub fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// Resolves when fewer than a majority of holds remain. Cancel-safe.
+    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
+        self.lost.cancelled()
+    }
+
+    /// A token cancelled when fewer than a majority of holds remain.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.lost.child_token()
+    }
+
+    /// Whether fewer than a majority of holds remain (also checks the clock).
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled() || self.held_on() < self.quorum
+    }
+
+    /// Why a hold was lost, from the first lost one, when the lock is lost.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        if !self.is_lost() {
+            return None;
+        }
+        self.holds.iter().flatten().find_map(LockGuard::lost_reason)
+    }
+
+    /// Holds lost so far (the guard is lost once fewer than a majority remain).
+    pub fn lost_holds(&self) -> usize {
+        self.lost_count.load(Ordering::SeqCst)
+    }
+
+    /// Re-enters the lock on every server where it is held (a nested critical section).
+    /// Never waits; fails with [`Error::LockLost`] if a majority cannot be re-entered.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: re-entries made so far are released.
+    pub async fn reenter(&self) -> Result<RedGuard> {
+        let mut nested: Vec<Option<LockGuard>> = Vec::with_capacity(self.holds.len());
+        for hold in &self.holds {
+            nested.push(match hold {
+                Some(guard) => guard.reenter().await.ok(),
+                None => None,
+            });
+        }
+        if nested.iter().flatten().count() < self.quorum {
+            give_back(nested).await;
+            return Err(Error::LockLost {
+                name: self.name.clone(),
+                reason: self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
+            });
+        }
+        Ok(RedGuard::new(
+            self.name.clone(),
+            nested,
+            self.quorum,
+            self.valid_until,
+        ))
+    }
+
+    /// Releases the lock on every server. `Ok` when a majority of holds were given back
+    /// while held; otherwise `Err(LockLost)` (the lock had been lost).
+    ///
+    /// # Cancel safety
+    /// Not cancel-safe: holds not yet released are released in the background.
+    pub async fn release(mut self) -> Result<()> {
+        let holds = std::mem::take(&mut self.holds);
+        let mut releases = tokio::task::JoinSet::new();
+        for guard in holds.into_iter().flatten() {
+            releases.spawn(async move { guard.release().await });
+        }
+        let (mut released, mut first_error) = (0, None);
+        while let Some(joined) = releases.join_next().await {
+            match joined {
+                Ok(Ok(())) => released += 1,
+                Ok(Err(err)) => {
+                    first_error.get_or_insert(err);
+                }
+                Err(join) => {
+                    first_error.get_or_insert(Error::UnexpectedReply(format!(
+                        "release task failed: {join}"
+                    )));
+                }
+            }
+        }
+        if released >= self.quorum {
+            return Ok(());
+        }
+        Err(match first_error {
+            Some(err @ Error::LockLost { .. }) => err,
+            _ => Error::LockLost {
+                name: self.name.clone(),
+                reason: LostReason::OwnerFieldGone,
+            },
+        })
+    }
+}
