@@ -45,6 +45,7 @@ mod error;
 mod fair;
 mod guard;
 mod held;
+mod join;
 mod keys;
 mod lanes;
 mod latch;

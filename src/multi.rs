@@ -197,12 +197,10 @@ impl MultiGuard {
             .first()
             .map(|guard| guard.lock_client().inner.runtime.clone());
         let watch = async move {
-            let mut set = tokio::task::JoinSet::new();
-            for token in tokens {
-                set.spawn(async move { token.cancelled_owned().await });
-            }
+            let any =
+                crate::join::first_n(tokens.into_iter().map(|t| t.cancelled_owned()).collect(), 1);
             tokio::select! {
-                _ = set.join_next() => any_lost.cancel(),
+                _ = any => any_lost.cancel(),
                 _ = watching.cancelled() => {}
             }
         };

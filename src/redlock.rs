@@ -14,7 +14,6 @@
 //! fencing).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
@@ -169,32 +168,40 @@ impl RedLock {
         let started = Instant::now();
         let n = self.members.len();
         let quorum = self.quorum();
+        // After a failed attempt a waiter listens to every server's release announcements
+        // (the attempt marked each lock it found held, so its release publishes) and tries
+        // again as soon as one comes, or after the random delay at the latest.
+        let mut listeners: Vec<crate::pubsub::Listener> = Vec::new();
         loop {
             let attempt = Instant::now();
-            let mut calls = tokio::task::JoinSet::new();
-            for (i, lock) in self.members.iter().enumerate() {
-                let lock = lock.clone();
-                // A server that does not answer within this must not eat the validity.
-                let limit = (Self::lease_of(&lock) / 10)
-                    .max(Duration::from_millis(50))
-                    .min(lock.client().inner.response_timeout);
-                calls.spawn(async move {
-                    let got = tokio::time::timeout(limit, lock.try_acquire()).await;
-                    (i, got)
-                });
-            }
-            let mut holds: Vec<Option<LockGuard>> = (0..n).map(|_| None).collect();
+            let replies = crate::join::join_all(
+                self.members
+                    .iter()
+                    .map(|lock| {
+                        // A server that does not answer within this must not eat the
+                        // validity.
+                        let limit = (Self::lease_of(lock) / 10)
+                            .max(Duration::from_millis(50))
+                            .min(lock.client().inner.response_timeout);
+                        tokio::time::timeout(limit, lock.try_acquire())
+                    })
+                    .collect(),
+            )
+            .await;
+            let mut holds: Vec<Option<LockGuard>> = Vec::with_capacity(n);
             let mut errors: Vec<String> = Vec::new();
-            while let Some(joined) = calls.join_next().await {
-                match joined {
-                    Ok((i, Ok(Ok(Some(guard))))) => holds[i] = Some(guard),
-                    Ok((_, Ok(Ok(None)))) => {}
-                    Ok((i, Ok(Err(err)))) => errors.push(format!("{}: {err}", self.server(i))),
-                    Ok((i, Err(_))) => {
-                        errors.push(format!("{}: no answer in time", self.server(i)))
+            for (i, reply) in replies.into_iter().enumerate() {
+                holds.push(match reply {
+                    Ok(Ok(hold)) => hold,
+                    Ok(Err(err)) => {
+                        errors.push(format!("{}: {err}", self.server(i)));
+                        None
                     }
-                    Err(join) => errors.push(format!("attempt task failed: {join}")),
-                }
+                    Err(_) => {
+                        errors.push(format!("{}: no answer in time", self.server(i)));
+                        None
+                    }
+                });
             }
             let granted = holds.iter().filter(|hold| hold.is_some()).count();
             let lease = self
@@ -239,7 +246,24 @@ impl RedLock {
             if let Some(deadline) = deadline {
                 pause = pause.min(deadline.saturating_duration_since(Instant::now()));
             }
-            tokio::time::sleep(pause).await;
+            if listeners.is_empty() {
+                listeners = self
+                    .members
+                    .iter()
+                    .map(|lock| lock.client().inner.hub.listen(&lock.keys.channel))
+                    .collect();
+            }
+            let woken = tokio::select! {
+                _ = crate::join::first_n(listeners.iter().map(|l| l.notified()).collect(), 1) => true,
+                _ = tokio::time::sleep(pause) => false,
+            };
+            if woken {
+                // Every waiter of every client is woken by the same release: a random
+                // head start spreads them, so that one of them gets a majority rather
+                // than each getting a minority (a split vote).
+                let spread = Duration::from_micros(random % 1_000);
+                tokio::time::sleep(spread).await;
+            }
         }
     }
 
@@ -259,16 +283,19 @@ impl RedLock {
 
 /// Gives back the holds of an attempt that did not reach a majority (concurrently).
 async fn give_back(holds: Vec<Option<LockGuard>>) {
-    let mut releases = tokio::task::JoinSet::new();
-    for guard in holds.into_iter().flatten() {
-        releases.spawn(async move {
-            let name = guard.name().to_owned();
-            if let Err(err) = guard.release().await {
-                tracing::debug!(lock = %name, error = %err, "RedLock: giving back a hold failed");
-            }
-        });
-    }
-    while releases.join_next().await.is_some() {}
+    crate::join::join_all(
+        holds
+            .into_iter()
+            .flatten()
+            .map(|guard| async move {
+                let name = guard.name().to_owned();
+                if let Err(err) = guard.release().await {
+                    tracing::debug!(lock = %name, error = %err, "RedLock: giving back a hold failed");
+                }
+            })
+            .collect(),
+    )
+    .await;
 }
 
 /// A RedLock held on a majority. One lost signal: it fires when fewer than a majority of
@@ -282,7 +309,6 @@ pub struct RedGuard {
     quorum: usize,
     valid_until: Instant,
     lost: CancellationToken,
-    lost_count: Arc<AtomicUsize>,
     _watch: tokio_util::sync::DropGuard,
 }
 
@@ -306,35 +332,24 @@ impl RedGuard {
     ) -> Self {
         let lost = CancellationToken::new();
         let stop = CancellationToken::new();
-        let lost_count = Arc::new(AtomicUsize::new(0));
         let tokens: Vec<CancellationToken> =
             holds.iter().flatten().map(LockGuard::lost_token).collect();
-        let held = tokens.len();
+        // Lost once fewer than `quorum` holds remain.
+        let fatal = (tokens.len() + 1).saturating_sub(quorum);
         let runtime = holds
             .iter()
             .flatten()
             .next()
             .map(|guard| guard.lock_client().inner.runtime.clone());
-        let (fire, watching, counted) = (lost.clone(), stop.clone(), lost_count.clone());
+        let (fire, watching) = (lost.clone(), stop.clone());
         let watch = async move {
-            let mut set = tokio::task::JoinSet::new();
-            for token in tokens {
-                set.spawn(async move { token.cancelled_owned().await });
-            }
-            loop {
-                tokio::select! {
-                    joined = set.join_next() => {
-                        if joined.is_none() {
-                            return;
-                        }
-                        let lost = counted.fetch_add(1, Ordering::SeqCst) + 1;
-                        if held - lost < quorum {
-                            fire.cancel();
-                            return;
-                        }
-                    }
-                    _ = watching.cancelled() => return,
-                }
+            let losses = crate::join::first_n(
+                tokens.into_iter().map(|t| t.cancelled_owned()).collect(),
+                fatal,
+            );
+            tokio::select! {
+                _ = losses => fire.cancel(),
+                _ = watching.cancelled() => {}
             }
         };
         match tokio::runtime::Handle::try_current().ok().or(runtime) {
@@ -349,7 +364,6 @@ impl RedGuard {
             quorum,
             valid_until,
             lost,
-            lost_count,
             _watch: stop.drop_guard(),
         }
     }
@@ -407,7 +421,11 @@ impl RedGuard {
 
     /// Holds lost so far (the guard is lost once fewer than a majority remain).
     pub fn lost_holds(&self) -> usize {
-        self.lost_count.load(Ordering::SeqCst)
+        self.holds
+            .iter()
+            .flatten()
+            .filter(|guard| guard.is_lost())
+            .count()
     }
 
     /// Re-enters the lock on every server where it is held (a nested critical section).
@@ -445,21 +463,20 @@ impl RedGuard {
     /// Not cancel-safe: holds not yet released are released in the background.
     pub async fn release(mut self) -> Result<()> {
         let holds = std::mem::take(&mut self.holds);
-        let mut releases = tokio::task::JoinSet::new();
-        for guard in holds.into_iter().flatten() {
-            releases.spawn(async move { guard.release().await });
-        }
+        let outcomes = crate::join::join_all(
+            holds
+                .into_iter()
+                .flatten()
+                .map(LockGuard::release)
+                .collect(),
+        )
+        .await;
         let (mut released, mut first_error) = (0, None);
-        while let Some(joined) = releases.join_next().await {
-            match joined {
-                Ok(Ok(())) => released += 1,
-                Ok(Err(err)) => {
+        for outcome in outcomes {
+            match outcome {
+                Ok(()) => released += 1,
+                Err(err) => {
                     first_error.get_or_insert(err);
-                }
-                Err(join) => {
-                    first_error.get_or_insert(Error::UnexpectedReply(format!(
-                        "release task failed: {join}"
-                    )));
                 }
             }
         }
