@@ -42,6 +42,8 @@ pub const REDLOCK_RETRY_DELAY: Duration = Duration::from_millis(200);
 #[derive(Clone)]
 pub struct RedLock {
     members: Arc<[Lock]>,
+    /// How many servers the majority is counted over (at least the members).
+    servers: usize,
     retry_delay: Duration,
 }
 
@@ -49,7 +51,7 @@ impl std::fmt::Debug for RedLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedLock")
             .field("name", &self.members.first().map(Lock::name))
-            .field("servers", &self.members.len())
+            .field("servers", &self.servers)
             .field("quorum", &self.quorum())
             .finish()
     }
@@ -76,9 +78,25 @@ impl RedLock {
             ));
         }
         Ok(RedLock {
+            servers: members.len(),
             members: members.into(),
             retry_delay: REDLOCK_RETRY_DELAY,
         })
+    }
+
+    /// Counts the majority over `total` servers, of which only the members are reachable
+    /// (the others count as refusing): a RedLock built from the servers that could be
+    /// connected must still win a majority of all of them. `total` below the number of
+    /// members is an [`Error::InvalidConfig`].
+    pub fn with_servers(mut self, total: usize) -> Result<Self> {
+        if total < self.members.len() {
+            return Err(Error::InvalidConfig(format!(
+                "a RedLock over {} servers cannot count its majority over {total}",
+                self.members.len()
+            )));
+        }
+        self.servers = total;
+        Ok(self)
     }
 
     /// The longest random pause between two attempts (default 200 ms).
@@ -116,9 +134,10 @@ impl RedLock {
         })
     }
 
-    /// How many servers must hold the lock: N/2 + 1.
+    /// How many servers must hold the lock: N/2 + 1 (N: the members, or
+    /// [`RedLock::with_servers`]).
     pub fn quorum(&self) -> usize {
-        self.members.len() / 2 + 1
+        self.servers / 2 + 1
     }
 
     /// The members, one per server.
@@ -227,12 +246,17 @@ impl RedLock {
             }
             give_back(holds).await;
             // Too few servers answered: a majority cannot be had now.
-            let no_quorum = errors.len() > n - quorum;
+            let unreachable = self.servers - n;
+            if unreachable > 0 {
+                errors.push(format!("{unreachable} server(s) not connected"));
+            }
+            let no_quorum =
+                errors.len() - usize::from(unreachable > 0) + unreachable > self.servers - quorum;
             let out_of_time = deadline.is_some_and(|deadline| Instant::now() >= deadline);
             if no_quorum && (out_of_time || started.elapsed() > self.outage_tolerance()) {
                 return Err(Error::NoQuorum {
                     name: self.members[0].name().to_owned(),
-                    servers: n,
+                    servers: self.servers,
                     needed: quorum,
                     failed: errors,
                 });

@@ -1928,3 +1928,509 @@ async fn a_signal_while_waiting_for_a_write_or_fair_turn_leaves_nothing() {
     assert!(!marker.exists());
     held.release().await.unwrap();
 }
+
+// --redlock: one lock over independent servers, held on a majority.
+
+/// `redis-locks --redlock --url A --url B ...` over `servers`, output captured.
+fn redlock_cli(servers: &[RedisServer]) -> Command {
+    let mut cmd = cli(&servers[0].url());
+    cmd.arg("--redlock");
+    for server in servers {
+        cmd.args(["--url", &server.url()]);
+    }
+    cmd
+}
+
+/// A command that marks "$DIR/ready", then waits for "$DIR/stop" (at most 15 s).
+const HOLD_UNTIL_STOP: &str = r#"touch "$DIR/ready"; wait_for "$DIR/stop""#;
+
+/// Whether `status NAME` on each server shows the lock held.
+async fn held_on(servers: &[RedisServer], name: &str) -> usize {
+    let mut held = 0;
+    for server in servers {
+        if status_json(&server.url(), name).await["held"] == true {
+            held += 1;
+        }
+    }
+    held
+}
+
+/// Two `--redlock` runs over the same 5 servers exclude each other: while one's command
+/// runs, a `--no-wait` one exits 75 (naming the servers that hold it) and runs nothing;
+/// afterwards it runs. Concurrent waiting runs never overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_runs_exclude_each_other_on_five_servers() {
+    let servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    let holder = redlock_cli(&servers)
+        .env("DIR", dir.path())
+        .args(["run", "job", "--", "sh", "-c"])
+        .arg(format!("{WAIT_FOR}{HOLD_UNTIL_STOP}"))
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("ready")).await;
+    assert!(held_on(&servers, "job").await >= 3);
+
+    let out = output(
+        redlock_cli(&servers)
+            .args(["run", "job", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("RedLock \"job\" not acquired (--no-wait)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("of 5 servers by"), "{}", stderr(&out));
+    let out = output(
+        redlock_cli(&servers)
+            .args(["run", "job", "--wait", "300ms"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(!marker.exists(), "ran without the lock");
+
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let out = finish(holder).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(held_on(&servers, "job").await, 0, "released everywhere");
+    let out = output(
+        redlock_cli(&servers)
+            .args(["run", "job", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(marker.exists());
+
+    // Waiting runs take turns.
+    let script = r#"
+        mkdir "$DIR/inside" 2>/dev/null || echo overlap >> "$DIR/overlaps"
+        echo x >> "$DIR/count"
+        sleep 0.02
+        rmdir "$DIR/inside"
+    "#;
+    let servers = std::sync::Arc::new(servers);
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let (servers, dir) = (servers.clone(), dir.path().to_owned());
+        workers.push(tokio::spawn(async move {
+            for _ in 0..4 {
+                let out = output(
+                    redlock_cli(&servers)
+                        .env("DIR", &dir)
+                        .args(["run", "turns", "--wait", "25s", "--", "sh", "-c", script]),
+                )
+                .await;
+                assert_eq!(code(&out), 0, "{}", stderr(&out));
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let count = std::fs::read_to_string(dir.path().join("count")).unwrap();
+    assert_eq!(count.lines().count(), 12);
+    assert!(
+        !dir.path().join("overlaps").exists(),
+        "critical sections overlapped"
+    );
+}
+
+/// With 2 of 5 servers down the RedLock still works (a majority of all 5, that is all 3
+/// left, must grant it; a warning names the others) and still excludes; with 3 of 5 down
+/// `run` exits 69 naming the servers that failed, and the command is not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_survives_two_of_five_down_but_not_three() {
+    let mut servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    servers[0].kill();
+    servers[3].kill();
+
+    let holder = redlock_cli(&servers)
+        .env("DIR", dir.path())
+        .args(["run", "job", "--", "sh", "-c"])
+        .arg(format!("{WAIT_FOR}{HOLD_UNTIL_STOP}"))
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("ready")).await;
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    let out = output(
+        redlock_cli(&servers)
+            .args(["run", "job", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(!marker.exists(), "ran without the lock");
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let out = finish(holder).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("2 of 5 servers could not be connected"),
+        "{}",
+        stderr(&out)
+    );
+    let out = output(
+        redlock_cli(&servers)
+            .args(["run", "job", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(marker.exists(), "runs with 3 of 5 up");
+
+    servers[4].kill();
+    let marker = dir.path().join("ran-with-two");
+    let started = Instant::now();
+    let out =
+        output(redlock_cli(&servers).args(["run", "job", "--", "touch", marker.to_str().unwrap()]))
+            .await;
+    assert_eq!(code(&out), UNAVAILABLE, "{}", stderr(&out));
+    assert!(started.elapsed() < 15 * SEC);
+    assert!(
+        !marker.exists(),
+        "the command must not run without a majority"
+    );
+    assert!(
+        stderr(&out).contains("only 2 of 5 servers could be connected"),
+        "{}",
+        stderr(&out)
+    );
+    for down in [0, 3, 4] {
+        let port = format!("127.0.0.1:{}", servers[down].port);
+        assert!(
+            stderr(&out).contains(&port),
+            "names {port}: {}",
+            stderr(&out)
+        );
+    }
+    // Nothing was left held on the two that are up.
+    assert_eq!(held_on(&servers[1..3], "job").await, 0);
+}
+
+/// A `--redlock` run whose holds are deleted on 3 of the 5 servers (fewer than a majority
+/// left) stops the command and exits 73; deleting 2 does not. A fixed --lease that runs
+/// out does too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_lost_on_a_majority_stops_the_command() {
+    let servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        trap 'echo TERM > "$DIR/got"; exit 0' TERM
+        touch "$DIR/ready"
+        while :; do sleep 0.05; done
+    "#;
+    let child = redlock_cli(&servers)
+        .env("DIR", dir.path())
+        .args([
+            "run",
+            "doomed",
+            "--watchdog",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("ready")).await;
+    let held = held_on(&servers, "doomed").await;
+    // Delete it where it is held until fewer than 3 holds remain.
+    let mut deleted = 0;
+    for server in &servers {
+        if held - deleted < 4 {
+            break;
+        }
+        let out = output(cli(&server.url()).args(["unlock", "doomed", "--force"])).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        deleted += usize::from(stdout(&out).contains("deleted lock"));
+    }
+    // Still a majority: the command goes on (a renewal check runs every 1/3 s).
+    tokio::time::sleep(SEC).await;
+    assert!(
+        !dir.path().join("got").exists(),
+        "stopped with a majority left"
+    );
+    for server in &servers {
+        if held - deleted < 3 {
+            break;
+        }
+        let out = output(cli(&server.url()).args(["unlock", "doomed", "--force"])).await;
+        deleted += usize::from(stdout(&out).contains("deleted lock"));
+    }
+    let out = finish(child).await;
+    assert_eq!(code(&out), LOCK_LOST, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("RedLock \"doomed\" was lost"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("3 needed"), "{}", stderr(&out));
+    assert!(dir.path().join("got").exists(), "the command got SIGTERM");
+
+    // A fixed --lease is not renewed: the command is stopped when its validity ends.
+    let started = Instant::now();
+    let out = output(
+        redlock_cli(&servers).args(["run", "short", "--lease", "400ms", "--", "sleep", "10"]),
+    )
+    .await;
+    assert_eq!(code(&out), LOCK_LOST, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lease ran out"), "{}", stderr(&out));
+    assert!(started.elapsed() < 5 * SEC);
+}
+
+/// --redlock does not go with --cluster, --min-replicas, --fenced (no single token across
+/// independent servers), --read/--write/--fair/--permits, --also, the same --url twice,
+/// or status/unlock: all exit 64 before connecting.
+#[tokio::test]
+async fn redlock_usage_errors() {
+    let dead = format!("redis://127.0.0.1:{}", dead_port());
+    let other = format!("redis://127.0.0.1:{}", dead_port());
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    for (args, says) in [
+        (&["--cluster", "run", "x"][..], "--cluster"),
+        (&["--min-replicas", "1", "run", "x"], "--min-replicas"),
+        (&["run", "x", "--fenced"], "no single token"),
+        (&["run", "x", "--read"], "--read"),
+        (&["run", "x", "--write"], "--write"),
+        (&["run", "x", "--fair"], "--fair"),
+        (&["run", "x", "--permits", "2"], "--permits"),
+        (&["run", "x", "--also", "y"], "--also"),
+        (&["--url", &other, "run", "x"], "given twice"),
+    ] {
+        let out = output(
+            cli(&dead)
+                .args(["--redlock", "--url", &dead, "--url", &other])
+                .args(args)
+                .args(["--", "touch", marker.to_str().unwrap()]),
+        )
+        .await;
+        assert_eq!(code(&out), USAGE, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    for args in [&["status", "x"][..], &["unlock", "x", "--force"]] {
+        let out = output(cli(&dead).arg("--redlock").args(args)).await;
+        assert_eq!(code(&out), USAGE, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("applies to `run` only"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert!(!marker.exists());
+}
+
+// --also: several locks, all or none.
+
+/// `run a --also b --no-wait` while another process holds `b`: exits 75 naming `b` and
+/// its holder, runs nothing, and leaves `a` free. Once `b` is free it runs.
+#[tokio::test]
+async fn also_no_wait_takes_none_when_one_is_held() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let holder = server.client(30 * SEC).await;
+    let b = holder
+        .lock("b")
+        .unwrap()
+        .with_owner("the-holder")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    let out = output(
+        cli(&url)
+            .args(["run", "a", "--also", "b", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("locks \"a\", \"b\" not acquired (--no-wait): \"b\" held by the-holder"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(status_json(&url, "a").await["held"], false, "a left held");
+    let out = output(
+        cli(&url)
+            .args(["run", "a", "--also", "b", "--wait", "300ms"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert_eq!(status_json(&url, "a").await["held"], false, "a left held");
+    assert!(!marker.exists(), "ran without the locks");
+
+    b.release().await.unwrap();
+    let out = output(
+        cli(&url)
+            .args(["run", "a", "--also", "b", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(marker.exists());
+    for name in ["a", "b"] {
+        assert_eq!(status_json(&url, name).await["held"], false, "{name}");
+    }
+    // Usage errors, before connecting.
+    let dead = format!("redis://127.0.0.1:{}", dead_port());
+    for (args, says) in [
+        (&["run", "a", "--also", "a"][..], "named twice"),
+        (&["run", "a", "--also", "b{"], "invalid lock name"),
+        (&["run", "a", "--also", "b", "--read"], "--read"),
+        (&["run", "a", "--also", "b", "--permits", "2"], "--permits"),
+    ] {
+        let out = output(cli(&dead).args(args).args(touch)).await;
+        assert_eq!(code(&out), USAGE, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// `run x --also y` and `run y --also x`, many times each in parallel loops: they never
+/// overlap, and never wait for each other in a cycle (every run ends, all within bounds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn also_runs_in_opposite_orders_never_overlap_or_deadlock() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        mkdir "$DIR/inside" 2>/dev/null || echo overlap >> "$DIR/overlaps"
+        echo x >> "$DIR/count"
+        sleep 0.005
+        rmdir "$DIR/inside"
+    "#;
+    let mut workers = Vec::new();
+    for (first, second) in [("x", "y"), ("y", "x"), ("x", "y"), ("y", "x")] {
+        let (url, dir) = (server.url(), dir.path().to_owned());
+        workers.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                let out = output(cli(&url).env("DIR", &dir).args([
+                    "run", first, "--also", second, "--wait", "25s", "--", "sh", "-c", script,
+                ]))
+                .await;
+                assert_eq!(code(&out), 0, "{}", stderr(&out));
+            }
+        }));
+    }
+    let all = async {
+        for worker in workers {
+            worker.await.unwrap();
+        }
+    };
+    tokio::time::timeout(120 * SEC, all)
+        .await
+        .expect("the runs ended (no deadlock)");
+    let count = std::fs::read_to_string(dir.path().join("count")).unwrap();
+    assert_eq!(count.lines().count(), 40);
+    assert!(
+        !dir.path().join("overlaps").exists(),
+        "critical sections overlapped"
+    );
+    for name in ["x", "y"] {
+        assert_eq!(status_json(&server.url(), name).await["held"], false);
+    }
+}
+
+/// `--also` with `--fenced`: REDIS_LOCK_TOKEN is each lock's token, comma-separated, in
+/// the order of REDIS_LOCK_NAMES (one name per line); each is the token `status` shows
+/// for that name. Without --fenced the tokens are unset; without --also the names are.
+#[tokio::test]
+async fn also_with_fenced_passes_the_tokens_in_member_order() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        printf '%s\n' "${REDIS_LOCK_TOKEN-unset}" > "$DIR/tokens"
+        printf '%s\n' "${REDIS_LOCK_NAMES-unset}" > "$DIR/names"
+        printf '%s\n' "$REDIS_LOCK_NAME" > "$DIR/name"
+    "#;
+    let run = |extra: &[&str]| {
+        let mut cmd = cli(&url);
+        cmd.env("DIR", dir.path())
+            .env("REDIS_LOCK_NAMES", "inherited-must-not-leak")
+            .args(["run", "zeta"])
+            .args(extra)
+            .args(["--", "sh", "-c", script]);
+        cmd
+    };
+    let read = |file: &str| std::fs::read_to_string(dir.path().join(file)).unwrap();
+
+    let out = output(&mut run(&["--also", "alpha", "--also", "mid", "--fenced"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(read("name"), "zeta\n");
+    let names: Vec<String> = read("names").lines().map(str::to_owned).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["alpha", "mid", "zeta"], "{names:?}");
+    let tokens: Vec<u64> = read("tokens")
+        .trim()
+        .split(',')
+        .map(|token| token.parse().expect("numeric tokens"))
+        .collect();
+    assert_eq!(tokens.len(), 3);
+    for (name, token) in names.iter().zip(&tokens) {
+        assert_eq!(status_json(&url, name).await["fence"], *token, "{name}");
+    }
+
+    let out = output(&mut run(&["--also", "alpha"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(read("tokens"), "unset\n");
+    assert_eq!(read("names").lines().count(), 2);
+    let out = output(&mut run(&[])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(read("names"), "unset\n");
+}
+
+/// An `--also` run one of whose locks is deleted stops the command and exits 73, naming
+/// the lock that was lost; the other is released.
+#[tokio::test]
+async fn a_lost_member_stops_an_also_run() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        trap 'echo TERM > "$DIR/got"; exit 0' TERM
+        touch "$DIR/ready"
+        while :; do sleep 0.05; done
+    "#;
+    let child = cli(&url)
+        .env("DIR", dir.path())
+        .args([
+            "run",
+            "a",
+            "--also",
+            "b",
+            "--watchdog",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.path().join("ready")).await;
+    let out = output(cli(&url).args(["unlock", "b", "--force"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = finish(child).await;
+    assert_eq!(code(&out), LOCK_LOST, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("\"b\": the hold is gone"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(dir.path().join("got").exists(), "the command got SIGTERM");
+    assert_eq!(status_json(&url, "a").await["held"], false);
+}

@@ -15,13 +15,39 @@ The command gets these environment variables:
   REDIS_LOCK_OWNER   the owner id holding the lock, as shown by `redis-locks status`
                      (treat it as a secret: whoever knows it can release the lock)
   REDIS_LOCK_TOKEN   the fencing token, with --fenced (removed from the environment
-                     otherwise)
+                     otherwise); with --also, the tokens comma-separated
+  REDIS_LOCK_NAMES   with --also: the names, one per line, in the order taken (removed
+                     from the environment otherwise)
 
 --permits N, --read, --write and --fair take, instead of the lock NAME, another kind of
 lock of the same name (a semaphore, a read-write lock, a fair lock) with keys of its own:
 a plain `run NAME` and a `run NAME --write` do not exclude each other. What is taken is
 renewed, lost and released like the lock; --wait, --no-wait, --lease, --watchdog and
 --kill-after apply to it (--min-replicas does not: it is a usage error with them).
+
+--also NAME2 (repeatable) takes the locks NAME, NAME2, ... together, all or none: a
+multi-lock on the one --url target. They are taken in one fixed order (by key), whatever
+order they are named in, so runs that name the same locks in other orders never wait for
+each other in a cycle. --no-wait or a --wait that runs out leaves none of them held and
+exits 75 naming the ones found held; the loss of any of them is the loss of all. The
+command also gets REDIS_LOCK_NAMES, the names one per line in the order they were taken;
+with --fenced, REDIS_LOCK_TOKEN is their tokens, comma-separated, in that same order.
+
+--redlock (a global option) takes NAME as a RedLock: one --url per independent Redis
+server (not replicas of each other, not a cluster), and the lock is held while a majority
+of them (N/2+1) hold it, with one owner id (REDIS_LOCK_OWNER) on each. The servers are
+connected at once; one that cannot be connected counts as refusing (with 2 of 5 down, the
+other 3 must all grant it). If fewer than a majority can be connected, or fewer than a
+majority answer for longer than the lease, the exit status is 69 and nothing is run. It
+goes with --wait, --no-wait, --lease, --watchdog and --kill-after; the command is stopped
+(73) when fewer than a majority still hold it, and with --lease when the lease's validity
+ends (the lease, less the time the acquire took and a clock drift allowance). It does not
+go with --cluster, --min-replicas, --also, --read, --write, --fair, --permits or
+--fenced: the servers keep separate fencing counters, so there is no one token that grows
+with every acquisition. With 1 or 2 servers it works but survives no server's loss (a
+warning says so): use 3 or more, usually 5. A RedLock is only as safe as its servers'
+clocks and the holder's pauses allow: see the README. status and unlock take one server
+at a time (without --redlock).
 
 Signals: SIGINT, SIGTERM and SIGHUP sent to redis-locks are forwarded to the command;
 the lock is released once the command has exited. A signal that arrives while still
@@ -63,7 +89,10 @@ Examples:
   redis-locks run nightly-report --no-wait -- ./report.sh
   redis-locks run --fenced migrate-v42 --wait 10m -- ./migrate.sh
   redis-locks run config --read -- ./render.sh      (many at once)
-  redis-locks run config --write -- ./update.sh     (alone)";
+  redis-locks run config --write -- ./update.sh     (alone)
+  redis-locks run account:17 --also account:42 -- ./transfer.sh    (both, or wait)
+  redis-locks --redlock --url redis://r1:6379 --url redis://r2:6379 \
+      --url redis://r3:6379 run nightly --no-wait -- ./nightly.sh";
 
 /// Distributed locks on Redis from the shell: run a command while holding a lock,
 /// inspect a lock, or delete one.
@@ -113,6 +142,12 @@ pub struct Global {
     /// The --url(s) are seed nodes of a Redis Cluster.
     #[arg(long, global = true, help_heading = "Global options")]
     pub cluster: bool,
+
+    /// `run` takes its lock as a RedLock: each --url is an independent Redis server, and
+    /// the lock is held while a majority of them hold it. Use 3 or more (usually 5); with
+    /// fewer it survives no server's loss. See `redis-locks run --help`.
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub redlock: bool,
 
     /// After taking a lock, wait until N replicas have the write (WAIT). When fewer
     /// acknowledge within --replica-timeout, the lock is given back, nothing is run, and
@@ -260,6 +295,16 @@ pub struct RunArgs {
     /// served).
     #[arg(long, group = "kind")]
     pub fair: bool,
+
+    /// Also take the lock NAME2, all or none with NAME (a multi-lock; repeatable). With
+    /// --no-wait, if any is held none is taken and the exit status is 75.
+    #[arg(
+        long,
+        value_name = "NAME2",
+        action = ArgAction::Append,
+        conflicts_with_all = ["permits", "read", "write", "fair"]
+    )]
+    pub also: Vec<String>,
 
     /// When the lock is lost, how long the command gets between SIGTERM and SIGKILL; with
     /// --process-group, also how long processes it left running get after it exits.
@@ -430,6 +475,46 @@ mod tests {
             ],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn also_and_redlock_parse() {
+        let cli = Cli::try_parse_from([
+            "redis-locks",
+            "--redlock",
+            "--url",
+            "redis://a",
+            "--url",
+            "redis://b",
+            "run",
+            "x",
+            "--also",
+            "y",
+            "--also=z",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert!(cli.global.redlock);
+        assert_eq!(cli.global.url, ["redis://a", "redis://b"]);
+        assert_eq!(run.also, ["y", "z"]);
+        for kind in [
+            &["--read"][..],
+            &["--write"],
+            &["--fair"],
+            &["--permits", "2"],
+        ] {
+            let args = [
+                &["redis-locks", "run", "x", "--also", "y"][..],
+                kind,
+                &["--", "true"],
+            ]
+            .concat();
+            assert!(Cli::try_parse_from(&args).is_err(), "{args:?}");
         }
     }
 

@@ -12,7 +12,8 @@ use redis_locks::Error;
 pub const USAGE: u8 = 64;
 /// The lock's key exists in Redis but is not a lock (`EX_DATAERR`). Nothing was changed.
 pub const NOT_A_LOCK: u8 = 65;
-/// Redis cannot be reached or failed a command (`EX_UNAVAILABLE`).
+/// Redis cannot be reached or failed a command; with `--redlock`, fewer than a majority
+/// of the servers can be reached (`EX_UNAVAILABLE`).
 pub const UNAVAILABLE: u8 = 69;
 /// Internal error: an unexpected reply from Redis or from the operating system
 /// (`EX_SOFTWARE`).
@@ -42,7 +43,8 @@ Exit status:
   1        status --check: the lock is held
   64       bad arguments: usage, durations, URL, lock name, unlock without --force
   65       the lock's key holds something that is not a lock (nothing was changed)
-  69       Redis is unreachable or failed a command
+  69       Redis is unreachable or failed a command (--redlock: fewer than a
+           majority of the servers could be connected or answered)
   70       internal error (unexpected reply)
   73       run: the lock was lost while the command ran (it was sent SIGTERM), or
            was found lost at the release after it finished
@@ -80,7 +82,9 @@ pub fn for_error(err: &Error) -> u8 {
         | Error::InvalidConfig(_)
         | Error::InvalidName { .. }
         | Error::InvalidDuration { .. } => USAGE,
-        Error::Connect { .. } | Error::Redis(_) => UNAVAILABLE,
+        // A RedLock that cannot reach a majority of its servers: unreachable, as one
+        // Redis is.
+        Error::Connect { .. } | Error::Redis(_) | Error::NoQuorum { .. } => UNAVAILABLE,
         Error::WrongType { .. } => NOT_A_LOCK,
         Error::Timeout { .. } | Error::NotReplicated { .. } => NOT_ACQUIRED,
         Error::LockLost { .. } => LOCK_LOST,
@@ -131,6 +135,13 @@ mod tests {
         };
         assert_eq!(for_error(&wrong), NOT_A_LOCK);
         assert_eq!(for_error(&Error::UnexpectedReply("x".into())), INTERNAL);
+        let no_quorum = Error::NoQuorum {
+            name: "n".into(),
+            servers: 5,
+            needed: 3,
+            failed: vec![],
+        };
+        assert_eq!(for_error(&no_quorum), UNAVAILABLE);
         for code in [
             USAGE,
             NOT_A_LOCK,

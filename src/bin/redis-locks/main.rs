@@ -1,6 +1,8 @@
 //! `redis-locks`: distributed locks on Redis from the shell.
 //!
-//! * `run NAME [OPTIONS] -- CMD [ARGS...]` runs a command while holding a lock;
+//! * `run NAME [OPTIONS] -- CMD [ARGS...]` runs a command while holding a lock (or, with
+//!   `--also NAME2`, several locks at once; with `--redlock`, a RedLock over independent
+//!   servers);
 //! * `status NAME [--json] [--check]` shows a lock;
 //! * `unlock NAME --force` deletes one.
 //!
@@ -12,6 +14,8 @@ mod duration;
 mod exit;
 mod group;
 mod indicator;
+mod multi;
+mod redlock;
 mod run;
 mod signals;
 mod status;

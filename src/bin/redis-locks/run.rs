@@ -6,7 +6,9 @@
 //!
 //! "The lock" is the lock NAME, or with `--permits N`, `--read`, `--write` or `--fair` a
 //! semaphore permit, a read or write hold of the read-write lock, or a hold of the fair
-//! lock of that name (`Held`): all are renewed, lost and released alike.
+//! lock of that name; with `--also` the locks NAME, NAME2, ... together (a multi-lock,
+//! [`crate::multi`]); with `--redlock` the RedLock NAME over independent servers
+//! ([`crate::redlock`]). All of them (`Held`) are renewed, lost and released alike.
 //!
 //! With `--process-group` (the default on Linux) "the command" is its whole process group
 //! (see [`crate::group`]): signals and the stop on a lost lock reach everything it started,
@@ -32,12 +34,14 @@ use crate::args::{Global, RunArgs};
 use crate::duration::human;
 use crate::exit::{self, Failure};
 use crate::group::{self, Group, Mode};
+use crate::multi::MultiHeld;
+use crate::redlock::RedHeld;
 use crate::signals::{self, Received, Signals};
 use crate::{connect, indicator};
 
 /// The most we wait for the library's background release of an acquire that was in
 /// flight when a signal cancelled the wait.
-const CANCEL_SETTLE: Duration = Duration::from_secs(2);
+pub const CANCEL_SETTLE: Duration = Duration::from_secs(2);
 
 /// How long what the command left behind may take to exit by itself (processes ending at
 /// the same time as the command, not reaped yet) before it is told to.
@@ -53,6 +57,7 @@ const GROUP_POLL: Duration = Duration::from_millis(20);
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     // A bad name is a usage error, whether or not Redis is reachable.
     redis_locks::validate_name(&args.name)?;
+    crate::multi::check_names(&args)?;
     let mode = group_mode(&args)?;
     let kind = Kind::of(&args);
     if global.min_replicas.is_some()
@@ -63,25 +68,40 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             kind.what()
         )));
     }
+    if global.redlock {
+        crate::redlock::check_usage(global, &args, kind.flag())?;
+    }
     // From here on SIGINT/SIGTERM/SIGHUP no longer kill us: every await below either
     // watches them or is short.
     let mut signals = Signals::listen()
         .map_err(|err| Failure::new(exit::INTERNAL, format!("cannot catch signals: {err}")))?;
 
     let watchdog = args.lease.is_none().then_some(args.watchdog);
-    let client = tokio::select! {
-        client = connect::client(global, watchdog) => client?,
-        got = signals.recv() => return Ok(interrupted(got.signal, &args.name, "connecting")),
-    };
-    let acquired = match kind {
-        Kind::Lock => {
-            let lock = prepare(&client, &args)?;
-            acquire(&lock, &args, global.quiet, &mut signals).await?
+    let acquired = if global.redlock {
+        let servers = tokio::select! {
+            servers = connect::redlock_clients(global, watchdog) => servers,
+            got = signals.recv() => return Ok(interrupted(got.signal, &args.name, "connecting")),
+        };
+        let set = crate::redlock::RedSet::new(servers, &args, global.quiet)?;
+        set.acquire(&args, &mut signals).await?
+    } else {
+        let client = tokio::select! {
+            client = connect::client(global, watchdog) => client?,
+            got = signals.recv() => return Ok(interrupted(got.signal, &args.name, "connecting")),
+        };
+        match kind {
+            Kind::Lock if !args.also.is_empty() => {
+                crate::multi::acquire(&client, &args, &mut signals).await?
+            }
+            Kind::Lock => {
+                let lock = prepare(&client, &args.name, &args)?;
+                acquire(&lock, &args, global.quiet, &mut signals).await?
+            }
+            Kind::Permits(size) => acquire_permit(&client, &args, size, &mut signals).await?,
+            Kind::Read => acquire_rw(&client, &args, false, &mut signals).await?,
+            Kind::Write => acquire_rw(&client, &args, true, &mut signals).await?,
+            Kind::Fair => acquire_fair(&client, &args, &mut signals).await?,
         }
-        Kind::Permits(size) => acquire_permit(&client, &args, size, &mut signals).await?,
-        Kind::Read => acquire_rw(&client, &args, false, &mut signals).await?,
-        Kind::Write => acquire_rw(&client, &args, true, &mut signals).await?,
-        Kind::Fair => acquire_fair(&client, &args, &mut signals).await?,
     };
     let guard = match acquired {
         Acquired::Guard(guard) => guard,
@@ -96,9 +116,9 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
         }
     };
     tracing::info!(
-        lock = guard.name(),
+        lock = %guard.what(),
         owner = guard.owner(),
-        token = guard.fencing_token(),
+        token = guard.token(),
         "acquired"
     );
 
@@ -142,6 +162,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
         Err(err) => Err(err),
     };
     let lost = guard.lost_reason();
+    let what = guard.what();
+    let multi = matches!(guard, Held::Multi(_));
     let released = finish(guard).await;
 
     let status = match outcome {
@@ -157,27 +179,32 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
         (Some(reason), _) => Err(Failure::new(
             exit::LOCK_LOST,
             format!(
-                "lock {:?} was lost while the command ran ({reason}); the command {}",
-                args.name,
+                "{what} was lost while the command ran ({reason}); the command {}",
                 describe(status)
             ),
         )),
-        (None, Err(Error::LockLost { reason, .. })) => Err(Failure::new(
-            exit::LOCK_LOST,
-            format!(
-                "lock {:?} was found lost when releasing it ({reason}), so it may not have \
-                 protected the command to its end; the command {}",
-                args.name,
-                describe(status)
-            ),
-        )),
+        (None, Err(Error::LockLost { name, reason })) => {
+            // A multi-lock names the member that was lost.
+            let reason = if multi {
+                format!("{name:?}: {reason}")
+            } else {
+                reason.to_string()
+            };
+            Err(Failure::new(
+                exit::LOCK_LOST,
+                format!(
+                    "{what} was found lost when releasing it ({reason}), so it may not have \
+                     protected the command to its end; the command {}",
+                    describe(status)
+                ),
+            ))
+        }
         (None, Err(Error::ReleaseUnconfirmed { .. })) => Err(Failure::new(
             exit::LOCK_LOST,
             format!(
-                "lock {:?}: the release's reply was lost and the hold was gone when it was \
+                "{what}: the release's reply was lost and the hold was gone when it was \
                  retried, so it cannot be confirmed that the lock protected the command to \
                  its end; the command {}",
-                args.name,
                 describe(status)
             ),
         )),
@@ -265,12 +292,12 @@ impl Kind {
 
 /// An explicit owner id, unique to this process and unguessable (the client id is a
 /// random UUID), so that REDIS_LOCK_OWNER names the owner `status` shows.
-fn cli_owner(client: &LockClient) -> String {
+pub fn cli_owner(client: &LockClient) -> String {
     format!("{}:cli-{}", client.id(), std::process::id())
 }
 
 /// `--wait`/`--no-wait` as one value: `None` waits forever, zero tries once.
-fn wait_limit(args: &RunArgs) -> Option<Duration> {
+pub fn wait_limit(args: &RunArgs) -> Option<Duration> {
     if args.no_wait {
         Some(Duration::ZERO)
     } else {
@@ -279,7 +306,7 @@ fn wait_limit(args: &RunArgs) -> Option<Duration> {
 }
 
 /// "not acquired (--no-wait)" or "not acquired within 1.5s".
-fn not_acquired(args: &RunArgs, waited: Duration) -> String {
+pub fn not_acquired(args: &RunArgs, waited: Duration) -> String {
     if wait_limit(args).is_some_and(|wait| wait.is_zero()) {
         "not acquired (--no-wait)".to_owned()
     } else {
@@ -287,9 +314,9 @@ fn not_acquired(args: &RunArgs, waited: Duration) -> String {
     }
 }
 
-/// The lock handle as the options ask for: this process's owner id, lease and fencing.
-fn prepare(client: &LockClient, args: &RunArgs) -> Result<Lock, Failure> {
-    let lock = client.lock(&args.name)?;
+/// The lock `name` as the options ask for: this process's owner id, lease and fencing.
+pub fn prepare(client: &LockClient, name: &str, args: &RunArgs) -> Result<Lock, Failure> {
+    let lock = client.lock(name)?;
     let lock = lock.with_owner(cli_owner(client))?;
     let lock = match args.lease {
         Some(lease) => lock.with_lease(lease)?,
@@ -302,7 +329,7 @@ fn prepare(client: &LockClient, args: &RunArgs) -> Result<Lock, Failure> {
     })
 }
 
-enum Acquired {
+pub enum Acquired {
     Guard(Held),
     /// Not acquired: `--wait` ran out or `--no-wait` found it held. The message says so.
     Busy(String),
@@ -481,22 +508,37 @@ async fn acquire_fair(
 }
 
 /// What `run` holds while the command runs: a lock's hold, a semaphore permit, a hold of
-/// a read-write lock (read or write) or of a fair lock.
-enum Held {
+/// a read-write lock (read or write) or of a fair lock, the locks of a multi-lock
+/// (`--also`), or a RedLock (`--redlock`).
+pub enum Held {
     Lock(LockGuard),
     Permit(SemaphoreGuard),
     // Boxed: these guards are much larger than the others.
     Rw(Box<RwGuard>),
     Fair(Box<FairGuard>),
+    Multi(Box<MultiHeld>),
+    Red(Box<RedHeld>),
 }
 
 impl Held {
+    /// `REDIS_LOCK_NAME`: the name (NAME, also with --also).
     fn name(&self) -> &str {
         match self {
             Held::Lock(guard) => guard.name(),
             Held::Permit(permit) => permit.name(),
             Held::Rw(guard) => guard.name(),
             Held::Fair(guard) => guard.name(),
+            Held::Multi(multi) => multi.name(),
+            Held::Red(red) => red.name(),
+        }
+    }
+
+    /// What is held, for messages: `lock "x"`, `multi-lock "a", "b"` or `RedLock "x"`.
+    fn what(&self) -> String {
+        match self {
+            Held::Multi(multi) => multi.what(),
+            Held::Red(red) => format!("RedLock {:?}", red.name()),
+            _ => format!("lock {:?}", self.name()),
         }
     }
 
@@ -507,15 +549,29 @@ impl Held {
             Held::Permit(permit) => permit.id(),
             Held::Rw(guard) => guard.owner(),
             Held::Fair(guard) => guard.owner(),
+            Held::Multi(multi) => multi.owner(),
+            Held::Red(red) => red.owner(),
         }
     }
 
-    fn fencing_token(&self) -> Option<u64> {
-        match self {
+    /// `REDIS_LOCK_TOKEN`: the fencing token; a multi-lock's tokens, comma-separated in
+    /// member order.
+    fn token(&self) -> Option<String> {
+        let token = match self {
             Held::Lock(guard) => guard.fencing_token(),
-            Held::Permit(_) => None,
+            Held::Permit(_) | Held::Red(_) => None,
             Held::Rw(guard) => guard.fencing_token(),
             Held::Fair(guard) => guard.fencing_token(),
+            Held::Multi(multi) => return multi.tokens(),
+        };
+        token.map(|token| token.to_string())
+    }
+
+    /// `REDIS_LOCK_NAMES`: a multi-lock's names, one per line, in member order.
+    fn names(&self) -> Option<String> {
+        match self {
+            Held::Multi(multi) => Some(multi.names()),
+            _ => None,
         }
     }
 
@@ -525,16 +581,22 @@ impl Held {
             Held::Permit(permit) => permit.lost().await,
             Held::Rw(guard) => guard.lost().await,
             Held::Fair(guard) => guard.lost().await,
+            Held::Multi(multi) => multi.lost().await,
+            Held::Red(red) => red.lost().await,
         }
     }
 
-    fn lost_reason(&self) -> Option<redis_locks::LostReason> {
-        match self {
+    /// Why it was lost, when it was.
+    fn lost_reason(&self) -> Option<String> {
+        let reason = match self {
             Held::Lock(guard) => guard.lost_reason(),
             Held::Permit(permit) => permit.lost_reason(),
             Held::Rw(guard) => guard.lost_reason(),
             Held::Fair(guard) => guard.lost_reason(),
-        }
+            Held::Multi(multi) => return multi.lost_reason(),
+            Held::Red(red) => return red.lost_reason(),
+        };
+        reason.map(|reason| reason.to_string())
     }
 }
 
@@ -630,7 +692,7 @@ async fn settle_cancelled(lock: &Lock) {
 
 /// Reports a signal that arrived before the command started (`during` says when) and
 /// returns the exit code for it.
-fn interrupted(signal: Signal, name: &str, during: &str) -> u8 {
+pub fn interrupted(signal: Signal, name: &str, during: &str) -> u8 {
     eprintln!("redis-locks: got {signal} while {during} (lock {name:?}); the command was not run");
     exit::signalled(signal as i32)
 }
@@ -644,9 +706,13 @@ fn spawn(args: &RunArgs, guard: &Held, mode: Mode) -> Result<(Child, Group), Fai
         .args(rest)
         .env("REDIS_LOCK_NAME", guard.name())
         .env("REDIS_LOCK_OWNER", guard.owner());
-    match guard.fencing_token() {
-        Some(token) => command.env("REDIS_LOCK_TOKEN", token.to_string()),
+    match guard.token() {
+        Some(token) => command.env("REDIS_LOCK_TOKEN", token),
         None => command.env_remove("REDIS_LOCK_TOKEN"),
+    };
+    match guard.names() {
+        Some(names) => command.env("REDIS_LOCK_NAMES", names),
+        None => command.env_remove("REDIS_LOCK_NAMES"),
     };
     let pending = group::prepare(&mut command, mode).map_err(|err| {
         Failure::new(
@@ -704,11 +770,11 @@ async fn supervise(
             () = guard.lost(), if matches!(stopping, Stopping::No) => {
                 let reason = guard
                     .lost_reason()
-                    .map_or_else(|| "reason unknown".to_owned(), |r| r.to_string());
+                    .unwrap_or_else(|| "reason unknown".to_owned());
                 eprintln!(
-                    "redis-locks: lock {:?} was lost ({reason}); sending SIGTERM to the command, \
+                    "redis-locks: {} was lost ({reason}); sending SIGTERM to the command, \
                      SIGKILL in {}",
-                    guard.name(),
+                    guard.what(),
                     human(kill_after)
                 );
                 group.signal(Signal::SIGTERM);
@@ -818,6 +884,8 @@ async fn finish(held: Held) -> Result<(), Error> {
         // entry), and the release reports the loss.
         Held::Rw(guard) => (guard.release().await, "the read-write lock hold"),
         Held::Fair(guard) => (guard.release().await, "the fair lock"),
+        Held::Multi(multi) => (multi.release().await, "the locks"),
+        Held::Red(red) => (red.release().await, "the RedLock"),
     };
     match &result {
         Ok(()) => tracing::info!("released {what}"),

@@ -1,0 +1,185 @@
+//! `run NAME --also NAME2 ...`: the locks NAME, NAME2, ... taken together, all or none (a
+//! [`MultiLock`] on the one target).
+//!
+//! The library takes the members in one global order (by key), so runs that name the
+//! same locks in other orders never wait for each other in a cycle, and an attempt that
+//! fails or runs out of time gives back what it took. The command gets `REDIS_LOCK_NAMES`
+//! (the names in that order, one per line) and, with `--fenced`, `REDIS_LOCK_TOKEN` (the
+//! tokens, comma-separated, in the same order).
+
+use std::time::Duration;
+
+use redis_locks::{Error, LockClient, MultiGuard, MultiLock};
+use tokio::time::Instant;
+
+use crate::args::RunArgs;
+use crate::duration::human;
+use crate::exit::Failure;
+use crate::run::{Acquired, CANCEL_SETTLE, Held, not_acquired, prepare, wait_limit};
+use crate::signals::Signals;
+
+/// Each name of NAME and the --also names is valid and named once (before connecting:
+/// these are usage errors whether or not Redis is reachable).
+pub fn check_names(args: &RunArgs) -> Result<(), Failure> {
+    let mut seen = vec![args.name.as_str()];
+    for name in &args.also {
+        redis_locks::validate_name(name)?;
+        if seen.contains(&name.as_str()) {
+            return Err(Failure::usage(format!(
+                "lock {name:?} is named twice (NAME and --also name the locks to take together)"
+            )));
+        }
+        seen.push(name);
+    }
+    Ok(())
+}
+
+/// Takes NAME and the --also names, all or none.
+pub async fn acquire(
+    client: &LockClient,
+    args: &RunArgs,
+    signals: &mut Signals,
+) -> Result<Acquired, Failure> {
+    let started = Instant::now();
+    let mut locks = vec![prepare(client, &args.name, args)?];
+    for name in &args.also {
+        locks.push(prepare(client, name, args)?);
+    }
+    let multi = MultiLock::new(locks)?;
+    let wait = wait_limit(args);
+    let attempt = async {
+        match wait {
+            None => multi.acquire().await.map(Some),
+            Some(wait) if wait.is_zero() => multi.try_acquire().await,
+            Some(wait) => multi.try_acquire_for(wait).await,
+        }
+    };
+    tokio::select! {
+        acquired = attempt => match acquired? {
+            Some(guard) => Ok(Acquired::Guard(Held::Multi(Box::new(MultiHeld {
+                guard,
+                name: args.name.clone(),
+                also: args.also.clone(),
+            })))),
+            None => Ok(Acquired::Busy(
+                busy_message(&multi, args, started.elapsed()).await,
+            )),
+        },
+        got = signals.recv() => {
+            // Members taken so far are given back in the background; let that reach Redis.
+            let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
+            Ok(Acquired::Interrupted(got.signal))
+        },
+    }
+}
+
+/// `locks "a", "b"`, in the order named.
+fn describe(name: &str, also: &[String]) -> String {
+    let mut text = format!("locks {name:?}");
+    for other in also {
+        text.push_str(&format!(", {other:?}"));
+    }
+    text
+}
+
+/// "locks "a", "b" not acquired (--no-wait): "b" held by ..., expires in 29s", as of now
+/// (best effort: what was held at the failed attempt may have been released since).
+async fn busy_message(multi: &MultiLock, args: &RunArgs, waited: Duration) -> String {
+    let mut held = Vec::new();
+    for lock in multi.locks() {
+        match lock.state().await {
+            Ok(state) => {
+                if let Some((owner, _)) = state.holders.first() {
+                    held.push(match state.ttl {
+                        Some(ttl) => format!(
+                            "{:?} held by {owner}, expires in {}",
+                            lock.name(),
+                            human(ttl)
+                        ),
+                        None => format!("{:?} held by {owner}", lock.name()),
+                    });
+                }
+            }
+            Err(_) => held.push(format!("{:?}: holder unknown", lock.name())),
+        }
+    }
+    let why = if held.is_empty() {
+        "released meanwhile".to_owned()
+    } else {
+        held.join("; ")
+    };
+    let how = not_acquired(args, waited);
+    format!("{} {how}: {why}", describe(&args.name, &args.also))
+}
+
+/// The locks of a multi-lock, held together.
+pub struct MultiHeld {
+    guard: MultiGuard,
+    /// NAME, and the --also names, as given.
+    name: String,
+    also: Vec<String>,
+}
+
+impl MultiHeld {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `multi-lock "a", "b"`, in the order named.
+    pub fn what(&self) -> String {
+        format!(
+            "multi-{}",
+            describe(&self.name, &self.also).replacen("locks", "lock", 1)
+        )
+    }
+
+    /// Every member has the same owner (this process's).
+    pub fn owner(&self) -> &str {
+        self.guard
+            .guards()
+            .first()
+            .map_or("", |guard| guard.owner())
+    }
+
+    /// The names, one per line, in member order (names contain no control characters).
+    pub fn names(&self) -> String {
+        let names: Vec<&str> = self.guard.guards().iter().map(|g| g.name()).collect();
+        names.join("\n")
+    }
+
+    /// The fencing tokens, comma-separated in member order; `None` without --fenced.
+    pub fn tokens(&self) -> Option<String> {
+        let tokens = self.guard.fencing_tokens();
+        if tokens.iter().all(Option::is_none) {
+            return None;
+        }
+        let text: Vec<String> = tokens
+            .iter()
+            .map(|token| token.map_or_else(String::new, |token| token.to_string()))
+            .collect();
+        Some(text.join(","))
+    }
+
+    pub async fn lost(&self) {
+        self.guard.lost().await
+    }
+
+    /// Which member was lost, and why.
+    pub fn lost_reason(&self) -> Option<String> {
+        let named = self.guard.guards().iter().find_map(|guard| {
+            guard
+                .lost_reason()
+                .map(|reason| format!("{:?}: {reason}", guard.name()))
+        });
+        named.or_else(|| {
+            self.guard
+                .is_lost()
+                .then(|| "one of the locks was lost".to_owned())
+        })
+    }
+
+    /// Releases every member; `Err(LockLost)` naming a member that had been lost.
+    pub async fn release(self) -> Result<(), Error> {
+        self.guard.release().await
+    }
+}
