@@ -2,21 +2,16 @@
 //! `LockClient` per `--url`, held while a majority (N/2 + 1) of them hold it.
 //!
 //! The servers are connected all at once. One that cannot be connected counts as a
-//! server that refused: with fewer than a majority connected nothing is tried (exit 69).
-//! With a majority connected but not all, the RedLock is built over the connected ones,
-//! and the majority is still counted over all N: an acquire that got fewer than N/2 + 1
-//! holds is given back and tried again, and the lock counts as lost once fewer than
-//! N/2 + 1 holds remain. (The library's `RedLock` counts its majority over its members,
-//! so it cannot be handed a server it has no client for; see `RedSet::attempt`.)
+//! server that refused: the RedLock is built over the connected ones with
+//! [`RedLock::with_servers`] counting its majority over all N, so an acquire needs N/2 + 1
+//! holds and the guard is lost once fewer remain. With fewer than a majority connected
+//! nothing is tried (exit 69): no attempt could win one.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use redis_locks::{
-    Error, LockClient, LockGuard, LostReason, REDLOCK_RETRY_DELAY, RedGuard, RedLock,
-};
+use redis_locks::{Error, LostReason, RedGuard, RedLock};
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::args::{Global, RunArgs};
 use crate::connect::RedServer;
@@ -24,7 +19,7 @@ use crate::exit::{self, Failure};
 use crate::run::{Acquired, CANCEL_SETTLE, Held, cli_owner, not_acquired, wait_limit};
 use crate::signals::Signals;
 
-/// How long a server may take to tell its state (busy message, outage check).
+/// How long a server may take to tell its state (busy message).
 const PROBE: Duration = Duration::from_secs(1);
 
 /// The usage errors of --redlock, found before connecting. `kind` is the flag of another
@@ -70,20 +65,15 @@ pub fn check_usage(global: &Global, args: &RunArgs, kind: Option<&str>) -> Resul
     Ok(())
 }
 
-/// The connected servers of a --redlock run, as one RedLock.
+/// The connected servers of a --redlock run, as one RedLock whose majority is counted
+/// over every --url.
 pub struct RedSet {
     lock: RedLock,
     owner: String,
     /// N: every --url, connected or not.
     servers: usize,
-    /// N/2 + 1.
-    needed: usize,
-    /// The connected servers' labels, in the RedLock's member order.
-    labels: Vec<String>,
-    /// Why the others could not be connected.
+    /// Why the others could not be connected (each naming its server).
     unconnected: Vec<String>,
-    clients: Vec<LockClient>,
-    lease: Duration,
 }
 
 impl RedSet {
@@ -91,14 +81,10 @@ impl RedSet {
     /// a majority could be connected.
     pub fn new(servers: Vec<RedServer>, args: &RunArgs, quiet: bool) -> Result<RedSet, Failure> {
         let total = servers.len();
-        let needed = total / 2 + 1;
-        let (mut clients, mut labels, mut unconnected) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut clients, mut unconnected) = (Vec::new(), Vec::new());
         for server in servers {
             match server.client {
-                Ok(client) => {
-                    clients.push(client);
-                    labels.push(server.label);
-                }
+                Ok(client) => clients.push(client),
                 Err(err) => {
                     let failure = Failure::from(err);
                     if failure.code == exit::USAGE {
@@ -111,6 +97,30 @@ impl RedSet {
                 }
             }
         }
+        let Some(first) = clients.first() else {
+            return Err(Failure::new(
+                exit::UNAVAILABLE,
+                format!(
+                    "RedLock {:?}: none of its {total} servers could be connected; the command \
+                     was not run ({})",
+                    args.name,
+                    unconnected.join("; ")
+                ),
+            ));
+        };
+        let owner = cli_owner(first);
+        let locks = clients
+            .iter()
+            .map(|client| client.lock(&args.name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let lock = RedLock::new(locks)?
+            .with_servers(total)?
+            .with_owner(owner.clone())?;
+        let lock = match args.lease {
+            Some(lease) => lock.with_lease(lease)?,
+            None => lock,
+        };
+        let needed = lock.quorum();
         if clients.len() < needed {
             return Err(Failure::new(
                 exit::UNAVAILABLE,
@@ -142,25 +152,11 @@ impl RedSet {
                 );
             }
         }
-        let locks = clients
-            .iter()
-            .map(|client| client.lock(&args.name))
-            .collect::<Result<Vec<_>, _>>()?;
-        let owner = cli_owner(&clients[0]);
-        let lock = RedLock::new(locks)?.with_owner(owner.clone())?;
-        let lock = match args.lease {
-            Some(lease) => lock.with_lease(lease)?,
-            None => lock,
-        };
         Ok(RedSet {
             lock,
             owner,
             servers: total,
-            needed,
-            labels,
             unconnected,
-            clients,
-            lease: args.lease.unwrap_or(args.watchdog),
         })
     }
 
@@ -171,12 +167,19 @@ impl RedSet {
         signals: &mut Signals,
     ) -> Result<Acquired, Failure> {
         let started = Instant::now();
+        let attempt = async {
+            match wait_limit(args) {
+                None => self.lock.acquire().await.map(Some),
+                Some(wait) if wait.is_zero() => self.lock.try_acquire().await,
+                Some(wait) => self.lock.try_acquire_for(wait).await,
+            }
+        };
         tokio::select! {
-            acquired = self.attempt(wait_limit(args)) => match acquired? {
+            acquired = attempt => match acquired.map_err(|err| self.name_unconnected(err))? {
                 Some(guard) => Ok(Acquired::Guard(Held::Red(Box::new(RedHeld::new(
                     guard,
                     self.owner.clone(),
-                    (self.servers, self.needed),
+                    (self.servers, self.lock.quorum()),
                     args.lease.is_some(),
                 ))))),
                 None => Ok(Acquired::Busy(self.busy_message(args, started.elapsed()).await)),
@@ -184,8 +187,8 @@ impl RedSet {
             got = signals.recv() => {
                 // Holds of the attempt in flight are given back in the background.
                 let settle = async {
-                    for client in &self.clients {
-                        client.flush().await;
+                    for lock in self.lock.locks() {
+                        lock.client().flush().await;
                     }
                 };
                 let _ = tokio::time::timeout(CANCEL_SETTLE, settle).await;
@@ -194,81 +197,22 @@ impl RedSet {
         }
     }
 
-    /// The library's RedLock over the connected servers, plus the majority over all of
-    /// them: a guard with fewer than N/2 + 1 holds (only possible when some server could
-    /// not be connected) is given back, and the attempt goes on. When too few of the
-    /// connected servers answer (rather than refuse) for longer than the lease, or when
-    /// the wait ends meanwhile, it is `Error::NoQuorum`, as the library's own.
-    async fn attempt(&self, wait: Option<Duration>) -> Result<Option<RedGuard>, Error> {
-        let deadline = wait.map(|wait| Instant::now() + wait);
-        let mut outage_since: Option<Instant> = None;
-        loop {
-            let got = match deadline {
-                None => self.lock.acquire().await.map(Some),
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        self.lock.try_acquire().await
-                    } else {
-                        self.lock.try_acquire_for(left).await
-                    }
-                }
-            };
-            let Some(guard) = got? else {
-                return Ok(None);
-            };
-            if guard.held_on() >= self.needed {
-                return Ok(Some(guard));
-            }
-            // A majority of the connected servers, not of all: refused by the others, or
-            // did they not answer?
-            let mut unreachable = Vec::new();
-            for (i, hold) in guard.holds().iter().enumerate() {
-                if hold.is_none() {
-                    let state = tokio::time::timeout(PROBE, self.lock.locks()[i].state()).await;
-                    if !matches!(state, Ok(Ok(_))) {
-                        unreachable.push(format!("{}: no answer", self.labels[i]));
-                    }
-                }
-            }
-            let held = guard.held_on();
-            let _ = guard.release().await;
-            tracing::debug!(
-                held,
-                needed = self.needed,
-                unreachable = unreachable.len(),
-                "RedLock: not a majority of all the servers; given back"
-            );
-            let out_of_time = deadline.is_some_and(|deadline| Instant::now() >= deadline);
-            if self.labels.len() - unreachable.len() < self.needed {
-                let since = *outage_since.get_or_insert_with(Instant::now);
-                if out_of_time || since.elapsed() > self.lease {
-                    let mut failed = self.unconnected.clone();
-                    failed.extend(unreachable);
-                    return Err(Error::NoQuorum {
-                        name: self.lock.locks()[0].name().to_owned(),
-                        servers: self.servers,
-                        needed: self.needed,
-                        failed,
-                    });
-                }
-            } else {
-                outage_since = None;
-            }
-            if out_of_time {
-                return Ok(None);
-            }
-            let random = uuid::Uuid::new_v4().as_u64_pair().0;
-            let mut pause = Duration::from_micros(
-                random
-                    % u64::try_from(REDLOCK_RETRY_DELAY.as_micros())
-                        .unwrap_or(1)
-                        .max(1),
-            );
-            if let Some(deadline) = deadline {
-                pause = pause.min(deadline.saturating_duration_since(Instant::now()));
-            }
-            tokio::time::sleep(pause).await;
+    /// `NoQuorum` counts the servers that could not be connected without naming them (the
+    /// library has no client for them): the reasons they failed go first.
+    fn name_unconnected(&self, err: Error) -> Error {
+        match err {
+            Error::NoQuorum {
+                name,
+                servers,
+                needed,
+                failed,
+            } => Error::NoQuorum {
+                name,
+                servers,
+                needed,
+                failed: self.unconnected.iter().cloned().chain(failed).collect(),
+            },
+            other => other,
         }
     }
 
@@ -313,71 +257,34 @@ impl RedSet {
     }
 }
 
-/// A RedLock held on at least N/2 + 1 of the N servers.
+/// A RedLock held on at least N/2 + 1 of the N servers. Lost when the guard is (fewer
+/// than N/2 + 1 holds remain) or, with a fixed --lease, when the validity the acquire
+/// computed has run out.
 pub struct RedHeld {
     guard: RedGuard,
     owner: String,
+    /// N and N/2 + 1, for messages.
     servers: usize,
     needed: usize,
-    /// With a fixed --lease: the validity the acquire computed (the lease less the time
-    /// the acquire took and the clock drift allowance), after which it is not relied on.
+    /// With a fixed --lease (no renewals): the guard's validity, after which it is not
+    /// relied on.
     valid_until: Option<std::time::Instant>,
-    /// Fires when fewer than `needed` holds remain (or the library says the lock is
-    /// lost), or the validity of a fixed lease has run out.
-    lost: CancellationToken,
-    _watch: DropGuard,
 }
 
 impl RedHeld {
-    /// `(servers, needed)`: N and N/2 + 1. `fixed`: taken with a fixed --lease (no
-    /// renewals), so that it ends with the validity the acquire computed.
+    /// `(servers, needed)`: N and N/2 + 1. `fixed`: taken with a fixed --lease.
     fn new(
         guard: RedGuard,
         owner: String,
         (servers, needed): (usize, usize),
         fixed: bool,
     ) -> RedHeld {
-        let valid_until = fixed.then(|| guard.valid_until());
-        let expiry = async move {
-            match valid_until {
-                Some(until) => tokio::time::sleep_until(Instant::from_std(until)).await,
-                None => std::future::pending().await,
-            }
-        };
-        let lost = CancellationToken::new();
-        let stop = CancellationToken::new();
-        let tokens: Vec<CancellationToken> = guard
-            .holds()
-            .iter()
-            .flatten()
-            .map(LockGuard::lost_token)
-            .collect();
-        let (library, fire, watching) = (guard.lost_token(), lost.clone(), stop.clone());
-        tokio::spawn(async move {
-            tokio::pin!(expiry);
-            let mut remaining = tokens.len();
-            let mut holds = tokio::task::JoinSet::new();
-            for token in tokens {
-                holds.spawn(async move { token.cancelled_owned().await });
-            }
-            while remaining >= needed {
-                tokio::select! {
-                    Some(_) = holds.join_next() => remaining -= 1,
-                    () = library.cancelled() => break,
-                    () = &mut expiry => break,
-                    () = watching.cancelled() => return,
-                }
-            }
-            fire.cancel();
-        });
         RedHeld {
+            valid_until: fixed.then(|| guard.valid_until()),
             guard,
             owner,
             servers,
             needed,
-            valid_until,
-            lost,
-            _watch: stop.drop_guard(),
         }
     }
 
@@ -390,14 +297,13 @@ impl RedHeld {
     }
 
     pub async fn lost(&self) {
-        self.lost.cancelled().await
-    }
-
-    fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
-            || self.guard.is_lost()
-            || self.guard.held_on() < self.needed
-            || self.expired()
+        match self.valid_until {
+            Some(until) => tokio::select! {
+                () = self.guard.lost() => {}
+                () = tokio::time::sleep_until(Instant::from_std(until)) => {}
+            },
+            None => self.guard.lost().await,
+        }
     }
 
     fn expired(&self) -> bool {
@@ -405,29 +311,19 @@ impl RedHeld {
             .is_some_and(|until| std::time::Instant::now() >= until)
     }
 
-    fn first_reason(&self) -> Option<LostReason> {
-        self.guard
-            .holds()
-            .iter()
-            .flatten()
-            .find_map(LockGuard::lost_reason)
-    }
-
     /// "held on 2 of 5 servers, 3 needed; first loss: ...", when fewer than a majority
-    /// of holds remain.
+    /// of holds remain; the --lease message when its validity ran out.
     pub fn lost_reason(&self) -> Option<String> {
-        if !self.is_lost() {
-            return None;
-        }
-        if self.expired() && self.guard.held_on() >= self.needed {
-            return Some(
+        if !self.guard.is_lost() {
+            return self.expired().then(|| {
                 "its --lease ran out, counted from before the acquire and less a clock drift \
                  allowance"
-                    .to_owned(),
-            );
+                    .to_owned()
+            });
         }
         let first = self
-            .first_reason()
+            .guard
+            .lost_reason()
             .map_or_else(String::new, |reason| format!("; first loss: {reason}"));
         Some(format!(
             "held on {} of {} servers, {} needed{first}",
@@ -438,18 +334,16 @@ impl RedHeld {
     }
 
     /// Gives the lock back on every server that holds it. `Err(LockLost)` when fewer than
-    /// a majority of holds were left.
+    /// a majority of holds were given back, or a fixed --lease's validity had run out.
     pub async fn release(self) -> Result<(), Error> {
-        let lost = self.is_lost();
-        let reason = match self.first_reason() {
-            Some(reason) => reason,
-            None if self.expired() => LostReason::LeaseElapsed,
-            None => LostReason::OwnerFieldGone,
-        };
+        let expired = self.expired();
         let name = self.guard.name().to_owned();
         let result = self.guard.release().await;
-        if lost {
-            return Err(Error::LockLost { name, reason });
+        if expired && result.is_ok() {
+            return Err(Error::LockLost {
+                name,
+                reason: LostReason::LeaseElapsed,
+            });
         }
         result
     }
