@@ -21,6 +21,7 @@
 --                            hold id; token is the hold's fencing token, 0 when it has none
 --                            or none was asked for.
 --   {2, what}                the key is not one of our locks; nothing was written
+-- An error reply (a command the ACL refuses, say) means that nothing was written.
 --
 -- The hash of a held lock:
 --   <owner>          hold count (the reentrancy depth, summed over every client of the owner)
@@ -55,9 +56,9 @@
 --
 -- Fencing: token = max(counter + 1, server time in microseconds). The time floor keeps
 -- tokens increasing when the counter is lost (restart without persistence, FLUSHALL,
--- failover to a replica that missed the INCR), as long as the server clock does not step
--- back by more than the outage lasted ("tokens only go up"). Lua 5.1 numbers are doubles:
--- exact up to 2^53, i.e. for microsecond times until the year 2255.
+-- failover to a replica that missed its last SET), as long as the server clock does not
+-- step back by more than the outage lasted ("tokens only go up"). Lua 5.1 numbers are
+-- doubles: exact up to 2^53, i.e. for microsecond times until the year 2255.
 --
 -- Why PTTL first: -2 says "no key" in one call, and for a held lock it is the TTL that the
 -- waiter needs. HMGET on a key of another type raises WRONGTYPE, caught with pcall, so a
@@ -66,39 +67,54 @@
 -- without an expiry or
 -- without a hold id was not written by this library (every lock gets both in one script)
 -- and is refused.
+-- Why no write is left half done: Redis does not roll back a script, so a command that the
+-- ACL refuses after a write would leave that write in place (a fresh hash without an
+-- expiry never frees). Every read comes before the first write; a fresh acquire runs its
+-- later writes under pcall and deletes the new hash if one fails (free on the hot path);
+-- a re-entry checks its later writes with redis.acl_check_cmd before the first one.
 local HOLD, FENCE, WAITING = '\1h', '\1fence', '\1w'
 local lock, owner, lease, request = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 
+-- The next fencing token, as a string; read-only (the caller writes it to KEYS[2] last).
 local function next_token()
   local now = redis.call('TIME')
   local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  local token = math.max(last + 1, floor)
-  redis.call('SET', KEYS[2], string.format('%.0f', token))
-  return token
+  return string.format('%.0f', math.max(last + 1, floor))
 end
 
 local flags = ARGV[4]
 local fenced = flags == '1' or flags == '3'
 local pttl = redis.call('PTTL', lock)
 if pttl == -2 then
-  if fenced then
-    local token = string.format('%.0f', next_token())
+  local token = fenced and next_token()
+  if token then
     if flags == '3' then
       redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, token, WAITING, 1)
     else
       redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, token)
     end
-    redis.call('PEXPIRE', lock, lease)
-    return {1, 1, request, tonumber(token)}
-  end
-  if flags == '2' then
+  elseif flags == '2' then
     redis.call('HSET', lock, owner, 1, HOLD, request, WAITING, 1)
   else
     redis.call('HSET', lock, owner, 1, HOLD, request)
   end
-  redis.call('PEXPIRE', lock, lease)
-  return 0
+  -- The later writes run under pcall: if one failed, the new hash is deleted (DEL, which
+  -- every release needs) and the error returned.
+  local expiry = redis.pcall('PEXPIRE', lock, lease)
+  if type(expiry) == 'table' then
+    redis.pcall('DEL', lock)
+    return expiry
+  end
+  if not token then
+    return 0
+  end
+  local stored = redis.pcall('SET', KEYS[2], token)
+  if stored.err then
+    redis.pcall('DEL', lock)
+    return stored
+  end
+  return {1, 1, request, tonumber(token)}
 end
 local held = redis.pcall('HMGET', lock, owner, HOLD, FENCE)
 if held.err and not string.find(held.err, 'WRONGTYPE') then
@@ -126,15 +142,36 @@ local tag, seq = string.match(request, '^(.*)%.(%d+)$')
 if not tag then
   return redis.error_reply('ERR acquire.lua: malformed request id')
 end
-count = redis.call('HINCRBY', lock, owner, 1)
-redis.call('HSET', lock, '\1r' .. tag, seq)
-redis.call('PEXPIRE', lock, lease, 'GT')
-local token = 0
+-- A re-entry. Its later writes are checked before the first one: check() fails the
+-- script if the ACL would refuse the command (redis.acl_check_cmd, Redis 7.0+), by running
+-- it now, for the ACL's own error and ACL LOG entry, while nothing is written yet.
+local function check(...)
+  if not redis.acl_check_cmd(...) then
+    redis.call(...)
+  end
+end
+-- The hold's first token, when a fenced re-entry finds none, is new.
+local token, new_token = 0, nil
 if fenced then
   token = tonumber(held[3])
   if token == nil then
-    token = next_token()
-    redis.call('HSET', lock, FENCE, string.format('%.0f', token))
+    new_token = next_token()
+    token = tonumber(new_token)
   end
+end
+check('HSET', lock, '\1r' .. tag, seq)
+check('PEXPIRE', lock, lease, 'GT')
+if new_token then
+  check('SET', KEYS[2], new_token)
+end
+count = redis.call('HINCRBY', lock, owner, 1)
+if new_token then
+  redis.call('HSET', lock, '\1r' .. tag, seq, FENCE, new_token)
+else
+  redis.call('HSET', lock, '\1r' .. tag, seq)
+end
+redis.call('PEXPIRE', lock, lease, 'GT')
+if new_token then
+  redis.call('SET', KEYS[2], new_token)
 end
 return {1, count, held[2], token}

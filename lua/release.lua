@@ -23,6 +23,7 @@
 --   -3      this request was already applied (a retry whose first attempt's reply was
 --           lost, after a partial release); nothing was written
 -- An error other than WRONGTYPE from the HMGET (an ACL refusing it) is returned as an error.
+-- An error reply (a command the ACL refuses, say) means that nothing was written.
 --
 -- Why the hold id: the owner field alone cannot tell a guard's own hold from a newer hold
 -- of the same owner (after a force-unlock or an expiry the owner may acquire afresh).
@@ -48,6 +49,12 @@
 -- Why PUBLISH only when marked: an uncontended cycle then costs no PUBLISH. A waiter always
 -- marks the hash it failed on before it sleeps, and its sleep is bounded by the pttl, so
 -- a missed mark could cost latency only, never a hang.
+-- Why no write is left half done: Redis does not roll back a script, so a command that the
+-- ACL refuses after a write would leave that write in place (a release reported failed
+-- that gave the hold back). The final release publishes before it deletes: inside the
+-- script the order is all one to the subscribers, who hear of it once the script is done.
+-- A partial release checks its later writes with redis.acl_check_cmd (Redis 7.0+) before
+-- the first one.
 local lock, owner, hold, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 local held = redis.pcall('HMGET', lock, owner, '\1h', '\1r' .. ARGV[3], '\1w')
 if held.err and not string.find(held.err, 'WRONGTYPE') then
@@ -64,15 +71,27 @@ if held[3] == seq then
 end
 local count = tonumber(held[1])
 if count ~= nil and count > 1 then
+  -- Fails the script, before anything is written, if the ACL would refuse this command
+  -- later: the refused command is run now, for the ACL's own error and ACL LOG entry.
+  local function check(...)
+    if not redis.acl_check_cmd(...) then
+      redis.call(...)
+    end
+  end
+  local rearm = ARGV[6] ~= '0' and count - 1 == tonumber(ARGV[7])
+  check('HSET', lock, '\1r' .. ARGV[3], seq)
+  if rearm then
+    check('PEXPIRE', lock, ARGV[6])
+  end
   count = redis.call('HINCRBY', lock, owner, -1)
   redis.call('HSET', lock, '\1r' .. ARGV[3], seq)
-  if ARGV[6] ~= '0' and count == tonumber(ARGV[7]) then
+  if rearm then
     redis.call('PEXPIRE', lock, ARGV[6])
   end
   return count
 end
-redis.call('DEL', lock)
 if held[4] then
   redis.call(ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[5], 'released')
 end
+redis.call('DEL', lock)
 return 0

@@ -27,6 +27,8 @@
 --   {2, what}     a key is not part of a read-write lock; nothing was written
 --   {3}           a write asked by an owner that holds reads: it could never be granted
 --                 (an upgrade would deadlock against its own reads); nothing was written
+-- An error reply (a command the ACL refuses, say) means that nothing was written but the
+-- dropping of expired holds, which no reader can tell from their expiry.
 --
 -- Every hold is one member of a sorted set scored by its deadline on Redis's clock, so:
 --   * each hold expires by itself ("per-read-hold expiry"): a crashed reader's hold ages
@@ -45,6 +47,12 @@
 -- new readers then wait, except re-entries of live reads, until that writer has had its
 -- turn. The reservation is renewed by the writer's attempts and lapses after ARGV[7] ms
 -- when the writer dies or gives up, so it cannot block readers for longer than that.
+-- Why no write is left half done: Redis does not roll back a script, so a command that the
+-- ACL refuses after a write would leave that write in place (a hold granted to a caller
+-- told it failed, or without the set's expiry to cover it). Every read comes before the
+-- first write; a grant runs its PEXPIRE under pcall and takes the hold back out if that
+-- fails (free on the hot path); a fresh write that first drops its reservation or stores
+-- a token checks the writes after that with redis.acl_check_cmd (Redis 7.0+).
 local W, R, Q = KEYS[1], KEYS[2], KEYS[3]
 local id, owner, mode, lease, flags = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local t = redis.call('TIME')
@@ -85,10 +93,21 @@ if redis.call('ZSCORE', mine, member) then
   return {1, current_token()}
 end
 
-local function grant(token)
+-- Whether a grant must lengthen the set's expiry; read before the ZADD (which leaves the
+-- expiry alone).
+local function extends()
+  return redis.call('PTTL', mine) < lease
+end
+
+local function grant(token, extend)
   redis.call('ZADD', mine, now + lease, member)
-  if redis.call('PTTL', mine) < lease then
-    redis.call('PEXPIRE', mine, lease)
+  if extend then
+    local expiry = redis.pcall('PEXPIRE', mine, lease)
+    if type(expiry) == 'table' then
+      -- Failed (refused): take the hold back out (ZREM, which every release needs).
+      redis.pcall('ZREM', mine, member)
+      return expiry
+    end
   end
   return {1, token}
 end
@@ -121,17 +140,18 @@ if mode == 'r' then
       return {0, math.max(redis.call('PTTL', Q), 1)}
     end
   end
-  return grant(0)
+  return grant(0, extends())
 end
 
 if writer_owner then
   -- A re-entry of this owner's write: the hold keeps the owner's token.
-  return grant(current_token())
+  return grant(current_token(), extends())
 end
 if reads_already() then
   return {3}
 end
 if redis.call('ZCARD', R) > 0 then
+  local first = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
   if string.find(flags, 'q', 1, true) then
     if not waiting then
       redis.call('SET', Q, id, 'PX', ARGV[7])
@@ -139,15 +159,13 @@ if redis.call('ZCARD', R) > 0 then
       redis.call('PEXPIRE', Q, ARGV[7])
     end
   end
-  local first = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
   return {0, math.max(tonumber(first[2]) - now, 1)}
 end
 if waiting and waiting ~= id then
   return {0, math.max(redis.call('PTTL', Q), 1)}
 end
-if waiting then
-  redis.call('DEL', Q)
-end
+-- A fresh write. Its reservation (now its own) goes, and a fenced one stores a new token,
+-- before the grant's writes: those are checked first.
 local token = 0
 if fenced then
   -- As acquire.lua: max(counter + 1, server time in us), so tokens only go up even when
@@ -155,6 +173,28 @@ if fenced then
   local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local last = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
   token = math.max(last + 1, floor)
+end
+local extend = extends()
+-- Fails the script, before anything is written, if the ACL would refuse this command
+-- later: the refused command is run now, for the ACL's own error and ACL LOG entry.
+local function check(...)
+  if not redis.acl_check_cmd(...) then
+    redis.call(...)
+  end
+end
+if waiting or fenced then
+  check('ZADD', mine, now + lease, member)
+  if extend then
+    check('PEXPIRE', mine, lease)
+  end
+end
+if waiting and fenced then
+  check('SET', KEYS[4], string.format('%.0f', token))
+end
+if waiting then
+  redis.call('DEL', Q)
+end
+if fenced then
   redis.call('SET', KEYS[4], string.format('%.0f', token))
 end
-return grant(token)
+return grant(token, extend)

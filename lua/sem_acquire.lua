@@ -18,6 +18,8 @@
 --   {2, what}       the keys are not a semaphore (wrong type); nothing was written
 --   {3}             no size was set (set_permits): nothing was written
 --   {4, size}       n is more than the semaphore's size: it can never be granted
+-- An error reply (a command the ACL refuses, say) means that nothing was written but the
+-- dropping of expired permits, which no reader can tell from their expiry.
 --
 -- The semaphore hash: "size" the number of permits; "resv", "resv_n", "resv_until": the
 -- waiter that the next free permits are kept for, how many, and until when (Redis ms).
@@ -32,6 +34,10 @@
 -- the next free permits for itself (others may take only what is left beyond them); it
 -- renews the reservation on each attempt, and a waiter that died or gave up loses it
 -- after ARGV[5] ms.
+-- Why no write is left half done: Redis does not roll back a script, so a command that the
+-- ACL refuses after a write would leave that write in place (permits granted to a caller
+-- told it failed). Every read comes before the first write, and a grant checks its later
+-- writes with redis.acl_check_cmd (Redis 7.0+) before the first one.
 local sem, permits = KEYS[1], KEYS[2]
 local id, n, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local kind = redis.call('TYPE', sem).ok
@@ -67,24 +73,40 @@ end
 local used = redis.call('ZCARD', permits)
 if used + reserved + n <= size then
   local deadline = now + lease
+  -- Fails the script, before anything is written, if the ACL would refuse this command
+  -- later: the refused command is run now, for the ACL's own error and ACL LOG entry.
+  local function check(...)
+    if not redis.acl_check_cmd(...) then
+      redis.call(...)
+    end
+  end
+  -- Read before the ZADDs, which leave the expiry alone.
+  local extend = redis.call('PTTL', permits) < lease
+  local unreserve = state[2] == id
+  if extend then
+    check('PEXPIRE', permits, lease)
+  end
+  if unreserve then
+    check('HDEL', sem, 'resv', 'resv_n', 'resv_until')
+  end
   for k = 1, n do
     redis.call('ZADD', permits, deadline, id .. ':' .. k)
   end
-  if redis.call('PTTL', permits) < lease then
+  if extend then
     redis.call('PEXPIRE', permits, lease)
   end
-  if state[2] == id then
+  if unreserve then
     redis.call('HDEL', sem, 'resv', 'resv_n', 'resv_until')
   end
   return {1, deadline}
 end
 local resv_ms = tonumber(ARGV[5])
-if ARGV[4] == '1' and (reserved == 0) then
-  redis.call('HSET', sem, 'resv', id, 'resv_n', n, 'resv_until', now + resv_ms)
-end
 local wait = resv_ms
 local first = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')
 if first[2] then
   wait = math.min(wait, math.max(tonumber(first[2]) - now, 1))
+end
+if ARGV[4] == '1' and (reserved == 0) then
+  redis.call('HSET', sem, 'resv', id, 'resv_n', n, 'resv_until', now + resv_ms)
 end
 return {0, wait}

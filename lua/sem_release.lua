@@ -10,9 +10,17 @@
 --                              reservation if it holds one; n may then be 0)
 --
 -- Returns an integer: how many permits were given back (0: they had expired, or were
--- given back already, e.g. by an attempt whose reply was lost); -2: not a semaphore.
+-- given back already, e.g. by an attempt whose reply was lost); -2: not a semaphore. An
+-- error reply (a command the ACL refuses, say) means that nothing was written.
 -- Why ZREM by id: a permit is given back only by its own acquisition; giving back twice
 -- removes nothing the second time ("release is true").
+-- Why no write is left half done: Redis does not roll back a script, so a command that the
+-- ACL refuses after a write would leave that write in place (permits given back by a call
+-- reported failed). Every read comes first (the permits of one acquisition are added,
+-- renewed, expire and are given back together, so its first one says whether any are
+-- held); then the PUBLISH, which inside the script is all one to the subscribers; a
+-- reservation dropped with permits is checked with redis.acl_check_cmd (Redis 7.0+)
+-- before the first write.
 local sem, permits = KEYS[1], KEYS[2]
 local pkind = redis.call('TYPE', permits).ok
 if pkind ~= 'zset' and pkind ~= 'none' then
@@ -22,16 +30,23 @@ local skind = redis.call('TYPE', sem).ok
 if skind ~= 'hash' and skind ~= 'none' then
   return -2
 end
-local removed = 0
-for k = 1, tonumber(ARGV[2]) do
-  removed = removed + redis.call('ZREM', permits, ARGV[1] .. ':' .. k)
-end
-local woke = removed > 0
-if ARGV[5] == '1' and redis.call('HGET', sem, 'resv') == ARGV[1] then
-  redis.call('HDEL', sem, 'resv', 'resv_n', 'resv_until')
-  woke = true
-end
-if woke then
+local n = tonumber(ARGV[2])
+local held = n > 0 and redis.call('ZSCORE', permits, ARGV[1] .. ':1')
+local unreserve = ARGV[5] == '1' and redis.call('HGET', sem, 'resv') == ARGV[1]
+if held or unreserve then
   redis.call(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[3], 'released')
+end
+if held and unreserve and not redis.acl_check_cmd('HDEL', sem, 'resv') then
+  -- Refused: run it now, before any write, for the ACL's own error and ACL LOG entry.
+  redis.call('HDEL', sem, 'resv')
+end
+local removed = 0
+if held then
+  for k = 1, n do
+    removed = removed + redis.call('ZREM', permits, ARGV[1] .. ':' .. k)
+  end
+end
+if unreserve then
+  redis.call('HDEL', sem, 'resv', 'resv_n', 'resv_until')
 end
 return removed

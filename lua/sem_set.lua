@@ -8,10 +8,15 @@
 -- ARGV[4]  publish how         ('1': SPUBLISH; else PUBLISH)
 --
 -- Returns {previous size or -1 when none, permits in use (not expired)}; {-2} when the
--- keys are not a semaphore (nothing written).
+-- keys are not a semaphore (nothing written). An error reply (a command the ACL refuses,
+-- say) means that nothing was written.
 -- Why no expiry on the size: it is configuration, like a lock's name; `delete` removes it.
 -- Shrinking below the permits in use takes nothing back: new permits are granted once
 -- enough of the current ones are given back or expire.
+-- Why PUBLISH before HSET: Redis does not roll back a script, so a PUBLISH that the ACL
+-- refuses after the HSET would leave the size changed with the call reported failed.
+-- Inside the script the order is all one to the subscribers, who hear of it once the
+-- script is done.
 local sem, permits = KEYS[1], KEYS[2]
 local skind = redis.call('TYPE', sem).ok
 local pkind = redis.call('TYPE', permits).ok
@@ -25,6 +30,6 @@ local previous = tonumber(redis.call('HGET', sem, 'size') or '-1')
 if ARGV[2] == '1' and previous >= 0 then
   return {previous, used}
 end
-redis.call('HSET', sem, 'size', ARGV[1])
 redis.call(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[3], 'resized')
+redis.call('HSET', sem, 'size', ARGV[1])
 return {previous, used}

@@ -13,7 +13,7 @@ use crate::lock::Lock;
 use crate::protocol::{Call, Reply};
 use crate::pubsub::Hub;
 use crate::scripts::{self, CallError, Scripts};
-use crate::topology::{self, Conn, Target};
+use crate::topology::{self, Conn, REDACTED, Target};
 use crate::watchdog::{Clock, Registry, Watchdog, WatchdogStats};
 
 /// Default watchdog timeout: the lease of locks taken without an explicit lease.
@@ -77,6 +77,10 @@ pub(crate) struct ClientInner {
     pub(crate) prefix: String,
     pub(crate) db: i64,
     pub(crate) addr: String,
+    /// The server's socket addresses as resolved at connect (one server only; empty for
+    /// a cluster, a Sentinel set or a Unix socket): what tells two spellings of one
+    /// server apart from two servers (`RedLock::new`).
+    pub(crate) resolved: Vec<std::net::SocketAddr>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) response_timeout: Duration,
     /// A short random tag naming this client in request and hold ids.
@@ -278,8 +282,7 @@ pub(crate) struct ReplicaAck {
 }
 
 /// Builds a [`LockClient`]. Obtain one with [`LockClient::builder`] or
-/// [`LockClient::builder_from_client`].
-#[derive(Debug)]
+/// [`LockClient::builder_from_client`]. Its `Debug` never prints a password.
 #[must_use = "a builder does nothing until .connect().await"]
 pub struct LockClientBuilder {
     target: Result<Target>,
@@ -294,6 +297,46 @@ pub struct LockClientBuilder {
     renew_batch: usize,
     check_interval: Option<Duration>,
     spin: bool,
+}
+
+impl std::fmt::Debug for LockClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured so that a new field must be considered here. The target redacts
+        // its own passwords (redis-rs's `ConnectionInfo`, and `SentinelTarget`).
+        let LockClientBuilder {
+            target,
+            replica_ack,
+            sentinel_auth,
+            #[cfg(feature = "tls")]
+            certificates,
+            watchdog_timeout,
+            prefix,
+            connect_timeout,
+            response_timeout,
+            renew_batch,
+            check_interval,
+            spin,
+        } = self;
+        let mut out = f.debug_struct("LockClientBuilder");
+        out.field("target", target)
+            .field("replica_ack", replica_ack)
+            .field(
+                "sentinel_auth",
+                &sentinel_auth
+                    .as_ref()
+                    .map(|(username, _password)| (username, REDACTED)),
+            );
+        #[cfg(feature = "tls")]
+        out.field("certificates", certificates);
+        out.field("watchdog_timeout", watchdog_timeout)
+            .field("prefix", prefix)
+            .field("connect_timeout", connect_timeout)
+            .field("response_timeout", response_timeout)
+            .field("renew_batch", renew_batch)
+            .field("check_interval", check_interval)
+            .field("spin", spin)
+            .finish()
+    }
 }
 
 impl LockClient {
@@ -597,6 +640,7 @@ impl LockClientBuilder {
             keys::validate_ms("replica timeout", ack.timeout)?;
         }
         let addr = target.describe();
+        let resolved = target.resolve().await;
         let db = target.db();
         let settings = topology::Settings {
             connect_timeout: self.connect_timeout,
@@ -710,6 +754,7 @@ impl LockClientBuilder {
                 prefix: self.prefix,
                 db,
                 addr,
+                resolved,
                 watchdog_timeout,
                 response_timeout: self.response_timeout,
                 request_counter: AtomicU64::new(0),

@@ -56,13 +56,60 @@ pub(crate) async fn first_n<F: Future>(futures: Vec<F>, needed: usize) {
     .await;
 }
 
+/// Runs the futures concurrently until all are done, or, once `enough(&outputs)` holds,
+/// for as long again as that took (at least `min_grace`), then drops those still running
+/// (`None` in their slot). For a RedLock attempt: once a majority granted, a stalled
+/// server must not hold up every acquire for its whole timeout.
+pub(crate) async fn join_until<F, E>(
+    futures: Vec<F>,
+    enough: E,
+    min_grace: std::time::Duration,
+) -> Vec<Option<F::Output>>
+where
+    F: Future,
+    E: Fn(&[Option<F::Output>]) -> bool,
+{
+    let started = tokio::time::Instant::now();
+    let mut pending: Vec<Option<Pin<Box<F>>>> =
+        futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut outputs: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    std::future::poll_fn(|cx| {
+        let mut open = false;
+        for (slot, output) in pending.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => {
+                        *output = Some(value);
+                        *slot = None;
+                    }
+                    Poll::Pending => open = true,
+                }
+            }
+        }
+        if !open {
+            return Poll::Ready(());
+        }
+        if grace.is_none() && enough(&outputs) {
+            let took = started.elapsed().max(min_grace);
+            grace = Some(Box::pin(tokio::time::sleep(took)));
+        }
+        match grace.as_mut() {
+            Some(sleep) => sleep.as_mut().poll(cx),
+            None => Poll::Pending,
+        }
+    })
+    .await;
+    outputs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
     async fn outputs_keep_the_input_order_and_first_n_counts() {
-        let sleeps = vec![30u64, 10, 20];
+        let sleeps = [30u64, 10, 20];
         let out = join_all(
             sleeps
                 .iter()

@@ -26,7 +26,8 @@ use tokio::time::Instant;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::protocol::{Call, Reply, ScriptId};
+use crate::protocol::{Call, Failure, Reply, ScriptId};
+use crate::scripts::classify;
 
 /// The largest count a latch (and size a semaphore) can have: the scripts' Lua numbers
 /// are doubles, exact up to 2^53.
@@ -179,7 +180,8 @@ impl CountDownLatch {
         // Read-only, so retried through connection errors, redirections and transient
         // states for up to a response timeout (right after a failover the first call
         // can meet a dead node); and once more when a count-down opened the latch between
-        // the TYPE and the HGET ("a hash without a count" for a moment).
+        // the TYPE and the HGET ("a hash without a count" for a moment). Any other server
+        // error (an ACL that refuses TYPE or HGET) fails at once, as it is.
         let inner = &self.client.inner;
         let give_up_at = Instant::now() + inner.response_timeout;
         let mut backoff = Duration::from_millis(20);
@@ -216,15 +218,28 @@ impl CountDownLatch {
             let kind = match reply.first() {
                 Some(Value::SimpleString(kind)) => kind.as_str(),
                 Some(Value::Okay) => "ok",
-                // A redirection or a transient state: nothing was read.
-                Some(Value::ServerError(err)) if Instant::now() + backoff <= give_up_at => {
-                    tracing::debug!(latch = %self.name, error = ?err, "latch count: retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                    continue;
-                }
                 _ => "",
             };
+            // A server error in either reply. The HGET's WRONGTYPE aside: the TYPE reply
+            // says what the key is (and a hash means it changed type in between: read
+            // again below).
+            let failed = reply.iter().take(2).find_map(|value| match value {
+                Value::ServerError(err) if err.code() != "WRONGTYPE" => {
+                    Some(redis::RedisError::from(err.clone()))
+                }
+                _ => None,
+            });
+            if let Some(error) = failed {
+                let transient = matches!(classify(&error), Failure::Transient(_));
+                if !transient || Instant::now() + backoff > give_up_at {
+                    return Err(inner.redis_error(error));
+                }
+                // A redirection or a transient state: nothing was read.
+                tracing::debug!(latch = %self.name, error = ?error, "latch count: retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+                continue;
+            }
             return match (kind, reply.get(1)) {
                 ("none", _) => Ok(0),
                 ("hash", Some(Value::BulkString(count))) => std::str::from_utf8(count)

@@ -59,7 +59,8 @@ impl std::fmt::Debug for RedLock {
 
 impl RedLock {
     /// A RedLock over `locks`, one per independent server (at least one; the same server
-    /// twice is an [`Error::InvalidConfig`]: it would count twice towards the majority).
+    /// twice, under any name or address that resolves to it, is an
+    /// [`Error::InvalidConfig`]: it would count twice towards the majority).
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<Self> {
         let members: Vec<Lock> = locks.into_iter().collect();
         if members.is_empty() {
@@ -67,15 +68,19 @@ impl RedLock {
                 "a RedLock needs at least one server".into(),
             ));
         }
-        let mut servers: Vec<String> = members
-            .iter()
-            .map(|lock| format!("{}|{}", lock.client().inner.addr, lock.key()))
-            .collect();
-        servers.sort();
-        if servers.windows(2).any(|pair| pair[0] == pair[1]) {
-            return Err(Error::InvalidConfig(
-                "a RedLock names the same lock on the same server twice".into(),
-            ));
+        // One server twice would count twice towards the majority: compare servers (the
+        // address as written, and as resolved at connect), not locks.
+        let same_server = |a: &Lock, b: &Lock| {
+            let (a, b) = (&a.client().inner, &b.client().inner);
+            a.addr == b.addr || a.resolved.iter().any(|addr| b.resolved.contains(addr))
+        };
+        for (i, a) in members.iter().enumerate() {
+            if members[..i].iter().any(|b| same_server(a, b)) {
+                return Err(Error::InvalidConfig(format!(
+                    "a RedLock names the server {} twice: it would count twice towards the majority",
+                    a.client().inner.addr
+                )));
+            }
         }
         Ok(RedLock {
             servers: members.len(),
@@ -134,6 +139,12 @@ impl RedLock {
         })
     }
 
+    /// How many servers the majority is counted over (the members, or
+    /// [`RedLock::with_servers`]).
+    pub fn servers(&self) -> usize {
+        self.servers
+    }
+
     /// How many servers must hold the lock: N/2 + 1 (N: the members, or
     /// [`RedLock::with_servers`]).
     pub fn quorum(&self) -> usize {
@@ -184,16 +195,30 @@ impl RedLock {
     }
 
     async fn acquire_until(&self, deadline: Option<Instant>) -> Result<Option<RedGuard>> {
-        let started = Instant::now();
         let n = self.members.len();
         let quorum = self.quorum();
+        if n < quorum {
+            // The servers without a member never answer: no attempt can win a majority.
+            return Err(Error::NoQuorum {
+                name: self.members[0].name().to_owned(),
+                servers: self.servers,
+                needed: quorum,
+                failed: vec![format!("{} server(s) not connected", self.servers - n)],
+            });
+        }
+        // Since when too few servers answer (an outage is measured from its start, not
+        // from the acquire's: a waiter may wait longer than a lease behind a holder).
+        let mut outage_since: Option<Instant> = None;
         // After a failed attempt a waiter listens to every server's release announcements
         // (the attempt marked each lock it found held, so its release publishes) and tries
         // again as soon as one comes, or after the random delay at the latest.
         let mut listeners: Vec<crate::pubsub::Listener> = Vec::new();
         loop {
             let attempt = Instant::now();
-            let replies = crate::join::join_all(
+            // Once a majority granted, the others get as long again as that took (at least
+            // 5 ms): a stalled server must not hold every acquire up for its whole timeout.
+            // An attempt dropped then gives back any hold it wins, in the background.
+            let replies = crate::join::join_until(
                 self.members
                     .iter()
                     .map(|lock| {
@@ -205,18 +230,27 @@ impl RedLock {
                         tokio::time::timeout(limit, lock.try_acquire())
                     })
                     .collect(),
+                |done| {
+                    done.iter()
+                        .filter(|reply| matches!(reply, Some(Ok(Ok(Some(_))))))
+                        .count()
+                        >= quorum
+                },
+                Duration::from_millis(5),
             )
             .await;
             let mut holds: Vec<Option<LockGuard>> = Vec::with_capacity(n);
             let mut errors: Vec<String> = Vec::new();
             for (i, reply) in replies.into_iter().enumerate() {
                 holds.push(match reply {
-                    Ok(Ok(hold)) => hold,
-                    Ok(Err(err)) => {
+                    // Still running when the majority's grace ended: left out.
+                    None => None,
+                    Some(Ok(Ok(hold))) => hold,
+                    Some(Ok(Err(err))) => {
                         errors.push(format!("{}: {err}", self.server(i)));
                         None
                     }
-                    Err(_) => {
+                    Some(Err(_)) => {
                         errors.push(format!("{}: no answer in time", self.server(i)));
                         None
                     }
@@ -230,8 +264,9 @@ impl RedLock {
                 .min()
                 .unwrap_or_default();
             let drift = lease / 100 + Duration::from_millis(2);
+            let now = Instant::now();
             let validity = lease
-                .checked_sub(attempt.elapsed())
+                .checked_sub(now - attempt)
                 .and_then(|left| left.checked_sub(drift));
             if granted >= quorum
                 && let Some(validity) = validity
@@ -241,7 +276,7 @@ impl RedLock {
                     self.members[0].name().to_owned(),
                     holds,
                     quorum,
-                    attempt + validity,
+                    now + validity,
                 )));
             }
             give_back(holds).await;
@@ -253,7 +288,15 @@ impl RedLock {
             let no_quorum =
                 errors.len() - usize::from(unreachable > 0) + unreachable > self.servers - quorum;
             let out_of_time = deadline.is_some_and(|deadline| Instant::now() >= deadline);
-            if no_quorum && (out_of_time || started.elapsed() > self.outage_tolerance()) {
+            let outage = if no_quorum {
+                Some(*outage_since.get_or_insert(attempt))
+            } else {
+                outage_since = None;
+                None
+            };
+            if let Some(since) = outage
+                && (out_of_time || since.elapsed() > self.outage_tolerance())
+            {
                 return Err(Error::NoQuorum {
                     name: self.members[0].name().to_owned(),
                     servers: self.servers,

@@ -41,8 +41,8 @@ pub(crate) struct ClusterTarget {
     pub(crate) certs: Option<redis::TlsCertificates>,
 }
 
-/// `redis-sentinel://…#service`, taken apart.
-#[derive(Debug, Clone)]
+/// `redis-sentinel://…#service`, taken apart. Its `Debug` never prints a password.
+#[derive(Clone)]
 pub(crate) struct SentinelTarget {
     pub(crate) sentinels: Vec<(String, u16)>,
     pub(crate) service: String,
@@ -55,6 +55,47 @@ pub(crate) struct SentinelTarget {
     pub(crate) tls: bool,
     #[cfg(feature = "tls")]
     pub(crate) certs: Option<redis::TlsCertificates>,
+}
+
+impl std::fmt::Debug for SentinelTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured so that a new field must be considered here.
+        let SentinelTarget {
+            sentinels,
+            service,
+            db,
+            username,
+            password,
+            sentinel_auth,
+            tls,
+            #[cfg(feature = "tls")]
+            certs,
+        } = self;
+        let mut out = f.debug_struct("SentinelTarget");
+        out.field("sentinels", sentinels)
+            .field("service", service)
+            .field("db", db)
+            .field("username", username)
+            .field("password", &redacted(password.as_ref()))
+            .field(
+                "sentinel_auth",
+                &sentinel_auth
+                    .as_ref()
+                    .map(|(username, _password)| (username, REDACTED)),
+            )
+            .field("tls", tls);
+        #[cfg(feature = "tls")]
+        out.field("certs", certs);
+        out.finish()
+    }
+}
+
+/// What `Debug` shows for a password.
+pub(crate) const REDACTED: &str = "<redacted>";
+
+/// What `Debug` shows for an optional password: whether there is one, never what it is.
+fn redacted<T>(password: Option<T>) -> Option<&'static str> {
+    password.map(|_| REDACTED)
 }
 
 impl Target {
@@ -148,6 +189,25 @@ impl Target {
     }
 
     /// A short description for error messages: never a password.
+    /// One server's socket addresses, sorted (empty for a cluster, a Sentinel set, a
+    /// Unix socket, or a name that does not resolve).
+    pub(crate) async fn resolve(&self) -> Vec<std::net::SocketAddr> {
+        let Target::Single(client) = self else {
+            return Vec::new();
+        };
+        let (host, port) = match client.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+            redis::ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port),
+            _ => return Vec::new(),
+        };
+        let mut addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .map(Iterator::collect)
+            .unwrap_or_default();
+        addrs.sort();
+        addrs
+    }
+
     pub(crate) fn describe(&self) -> String {
         match self {
             Target::Single(client) => client.get_connection_info().addr().to_string(),

@@ -4,9 +4,10 @@
 /// The least-privilege ACL rule for a client with the default prefix, found by starting
 /// from `-@all` and adding only what an operation was refused (checked by
 /// `ACL LOG` staying empty through every operation the library offers). The commands
-/// after `+evalsha` are the ones the Lua scripts call: Redis checks ACLs inside scripts
-/// too. `+select` is only needed for a database other than 0, `+pubsub|numsub` only for
-/// `Lock::waiting_clients`.
+/// after "Called by the scripts" are the ones the Lua scripts (`lua/*.lua`) call: Redis
+/// checks ACLs inside scripts too. `+select` is only needed for a database other than 0,
+/// `+pubsub|numsub` only for `Lock::waiting_clients`. `tests/acl_permissions.rs` takes
+/// each command away in turn and checks what fails.
 pub const ACL_RULES: &[&str] = &[
     "resetchannels",
     "~redis-locks:*",
@@ -21,12 +22,13 @@ pub const ACL_RULES: &[&str] = &[
     "+select",
     // Only for Lock::waiting_clients (PUBSUB NUMSUB):
     "+pubsub|numsub",
-    // Called by the scripts:
+    // Called by the scripts (also CountDownLatch::count's TYPE and HGET, and
+    // Lock::unlock's HGET):
     "+type",
     "+get",
     "+set",
-    "+incr",
     "+del",
+    "+exists",
     "+pttl",
     "+pexpire",
     "+hget",
@@ -35,9 +37,19 @@ pub const ACL_RULES: &[&str] = &[
     "+hsetnx",
     "+hincrby",
     "+hexists",
+    "+hdel",
     "+time",
     "+hgetall",
     "+publish",
+    // The semaphore's and the read-write lock's sorted sets:
+    "+zadd",
+    "+zcard",
+    "+zcount",
+    "+zrange",
+    "+zrangebyscore",
+    "+zrem",
+    "+zremrangebyscore",
+    "+zscore",
 ];
 
 pub const ACL_USER: &str = "locker";

@@ -2,11 +2,12 @@
 //! against the in-memory keyspace model (`crate::keyspace`).
 //!
 //! What is modelled: `redis.call` / `redis.pcall` / `redis.error_reply` /
-//! `redis.status_reply` / `redis.log`, KEYS and ARGV, the data type conversions in both
-//! directions (RESP2), Redis's `%.17g` rendering of Lua numbers passed as command
-//! arguments, Redis's `pcall` (which hands a caught error table's `err` string to the
-//! script), and global protection (reading an undefined global or creating one is an
-//! error). Time is frozen for the whole script, as on the server.
+//! `redis.status_reply` / `redis.log` / `redis.acl_check_cmd` (always true: there is no
+//! ACL), KEYS and ARGV, the data type conversions in both directions (RESP2), Redis's
+//! `%.17g` rendering of Lua numbers passed as command arguments, Redis's `pcall` (which
+//! hands a caught error table's `err` string to the script), and global protection
+//! (reading an undefined global or creating one is an error). Time is frozen for the
+//! whole script, as on the server.
 //!
 //! Not modelled: the " script: <sha>, on @user_script:<line>." suffix Redis appends to the
 //! message of an error that escapes the script (compare errors by their first word), the
@@ -61,6 +62,9 @@ function redis.error_reply(...)
   text = text:gsub('^[\r\n]+', ''):gsub('[\r\n]+$', '')
   return { err = code .. ' ' .. text }
 end
+-- Every command is allowed here (no ACL): the scripts' checks before their first write
+-- always pass.
+function redis.acl_check_cmd() return true end
 function redis.log() end
 function redis.replicate_commands() return true end
 function redis.set_repl() end
