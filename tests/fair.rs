@@ -22,7 +22,12 @@ async fn child() {
         return;
     };
     let (url, name) = spec.split_once(' ').unwrap();
-    let client = LockClient::connect(url).await.unwrap();
+    // A 1 s watchdog lease: a killed holder's hold must age out within it.
+    let client = LockClient::builder(url)
+        .watchdog_timeout(SEC)
+        .connect()
+        .await
+        .unwrap();
     let guard = client.fair_lock(name).unwrap().acquire().await.unwrap();
     println!("child acquired");
     tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -240,6 +245,39 @@ async fn a_dead_waiter_leaves_within_its_waiter_lease() {
     let after = got.duration_since(killed);
     println!("the waiter behind a dead head got the lock {after:?} after the kill");
     assert!(after < FAIR_WAITER_LEASE + 2 * SEC, "{after:?}");
+}
+
+#[tokio::test]
+async fn a_killed_holders_hold_ages_out_within_its_lease() {
+    let server = RedisServer::start();
+    let client = server.client(5 * SEC).await;
+    let lock = client.fair_lock("killed").unwrap();
+    // A child process takes the free lock (watchdog lease 1 s) and is killed holding it.
+    let mut holder = queued_child(&server, "killed");
+    assert!(
+        common::eventually(10 * SEC, || async {
+            lock.state().await.unwrap().holds == 1
+        })
+        .await
+    );
+    // Renewed while it lives: still held well past its lease.
+    tokio::time::sleep(2 * SEC).await;
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "renewed while alive"
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let killed = Instant::now();
+    let guard = lock
+        .try_acquire_for(10 * SEC)
+        .await
+        .unwrap()
+        .expect("the killed holder's hold ages out");
+    let after = killed.elapsed();
+    println!("the lock was taken {after:?} after its holder was killed (lease 1 s)");
+    assert!(after < 3 * SEC, "{after:?}");
+    guard.release().await.unwrap();
 }
 
 #[tokio::test]
