@@ -446,6 +446,7 @@ fn reconcile(
         let model_kind = match (state.get_str(key, q0), state.hash(key, q0)) {
             (Some(_), _) => "string",
             (_, Some(_)) => "hash",
+            _ if state.zset(key, q0).is_some() => "zset",
             _ => "none",
         };
         match (*at, state.pexpire_at(key, q0)) {
@@ -495,7 +496,16 @@ fn dump(ks: &Keyspace, now: u64) -> String {
                     .map(|(f, v)| (lossy(f), lossy(v)))
                     .collect::<Vec<_>>()
             ),
-            _ => unreachable!("a live key is a string or a hash"),
+            _ => match ks.zset(&key, now) {
+                Some(z) => format!(
+                    "{:?}",
+                    keyspace::zset_order(z)
+                        .into_iter()
+                        .map(|(m, s)| (lossy(m), s))
+                        .collect::<Vec<_>>()
+                ),
+                None => unreachable!("a live key is a string, a hash or a sorted set"),
+            },
         };
         let ttl = ks
             .pexpire_at(&key, now)
@@ -518,7 +528,7 @@ fn text(parts: &[Vec<u8>]) -> String {
 // Plain commands.
 // ---------------------------------------------------------------------------------------
 
-const KEYS: &[&str] = &["k1", "k2", "k3"];
+const KEYS: &[&str] = &["k1", "k2", "k3", "k4"];
 const FIELDS: &[&str] = &["f1", "f2", "f3"];
 const VALUES: &[&str] = &[
     "1",
@@ -544,7 +554,88 @@ const PEXPIRE_OPTIONS: &[&[&str]] = &[
 ];
 const INCREMENTS: &[&str] = &["1", "-1", "5", "-100", "x", "9223372036854775807"];
 
+const MEMBERS: &[&str] = &["m1", "m2", "m3", "m4"];
+const SCORES: &[&str] = &[
+    "1", "2", "3", "-1", "0", "1.5", "100", "+inf", "-inf", "inf", "2e1", "x", "", "nan", "1e400",
+    "1e-400", "-0",
+];
+const BOUNDS: &[&str] = &[
+    "-inf", "+inf", "0", "1", "2", "(1", "(2", "3", "(3", "1.5", "100", "(", "", "x", "(x", "inf",
+    "-1", "1e400",
+];
+const RANKS: &[&str] = &["0", "1", "2", "-1", "-2", "-5", "5", "x"];
+const ZADD_OPTIONS: &[&[&str]] = &[
+    &[],
+    &[],
+    &["NX"],
+    &["XX"],
+    &["GT"],
+    &["lt"],
+    &["XX", "GT"],
+    &["CH"],
+    &["GT", "CH"],
+    &["NX", "XX"],
+    &["NX", "GT"],
+    &["GT", "LT"],
+    &["INCR"],
+    &["XX", "INCR"],
+];
+
+/// A sorted-set command (mostly on k4, now and then on k3, which other commands make a
+/// string or a hash: WRONGTYPE).
+fn random_zset_command(rng: &mut Rng) -> Vec<&'static str> {
+    let zkey = *rng.pick(&["k4", "k4", "k4", "k3"]);
+    let member = *rng.pick(MEMBERS);
+    let member2 = *rng.pick(MEMBERS);
+    let odd = *rng.pick(SCORES);
+    let score = *rng.pick(&[odd, "1", "2", "3"]);
+    let score2 = *rng.pick(&["1", "2", "3", "4"]);
+    let (min, max) = (*rng.pick(BOUNDS), *rng.pick(BOUNDS));
+    let (start, stop) = (*rng.pick(RANKS), *rng.pick(RANKS));
+    match rng.next() % 14 {
+        0..=2 => [
+            &["ZADD", zkey][..],
+            *rng.pick(ZADD_OPTIONS),
+            &[score, member],
+        ]
+        .concat(),
+        3 => vec!["ZADD", zkey, score, member, score2, member2],
+        4 => match rng.next() % 3 {
+            0 => vec!["ZADD", zkey],
+            1 => vec!["ZADD", zkey, "1"],
+            _ => vec!["ZADD", zkey, "INCR", "1", member, "2", member2],
+        },
+        5 => vec!["ZREM", zkey, member, member2],
+        6 => vec!["ZSCORE", zkey, member],
+        7 => vec!["ZCARD", zkey],
+        8 => vec!["ZCOUNT", zkey, min, max],
+        9 => match rng.next() % 5 {
+            0 => vec!["ZRANGE", zkey, start, stop],
+            1 => vec!["ZRANGE", zkey, start, stop, "WITHSCORES"],
+            2 => vec!["ZRANGE", zkey, start, stop, "REV"],
+            3 => vec!["zrange", zkey, min, max, "BYSCORE", "LIMIT", start, stop],
+            _ => vec!["ZRANGE", zkey, start, stop, "LIMIT", "0", "1"],
+        },
+        10 | 11 => match rng.next() % 5 {
+            0 | 1 => vec!["ZRANGEBYSCORE", zkey, min, max],
+            2 => vec!["ZRANGEBYSCORE", zkey, min, max, "WITHSCORES"],
+            3 => vec!["ZRANGEBYSCORE", zkey, min, max, "LIMIT", start, stop],
+            _ => vec!["ZRANGEBYSCORE", zkey, min, max, "BOGUS"],
+        },
+        12 => vec!["ZREMRANGEBYSCORE", zkey, min, max],
+        _ => match rng.next() % 4 {
+            0 => vec!["TYPE", zkey],
+            1 => vec!["PEXPIRE", zkey, *rng.pick(&["50", "200", "0"])],
+            2 => vec!["PTTL", zkey],
+            _ => vec!["DEL", zkey],
+        },
+    }
+}
+
 fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
+    if rng.chance(30) {
+        return args(&random_zset_command(rng));
+    }
     // String commands mostly go to k1, hash commands to k2; k3 gets both (WRONGTYPE).
     let skey = *rng.pick(&["k1", "k1", "k3"]);
     let hkey = *rng.pick(&["k2", "k2", "k3"]);

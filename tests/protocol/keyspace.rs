@@ -1,5 +1,5 @@
-//! An in-memory model of one Redis 7.0 database: strings and hashes with millisecond
-//! expiry, and the handful of commands the lock scripts use, with Redis's exact replies and
+//! An in-memory model of one Redis 7.0 database: strings, hashes and sorted sets with
+//! millisecond expiry, and the handful of commands the lock scripts use, with Redis's exact replies and
 //! error messages (checked against a real server by `tests/keyspace_diff.rs`).
 //!
 //! Time is passed in by the caller (`now_ms`, milliseconds) and never read from a clock.
@@ -8,6 +8,10 @@
 //! `t` is still there at `now == t` (its PTTL is 0) and gone from `now == t + 1` on
 //! (`keyIsExpired` is `now > when`). Setting an expire time that is `<= now` (PEXPIRE with a
 //! non-positive TTL, PEXPIREAT in the past) deletes the key at once.
+//!
+//! Sorted sets hold each member's score as a double (ordered by score, then by member
+//! bytes, as Redis's skiplist orders them); an emptied sorted set is deleted, as Redis
+//! deletes it. Scores are replied as Redis 7.0 replies them in RESP2 (`%.17g`, "inf").
 //!
 //! HGETALL lists fields in byte order. A real server lists a small hash in insertion order
 //! and a large one in no fixed order: compare HGETALL replies as sets of pairs.
@@ -27,6 +31,161 @@ pub type Fields = BTreeMap<Vec<u8>, Vec<u8>>;
 pub enum Value {
     Str(Vec<u8>),
     Hash(Fields),
+    ZSet(ZSet),
+}
+
+/// A sorted set's score: a double that is never NaN (Redis refuses NaN scores). Equal and
+/// hashed by its bits, so `-0` and `0` are two values here as they are two replies there.
+#[derive(Clone, Copy, Debug)]
+pub struct Score(pub f64);
+
+impl PartialEq for Score {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Score {}
+
+impl std::hash::Hash for Score {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
+}
+
+/// A sorted set's members and their scores.
+pub type ZSet = BTreeMap<Vec<u8>, Score>;
+
+/// The members of `zset` in Redis's order: by score, then by member bytes.
+pub fn zset_order(zset: &ZSet) -> Vec<(&[u8], f64)> {
+    let mut items: Vec<(&[u8], f64)> = zset.iter().map(|(m, s)| (m.as_slice(), s.0)).collect();
+    items.sort_by(|a, b| a.1.partial_cmp(&b.1).expect("no NaN").then(a.0.cmp(b.0)));
+    items
+}
+
+/// A score as Redis 7.0 replies it in RESP2 (`addReplyDouble`: "inf", "-inf", else
+/// `%.17g`).
+pub fn score_text(score: f64) -> Vec<u8> {
+    crate::lua::format_number(score).into_bytes()
+}
+
+/// Redis's `string2d` (scores of ZADD): `strtod` over the whole string, no leading space,
+/// no NaN, no overflow to infinity, no underflow to zero.
+pub fn parse_score(bytes: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let value = strtod(text)?;
+    let lower = text.to_ascii_lowercase();
+    let spelled_inf = lower.trim_start_matches(['+', '-']).starts_with("inf");
+    if value.is_infinite() && !spelled_inf {
+        return None; // ERANGE overflow
+    }
+    let nonzero_digit = lower
+        .split('e')
+        .next()
+        .is_some_and(|mantissa| mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)));
+    if value == 0.0 && nonzero_digit {
+        return None; // ERANGE underflow
+    }
+    Some(value)
+}
+
+/// C's `strtod` consuming the whole (ASCII, decimal) string, NaN refused. An empty string
+/// is refused here; callers that accept it (range bounds) handle it first.
+fn strtod(text: &str) -> Option<f64> {
+    if text.is_empty() || text.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    let unsigned = lower.trim_start_matches(['+', '-']);
+    if lower.len() - unsigned.len() > 1 || unsigned.starts_with("0x") {
+        return None; // Rust would refuse "+-1"; hex floats are not modelled
+    }
+    let value: f64 = match unsigned {
+        "inf" | "infinity" => f64::INFINITY,
+        _ if unsigned.starts_with(|c: char| c.is_ascii_digit() || c == '.') => {
+            unsigned.parse().ok()?
+        }
+        _ => return None,
+    };
+    if value.is_nan() {
+        return None;
+    }
+    Some(if lower.starts_with('-') {
+        -value
+    } else {
+        value
+    })
+}
+
+/// One end of a score range (`zslParseRange`): '(' makes it exclusive; the rest goes
+/// through `strtod`, which reads an empty string as 0.
+fn parse_bound(bytes: &[u8]) -> Option<(f64, bool)> {
+    let (rest, exclusive) = match bytes.strip_prefix(b"(") {
+        Some(rest) => (rest, true),
+        None => (bytes, false),
+    };
+    if rest.is_empty() {
+        return Some((0.0, exclusive));
+    }
+    let text = std::str::from_utf8(rest).ok()?;
+    let lower = text.to_ascii_lowercase();
+    let unsigned = lower.trim_start_matches(['+', '-']);
+    // Out of range is fine here (strtod's HUGE_VAL and 0 are taken as they are).
+    let value = match unsigned {
+        "inf" | "infinity" => f64::INFINITY,
+        _ if lower.len() - unsigned.len() <= 1
+            && unsigned.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+            && !unsigned.starts_with("0x") =>
+        {
+            unsigned.parse::<f64>().ok()?
+        }
+        _ => return None,
+    };
+    Some((
+        if lower.starts_with('-') {
+            -value
+        } else {
+            value
+        },
+        exclusive,
+    ))
+}
+
+/// A score range `[min, max]`, each end possibly exclusive.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    min: f64,
+    min_ex: bool,
+    max: f64,
+    max_ex: bool,
+}
+
+impl Range {
+    fn parse(min: &[u8], max: &[u8]) -> Result<Range, String> {
+        let bad = || "ERR min or max is not a float".to_string();
+        let (min, min_ex) = parse_bound(min).ok_or_else(bad)?;
+        let (max, max_ex) = parse_bound(max).ok_or_else(bad)?;
+        Ok(Range {
+            min,
+            min_ex,
+            max,
+            max_ex,
+        })
+    }
+
+    fn contains(&self, score: f64) -> bool {
+        let above = if self.min_ex {
+            score > self.min
+        } else {
+            score >= self.min
+        };
+        let below = if self.max_ex {
+            score < self.max
+        } else {
+            score <= self.max
+        };
+        above && below
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -55,6 +214,7 @@ const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 const HASH_NOT_INTEGER: &str = "ERR hash value is not an integer";
 const OVERFLOW: &str = "ERR increment or decrement would overflow";
 const SYNTAX: &str = "ERR syntax error";
+const NOT_FLOAT: &str = "ERR value is not a valid float";
 
 /// Redis's arity of a (lowercase) command the model knows: `n` = exactly n arguments
 /// (command name included), `-n` = at least n; `None` = not a command of the model.
@@ -67,6 +227,11 @@ pub fn arity(command: &str) -> Option<i32> {
         "set" | "hmget" | "hdel" | "pexpire" | "pexpireat" => -3,
         "hset" => -4,
         "hincrby" | "hsetnx" => 4,
+        "zcard" => 2,
+        "zscore" => 3,
+        "zcount" | "zremrangebyscore" => 4,
+        "zrem" => -3,
+        "zadd" | "zrange" | "zrangebyscore" => -4,
         _ => return None,
     })
 }
@@ -158,7 +323,7 @@ impl Keyspace {
     pub fn hash(&self, key: &[u8], now_ms: u64) -> Option<&BTreeMap<Vec<u8>, Vec<u8>>> {
         match &self.live(key, now_ms)?.value {
             Value::Hash(hash) => Some(hash),
-            Value::Str(_) => None,
+            _ => None,
         }
     }
 
@@ -166,7 +331,15 @@ impl Keyspace {
     pub fn get_str(&self, key: &[u8], now_ms: u64) -> Option<&[u8]> {
         match &self.live(key, now_ms)?.value {
             Value::Str(bytes) => Some(bytes),
-            Value::Hash(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The sorted set at `key`; `None` when there is no key or it is not a sorted set.
+    pub fn zset(&self, key: &[u8], now_ms: u64) -> Option<&ZSet> {
+        match &self.live(key, now_ms)?.value {
+            Value::ZSet(zset) => Some(zset),
+            _ => None,
         }
     }
 
@@ -180,7 +353,7 @@ impl Keyspace {
         match self.data.get(key).map(|entry| &entry.value) {
             None => Ok(None),
             Some(Value::Str(bytes)) => Ok(Some(bytes)),
-            Some(Value::Hash(_)) => Err(WRONGTYPE.into()),
+            Some(_) => Err(WRONGTYPE.into()),
         }
     }
 
@@ -188,8 +361,25 @@ impl Keyspace {
         match self.data.get(key).map(|entry| &entry.value) {
             None => Ok(None),
             Some(Value::Hash(hash)) => Ok(Some(hash)),
-            Some(Value::Str(_)) => Err(WRONGTYPE.into()),
+            Some(_) => Err(WRONGTYPE.into()),
         }
+    }
+
+    fn zset_of(&self, key: &[u8]) -> Result<Option<&ZSet>, String> {
+        match self.data.get(key).map(|entry| &entry.value) {
+            None => Ok(None),
+            Some(Value::ZSet(zset)) => Ok(Some(zset)),
+            Some(_) => Err(WRONGTYPE.into()),
+        }
+    }
+
+    /// The sorted set at `key` to change (`None`: no key), deleted by `drop_if_empty`.
+    fn zset_mut(&mut self, key: &[u8]) -> Result<Option<&mut ZSet>, String> {
+        self.zset_of(key)?;
+        Ok(match self.data.get_mut(key).map(|entry| &mut entry.value) {
+            Some(Value::ZSet(zset)) => Some(zset),
+            _ => None,
+        })
     }
 
     /// The hash at `key`, created empty (without TTL) when missing. The caller must leave it
@@ -202,12 +392,17 @@ impl Keyspace {
         });
         match &mut entry.value {
             Value::Hash(hash) => Ok(hash),
-            Value::Str(_) => unreachable!("checked above"),
+            _ => unreachable!("checked above"),
         }
     }
 
     fn drop_if_empty(&mut self, key: &[u8]) {
-        if matches!(self.data.get(key), Some(Entry { value: Value::Hash(h), .. }) if h.is_empty()) {
+        let empty = match self.data.get(key).map(|entry| &entry.value) {
+            Some(Value::Hash(h)) => h.is_empty(),
+            Some(Value::ZSet(z)) => z.is_empty(),
+            _ => false,
+        };
+        if empty {
             self.data.remove(key);
         }
     }
@@ -219,6 +414,7 @@ impl Keyspace {
                     None => "none",
                     Some(Value::Str(_)) => "string",
                     Some(Value::Hash(_)) => "hash",
+                    Some(Value::ZSet(_)) => "zset",
                 }
                 .into(),
             ),
@@ -324,8 +520,224 @@ impl Keyspace {
                 bulk((now / 1000).to_string().as_bytes()),
                 bulk(((now % 1000) * 1000).to_string().as_bytes()),
             ]),
+            "zadd" => self.zadd(a)?,
+            "zrem" => {
+                let Some(zset) = self.zset_mut(&a[0])? else {
+                    return Ok(Reply::Int(0));
+                };
+                let removed = a[1..].iter().filter(|m| zset.remove(*m).is_some()).count();
+                self.drop_if_empty(&a[0]);
+                int(removed)
+            }
+            "zscore" => self
+                .zset_of(&a[0])?
+                .and_then(|z| z.get(&a[1]))
+                .map_or(Reply::Nil, |s| Reply::Bulk(score_text(s.0))),
+            "zcard" => int(self.zset_of(&a[0])?.map_or(0, |z| z.len())),
+            "zcount" => {
+                let range = Range::parse(&a[1], &a[2])?;
+                let zset = self.zset_of(&a[0])?;
+                int(zset.map_or(0, |z| z.values().filter(|s| range.contains(s.0)).count()))
+            }
+            "zremrangebyscore" => {
+                let range = Range::parse(&a[1], &a[2])?;
+                let Some(zset) = self.zset_mut(&a[0])? else {
+                    return Ok(Reply::Int(0));
+                };
+                let before = zset.len();
+                zset.retain(|_, s| !range.contains(s.0));
+                let removed = before - zset.len();
+                self.drop_if_empty(&a[0]);
+                int(removed)
+            }
+            "zrange" => self.zrange(a, false)?,
+            "zrangebyscore" => self.zrange(a, true)?,
             _ => unreachable!("every command with an arity has an arm"),
         })
+    }
+
+    /// ZADD key [NX | XX] [GT | LT] [CH] [INCR] score member [score member ...], in the
+    /// order `zaddGenericCommand` checks things.
+    fn zadd(&mut self, a: &[Vec<u8>]) -> Result<Reply, String> {
+        let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
+            (false, false, false, false, false, false);
+        let mut at = 1;
+        while at < a.len() {
+            match String::from_utf8_lossy(&a[at])
+                .to_ascii_lowercase()
+                .as_str()
+            {
+                "nx" => nx = true,
+                "xx" => xx = true,
+                "gt" => gt = true,
+                "lt" => lt = true,
+                "ch" => ch = true,
+                "incr" => incr = true,
+                _ => break,
+            }
+            at += 1;
+        }
+        let elements = a.len() - at;
+        if elements == 0 || elements % 2 == 1 {
+            return Err(SYNTAX.into());
+        }
+        if nx && xx {
+            return Err("ERR XX and NX options at the same time are not compatible".into());
+        }
+        // Redis's own test: `(gt && nx) || (lt && nx) || (gt && lt)`.
+        if (nx && (gt || lt)) || (gt && lt) {
+            return Err("ERR GT, LT, and/or NX options at the same time are not compatible".into());
+        }
+        if incr && elements > 2 {
+            return Err("ERR INCR option supports a single increment-element pair".into());
+        }
+        let mut pairs = Vec::new();
+        for pair in a[at..].chunks(2) {
+            pairs.push((parse_score(&pair[0]).ok_or(NOT_FLOAT)?, &pair[1]));
+        }
+        if self.zset_of(&a[0])?.is_none() {
+            if xx {
+                return Ok(if incr { Reply::Nil } else { Reply::Int(0) });
+            }
+            self.data.insert(
+                a[0].clone(),
+                Entry {
+                    value: Value::ZSet(BTreeMap::new()),
+                    expire_at: None,
+                },
+            );
+        }
+        let zset = self.zset_mut(&a[0])?.expect("created above");
+        let (mut added, mut updated, mut processed) = (0, 0, 0);
+        let mut last = 0.0;
+        for (score, member) in pairs {
+            let mut score = score;
+            match zset.get(member).map(|s| s.0) {
+                Some(current) => {
+                    if nx {
+                        continue;
+                    }
+                    if incr {
+                        score += current;
+                        if score.is_nan() {
+                            return Err("ERR resulting score is not a number (NaN)".into());
+                        }
+                    }
+                    if (lt && score >= current) || (gt && score <= current) {
+                        continue;
+                    }
+                    if score != current {
+                        zset.insert(member.clone(), Score(score));
+                        updated += 1;
+                    }
+                }
+                None if !xx => {
+                    zset.insert(member.clone(), Score(score));
+                    added += 1;
+                }
+                None => continue,
+            }
+            processed += 1;
+            last = score;
+        }
+        Ok(if incr {
+            if processed > 0 {
+                Reply::Bulk(score_text(last))
+            } else {
+                Reply::Nil
+            }
+        } else {
+            int(if ch { added + updated } else { added })
+        })
+    }
+
+    /// ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES], and
+    /// ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count] (`by_score`), in the
+    /// order `zrangeGenericCommand` checks things. BYLEX is not modelled.
+    fn zrange(&self, a: &[Vec<u8>], by_score: bool) -> Result<Reply, String> {
+        let (mut score_range, mut reverse, mut with_scores) = (by_score, false, false);
+        let mut limit: Option<(i64, i64)> = None;
+        let mut j = 3;
+        while j < a.len() {
+            let left = a.len() - j - 1;
+            match String::from_utf8_lossy(&a[j]).to_ascii_lowercase().as_str() {
+                "withscores" => with_scores = true,
+                "limit" if left >= 2 => {
+                    let offset = parse_i64(&a[j + 1]).ok_or(NOT_INTEGER)?;
+                    let count = parse_i64(&a[j + 2]).ok_or(NOT_INTEGER)?;
+                    limit = Some((offset, count));
+                    j += 2;
+                }
+                "byscore" if !by_score => score_range = true,
+                "rev" if !by_score => reverse = true,
+                "bylex" if !by_score => unimplemented!("ZRANGE BYLEX is not modelled"),
+                _ => return Err(SYNTAX.into()),
+            }
+            j += 1;
+        }
+        if limit.is_some() && !score_range {
+            return Err("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX".into());
+        }
+        let (first, second) = (&a[1], &a[2]);
+        enum Span {
+            Ranks(i64, i64),
+            Scores(Range),
+        }
+        let span = if score_range {
+            // With REV the range is given as max, min.
+            let (min, max) = if reverse {
+                (second, first)
+            } else {
+                (first, second)
+            };
+            Span::Scores(Range::parse(min, max)?)
+        } else {
+            Span::Ranks(
+                parse_i64(first).ok_or(NOT_INTEGER)?,
+                parse_i64(second).ok_or(NOT_INTEGER)?,
+            )
+        };
+        let Some(zset) = self.zset_of(&a[0])? else {
+            return Ok(Reply::Array(Vec::new()));
+        };
+        let mut items = zset_order(zset);
+        if reverse {
+            items.reverse();
+        }
+        let chosen: Vec<(&[u8], f64)> = match span {
+            Span::Ranks(start, end) => {
+                let len = items.len() as i64;
+                let start = if start < 0 { len + start } else { start }.max(0);
+                let end = if end < 0 { len + end } else { end };
+                if start > end || start >= len {
+                    Vec::new()
+                } else {
+                    items[start as usize..=end.min(len - 1) as usize].to_vec()
+                }
+            }
+            Span::Scores(range) => {
+                let (offset, count) = limit.unwrap_or((0, -1));
+                if offset < 0 {
+                    Vec::new()
+                } else {
+                    let matching = items.into_iter().filter(|(_, s)| range.contains(*s));
+                    let skipped = matching.skip(offset as usize);
+                    if count < 0 {
+                        skipped.collect()
+                    } else {
+                        skipped.take(count as usize).collect()
+                    }
+                }
+            }
+        };
+        let mut reply = Vec::new();
+        for (member, score) in chosen {
+            reply.push(bulk(member));
+            if with_scores {
+                reply.push(Reply::Bulk(score_text(score)));
+            }
+        }
+        Ok(Reply::Array(reply))
     }
 
     /// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]

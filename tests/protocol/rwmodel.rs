@@ -1,0 +1,918 @@
+//! The read-write lock's protocol model: clients that take read and write holds with single
+//! attempts, give them back, renew them (`lua/sem_renew.lua`, as the watchdog does), lose
+//! replies and retry with the same hold id, while the clock moves past leases. Every call
+//! is built and every reply read by the library's own `redis_locks::protocol::rwlock`,
+//! `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`; every call runs
+//! the real `lua/rw_*.lua` / `lua/sem_renew.lua` in the embedded Lua against the keyspace
+//! model. A small breadth-first explorer checks the properties in every state.
+//!
+//! Assumptions (as the reentrant lock's checker): one lock, one Redis, no restart; the
+//! clock only moves when no call is waiting to execute (a request executes at its send
+//! time); a request whose reply was lost is re-sent as it was (same hold id, same send
+//! time for the lease estimate, as `held::acquire_until` keeps `sent_at`), and the copy
+//! given up on never runs after the retry.
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use redis_locks::protocol::hold::HoldState;
+use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
+use redis_locks::protocol::rwlock::{RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call};
+use redis_locks::protocol::semaphore::renew_call;
+use redis_locks::protocol::{Call, Millis, Reply, RequestIds, ScriptId};
+
+use crate::keyspace::Keyspace;
+use crate::lua::ScriptRunner;
+
+/// The lease of every hold (the watchdog's), in ms.
+pub const LEASE: Millis = 100;
+/// How far the clock moves in one step: one step leaves a hold 40 ms, two expire it.
+pub const ADVANCE: Millis = 60;
+/// How long a waiting writer's reservation lasts.
+pub const RESERVATION: Millis = 150;
+/// The model's clock at the start (Redis's TIME answers from it).
+const START: Millis = 1_000_000;
+
+/// The properties, checked in every state.
+pub const PROPERTIES: [&str; 7] = [
+    "never a writer with another holder",
+    "belief is true",
+    "one hold per acquisition",
+    "a release removes only its own hold",
+    "release is true",
+    "losses are told",
+    "no orphans, no garbage",
+];
+
+/// What each run must reach (else the run is vacuous).
+pub const MILESTONES: [&str; 6] = [
+    "a write granted",
+    "two owners reading at once",
+    "a retried acquire found its hold",
+    "a retried release",
+    "a renewal kept a hold past its first lease",
+    "a renewal told a loss",
+];
+
+/// The scripts the model runs: the files of `lua/`, or copies with a planted defect.
+#[derive(Clone)]
+pub struct Scripts {
+    sources: Vec<(ScriptId, String)>,
+}
+
+impl Scripts {
+    pub fn real() -> Self {
+        Scripts {
+            sources: ScriptId::ALL
+                .iter()
+                .map(|&id| (id, id.source().to_owned()))
+                .collect(),
+        }
+    }
+
+    /// A copy with `from` replaced by `to` in one script; panics if `from` is not there.
+    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
+        for (script, source) in &mut self.sources {
+            if *script == id {
+                assert!(source.contains(from), "{id:?} has no {from:?}");
+                *source = source.replacen(from, to, 1);
+            }
+        }
+        self
+    }
+
+    fn source(&self, id: ScriptId) -> &str {
+        self.sources
+            .iter()
+            .find(|(script, _)| *script == id)
+            .map_or("", |(_, source)| source.as_str())
+    }
+}
+
+/// The parties and bounds of one exploration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub name: &'static str,
+    /// One owner per client.
+    pub owners: Vec<&'static str>,
+    /// Acquire attempts in all.
+    pub acquires: u8,
+    /// Clock advances in all.
+    pub advances: u8,
+    /// Lost replies in all.
+    pub faults: u8,
+    /// Renewal calls in all.
+    pub renewals: u8,
+    /// Writers wait (`q`: a writer that finds readers reserves the lock, then leaves).
+    pub waiting_writers: bool,
+}
+
+pub fn keys() -> RwKeys {
+    RwKeys::new("p", 0, false, "n")
+}
+
+/// One hold a client believes in (a guard).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Guard {
+    pub kind: RwKind,
+    pub state: HoldState,
+}
+
+/// A call in flight.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Acquire {
+        request: RwAcquire,
+        sent_at: Millis,
+    },
+    /// A release (`leaving`: a waiting writer that gives up, with its reservation).
+    Release {
+        hold: Arc<str>,
+        kind: RwKind,
+        leaving: bool,
+    },
+    Renew {
+        items: Vec<RenewItem>,
+        order: Vec<usize>,
+        sent_at: Millis,
+    },
+}
+
+/// What the run of a call found, for the checks at delivery.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Found {
+    /// A grant found the hold already there (an earlier copy took it).
+    Acquire { existed: bool },
+    /// Whether this run took the member out.
+    Release { removed: bool },
+    /// For each item, whether its member was live when the renewal ran.
+    Renew { live: Vec<bool> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InFlight {
+    pub op: Op,
+    /// The reply and what the run found, once Redis ran it.
+    pub ran: Option<(Reply, Found)>,
+    pub retried: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Client {
+    pub owner: Arc<str>,
+    pub ids: RequestIds,
+    pub guards: Vec<Guard>,
+    pub flight: Option<InFlight>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub ks: Keyspace,
+    pub now: Millis,
+    pub clients: Vec<Client>,
+    pub acquires: u8,
+    pub advances: u8,
+    pub faults: u8,
+    pub renewals: u8,
+    /// Writers wait (see `Config`).
+    pub waiting_writers: bool,
+}
+
+/// One step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Acquire(usize, RwKind),
+    Release(usize, usize),
+    Renew(usize),
+    Run(usize),
+    Deliver(usize),
+    LoseReply(usize),
+    Advance,
+}
+
+/// A step's outcome: milestones reached and the first violation.
+#[derive(Default)]
+pub struct Effects {
+    pub milestones: Vec<usize>,
+    pub violation: Option<(&'static str, String)>,
+}
+
+impl Effects {
+    fn fail(&mut self, property: &'static str, message: String) {
+        debug_assert!(PROPERTIES.contains(&property));
+        if self.violation.is_none() {
+            self.violation = Some((property, message));
+        }
+    }
+
+    fn reach(&mut self, milestone: &str) {
+        let index = MILESTONES.iter().position(|m| *m == milestone).unwrap();
+        self.milestones.push(index);
+    }
+}
+
+/// The script runner, the scripts and the keys.
+pub struct World {
+    runner: ScriptRunner,
+    scripts: Scripts,
+    keys: RwKeys,
+}
+
+impl World {
+    pub fn new(scripts: Scripts) -> Self {
+        World {
+            runner: ScriptRunner::new(),
+            scripts,
+            keys: keys(),
+        }
+    }
+
+    fn run(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> Reply {
+        let keys: Vec<Vec<u8>> = call.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let reply = self
+            .runner
+            .eval(self.scripts.source(call.script), &keys, &args, ks, now);
+        ks.published.clear();
+        reply
+    }
+}
+
+/// The live holds in Redis: (member, kind, score) with score > now.
+fn live_members(ks: &Keyspace, keys: &RwKeys, now: Millis) -> Vec<(Vec<u8>, RwKind, f64)> {
+    let mut out = Vec::new();
+    for kind in [RwKind::Read, RwKind::Write] {
+        if let Some(zset) = ks.zset(keys.set_of(kind).as_bytes(), now) {
+            for (member, score) in zset {
+                if score.0 > now as f64 {
+                    out.push((member.clone(), kind, score.0));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn member_of(hold: &str) -> Vec<u8> {
+    format!("{hold}:1").into_bytes()
+}
+
+fn show(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).replace('\u{1}', "/")
+}
+
+impl State {
+    pub fn initial(config: &Config) -> Self {
+        State {
+            ks: Keyspace::default(),
+            now: START,
+            clients: config
+                .owners
+                .iter()
+                .enumerate()
+                .map(|(i, owner)| Client {
+                    owner: (*owner).into(),
+                    ids: RequestIds::new(format!("c{i}")),
+                    guards: Vec::new(),
+                    flight: None,
+                })
+                .collect(),
+            acquires: config.acquires,
+            advances: config.advances,
+            faults: config.faults,
+            renewals: config.renewals,
+            waiting_writers: config.waiting_writers,
+        }
+    }
+
+    pub fn steps(&self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        let mut waiting_to_run = false;
+        for (c, client) in self.clients.iter().enumerate() {
+            match &client.flight {
+                None => {
+                    if self.acquires > 0 {
+                        steps.push(Step::Acquire(c, RwKind::Read));
+                        steps.push(Step::Acquire(c, RwKind::Write));
+                    }
+                    for g in 0..client.guards.len() {
+                        steps.push(Step::Release(c, g));
+                    }
+                    if self.renewals > 0 && client.guards.iter().any(|g| g.state.is_active()) {
+                        steps.push(Step::Renew(c));
+                    }
+                }
+                Some(InFlight { ran: None, .. }) => {
+                    waiting_to_run = true;
+                    steps.push(Step::Run(c));
+                }
+                Some(InFlight { ran: Some(_), .. }) => {
+                    steps.push(Step::Deliver(c));
+                    if self.faults > 0 {
+                        steps.push(Step::LoseReply(c));
+                    }
+                }
+            }
+        }
+        if self.advances > 0 && !waiting_to_run {
+            steps.push(Step::Advance);
+        }
+        steps
+    }
+
+    pub fn apply(&mut self, step: &Step, world: &World) -> Effects {
+        let mut fx = Effects::default();
+        let keys = &world.keys;
+        match *step {
+            Step::Acquire(c, kind) => {
+                self.acquires -= 1;
+                let client = &mut self.clients[c];
+                let request = RwAcquire {
+                    hold: hold_id(&client.owner, &client.ids.next_id()),
+                    owner: client.owner.clone(),
+                    kind,
+                    lease_ms: LEASE,
+                    waits: self.waiting_writers && kind == RwKind::Write,
+                    explicit_owner: false,
+                    fenced: false,
+                    joins: None,
+                    reservation_ms: RESERVATION,
+                };
+                client.flight = Some(InFlight {
+                    op: Op::Acquire {
+                        request,
+                        sent_at: self.now,
+                    },
+                    ran: None,
+                    retried: false,
+                });
+            }
+            Step::Release(c, g) => {
+                let client = &mut self.clients[c];
+                let guard = client.guards.remove(g);
+                client.flight = Some(InFlight {
+                    op: Op::Release {
+                        hold: guard.state.hold().clone(),
+                        kind: guard.kind,
+                        leaving: false,
+                    },
+                    ran: None,
+                    retried: false,
+                });
+            }
+            Step::Renew(c) => {
+                self.renewals -= 1;
+                let client = &mut self.clients[c];
+                let items: Vec<RenewItem> = client
+                    .guards
+                    .iter()
+                    .filter(|g| g.state.is_active())
+                    .map(|g| RenewItem {
+                        key: keys.set_of(g.kind).clone(),
+                        hold: g.state.hold().clone(),
+                        renew: g.state.renews(),
+                    })
+                    .collect();
+                let sizes = vec![1; items.len()];
+                let (_, order) = renew_call(LEASE, &items, &sizes);
+                client.flight = Some(InFlight {
+                    op: Op::Renew {
+                        items,
+                        order,
+                        sent_at: self.now,
+                    },
+                    ran: None,
+                    retried: false,
+                });
+            }
+            Step::Run(c) => self.run(c, world, &mut fx),
+            Step::Deliver(c) => self.deliver(c, &mut fx),
+            Step::LoseReply(c) => {
+                self.faults -= 1;
+                let client = &mut self.clients[c];
+                let flight = client.flight.as_mut().expect("a call in flight");
+                if matches!(flight.op, Op::Renew { .. }) {
+                    // The watchdog does not re-send a renewal: the next tick renews.
+                    client.flight = None;
+                } else {
+                    flight.ran = None;
+                    flight.retried = true;
+                }
+            }
+            Step::Advance => {
+                self.advances -= 1;
+                self.now += ADVANCE;
+                self.ks.expire(self.now);
+                for client in &mut self.clients {
+                    for guard in &mut client.guards {
+                        guard.state.on_clock(self.now);
+                    }
+                }
+            }
+        }
+        self.check(keys, &mut fx);
+        fx
+    }
+
+    fn run(&mut self, c: usize, world: &World, fx: &mut Effects) {
+        let keys = &world.keys;
+        let now = self.now;
+        let before = live_members(&self.ks, keys, now);
+        let flight = self.clients[c].flight.clone().expect("a call in flight");
+        let (call, own) = match &flight.op {
+            Op::Acquire { request, .. } => (request.call(keys), None),
+            Op::Release {
+                hold,
+                kind,
+                leaving,
+            } => (
+                release_call(keys, hold, Some(*kind), *leaving),
+                Some(member_of(hold)),
+            ),
+            Op::Renew { items, .. } => {
+                let sizes = vec![1; items.len()];
+                (renew_call(LEASE, items, &sizes).0, None)
+            }
+        };
+        let reply = world.run(&call, &mut self.ks, now);
+        let after = live_members(&self.ks, keys, now);
+        // Nothing but the caller's own release takes a live hold out or shortens one.
+        for (member, kind, score) in &before {
+            match after.iter().find(|(m, k, _)| m == member && k == kind) {
+                None if own.as_ref() == Some(member) => {}
+                None => fx.fail(
+                    "a release removes only its own hold",
+                    format!(
+                        "{call:?} (client {c}) took out the live hold {} ({kind:?})",
+                        show(member)
+                    ),
+                ),
+                Some((_, _, later)) if later < score => fx.fail(
+                    "a release removes only its own hold",
+                    format!("{call:?} shortened the hold {}", show(member)),
+                ),
+                Some(_) => {}
+            }
+        }
+        let present = |list: &[(Vec<u8>, RwKind, f64)], member: &[u8]| {
+            list.iter().any(|(m, _, _)| m == member)
+        };
+        let found = match &flight.op {
+            Op::Acquire { request, .. } => Found::Acquire {
+                existed: present(&before, &member_of(&request.hold)),
+            },
+            Op::Release { hold, .. } => {
+                let member = member_of(hold);
+                Found::Release {
+                    removed: present(&before, &member) && !present(&after, &member),
+                }
+            }
+            Op::Renew { items, .. } => Found::Renew {
+                live: items
+                    .iter()
+                    .map(|item| present(&before, &member_of(&item.hold)))
+                    .collect(),
+            },
+        };
+        self.clients[c].flight.as_mut().unwrap().ran = Some((reply, found));
+    }
+
+    fn deliver(&mut self, c: usize, fx: &mut Effects) {
+        let now = self.now;
+        let flight = self.clients[c].flight.take().expect("a call in flight");
+        let (reply, found) = flight.ran.expect("delivered after it ran");
+        match flight.op {
+            Op::Acquire { request, sent_at } => match request.decode(&reply) {
+                Ok(RwAcquired::Granted(_)) => {
+                    if flight.retried && found == (Found::Acquire { existed: true }) {
+                        fx.reach("a retried acquire found its hold");
+                    }
+                    if request.kind == RwKind::Write {
+                        fx.reach("a write granted");
+                    }
+                    let client = &mut self.clients[c];
+                    if client
+                        .guards
+                        .iter()
+                        .any(|g| g.state.hold() == &request.hold)
+                    {
+                        fx.fail(
+                            "one hold per acquisition",
+                            format!("client {c} got {} twice", show(request.hold.as_bytes())),
+                        );
+                    }
+                    client.guards.push(Guard {
+                        kind: request.kind,
+                        state: HoldState::new(request.hold.clone(), sent_at, LEASE, true),
+                    });
+                }
+                Ok(RwAcquired::Wait(_)) if request.waits => {
+                    // A waiting writer that gives up: give back what the attempt may hold
+                    // (its reservation), as `held::Cleanup` does.
+                    self.clients[c].flight = Some(InFlight {
+                        op: Op::Release {
+                            hold: request.hold.clone(),
+                            kind: request.kind,
+                            leaving: true,
+                        },
+                        ran: None,
+                        retried: false,
+                    });
+                }
+                Ok(RwAcquired::Wait(_)) | Ok(RwAcquired::Upgrade) => {}
+                Ok(other) => fx.fail(
+                    "one hold per acquisition",
+                    format!("unexpected acquire reply {other:?}"),
+                ),
+                Err(err) => fx.fail("one hold per acquisition", err),
+            },
+            Op::Release { hold, .. } => {
+                if flight.retried {
+                    fx.reach("a retried release");
+                }
+                let removed = found == (Found::Release { removed: true });
+                match reply {
+                    Reply::Int(1) if !removed => fx.fail(
+                        "release is true",
+                        format!(
+                            "release of {} said 1 but took nothing out",
+                            show(hold.as_bytes())
+                        ),
+                    ),
+                    Reply::Int(0) if removed => fx.fail(
+                        "release is true",
+                        format!(
+                            "release of {} said 0 but took it out",
+                            show(hold.as_bytes())
+                        ),
+                    ),
+                    Reply::Int(0 | 1) => {}
+                    other => fx.fail("release is true", format!("release reply {other:?}")),
+                }
+            }
+            Op::Renew {
+                items,
+                order,
+                sent_at,
+            } => {
+                let Found::Renew { live } = found else {
+                    unreachable!()
+                };
+                let status = match decode_renew(&reply, items.len()) {
+                    Ok(status) => status,
+                    Err(err) => {
+                        fx.fail("losses are told", err);
+                        return;
+                    }
+                };
+                for (position, status) in status.iter().enumerate() {
+                    let item = &items[order[position]];
+                    let was_live = live[order[position]];
+                    if (*status == Renewed::Gone) == was_live {
+                        fx.fail(
+                            "losses are told",
+                            format!(
+                                "renewal said {status:?} of {} that was {}",
+                                show(item.hold.as_bytes()),
+                                if was_live { "live" } else { "gone" }
+                            ),
+                        );
+                    }
+                    let client = &mut self.clients[c];
+                    let Some(guard) = client
+                        .guards
+                        .iter_mut()
+                        .find(|g| g.state.hold() == &item.hold)
+                    else {
+                        continue; // released since
+                    };
+                    match status {
+                        Renewed::Current => {
+                            guard.state.on_renewed(sent_at, LEASE);
+                            if now > START + LEASE {
+                                fx.reach("a renewal kept a hold past its first lease");
+                            }
+                        }
+                        Renewed::Gone => {
+                            if guard.state.on_gone().is_some() {
+                                fx.reach("a renewal told a loss");
+                            }
+                        }
+                        Renewed::Elsewhere => fx.fail(
+                            "losses are told",
+                            "renewal answered Elsewhere on one Redis".into(),
+                        ),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The properties that hold in every state.
+    fn check(&self, keys: &RwKeys, fx: &mut Effects) {
+        let now = self.now;
+        let live = live_members(&self.ks, keys, now);
+        // Who believes what: (client, owner, kind, hold).
+        let mut believers = Vec::new();
+        for (c, client) in self.clients.iter().enumerate() {
+            for guard in &client.guards {
+                if guard.state.lost().is_none() && now < guard.state.deadline() {
+                    believers.push((c, &client.owner, guard.kind, guard.state.hold()));
+                    let member = member_of(guard.state.hold());
+                    if !live
+                        .iter()
+                        .any(|(m, k, _)| *m == member && *k == guard.kind)
+                    {
+                        fx.fail(
+                            "belief is true",
+                            format!(
+                                "client {c} believes in {} ({:?}) but Redis has no live such hold",
+                                show(&member),
+                                guard.kind
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        for (i, a) in believers.iter().enumerate() {
+            for b in &believers[i + 1..] {
+                if a.1 != b.1 && (a.2 == RwKind::Write || b.2 == RwKind::Write) {
+                    fx.fail(
+                        "never a writer with another holder",
+                        format!(
+                            "client {} holds {:?} ({}) while client {} holds {:?} ({})",
+                            a.0,
+                            a.2,
+                            show(a.3.as_bytes()),
+                            b.0,
+                            b.2,
+                            show(b.3.as_bytes())
+                        ),
+                    );
+                }
+                if a.1 != b.1 && a.2 == RwKind::Read && b.2 == RwKind::Read {
+                    fx.reach("two owners reading at once");
+                }
+            }
+        }
+        // One member per acquisition, named '<hold id>:1'.
+        let mut ids = HashSet::new();
+        for (member, kind, _) in &live {
+            let Some(id) = member.strip_suffix(b":1") else {
+                fx.fail(
+                    "one hold per acquisition",
+                    format!("member {} is not '<hold id>:1'", show(member)),
+                );
+                continue;
+            };
+            if !ids.insert(id.to_vec()) {
+                fx.fail(
+                    "one hold per acquisition",
+                    format!("{} holds twice ({kind:?})", show(id)),
+                );
+            }
+        }
+        // No orphans: with nothing in flight, every live hold is some guard's.
+        if self.clients.iter().all(|c| c.flight.is_none()) {
+            for (member, kind, _) in &live {
+                let owned = self.clients.iter().any(|c| {
+                    c.guards
+                        .iter()
+                        .any(|g| member_of(g.state.hold()) == *member && g.kind == *kind)
+                });
+                if !owned {
+                    fx.fail(
+                        "no orphans, no garbage",
+                        format!("live hold {} ({kind:?}) belongs to no guard", show(member)),
+                    );
+                }
+            }
+        }
+        // No garbage: only the lock's keys, each with a TTL; a set's expiry is its latest
+        // deadline (no hold outlives its set, no set outlives its last hold).
+        for key in self.ks.keys(now) {
+            let expiry = self.ks.pexpire_at(&key, now).flatten();
+            if key == keys.reservation.as_bytes() {
+                if expiry.is_none() {
+                    fx.fail("no orphans, no garbage", "reservation without a TTL".into());
+                }
+                continue;
+            }
+            let Some(zset) = [&keys.read, &keys.write]
+                .iter()
+                .find(|k| k.as_bytes() == key)
+                .and_then(|_| self.ks.zset(&key, now))
+            else {
+                fx.fail(
+                    "no orphans, no garbage",
+                    format!("unexpected key {}", show(&key)),
+                );
+                continue;
+            };
+            let latest = zset.values().map(|s| s.0).fold(f64::MIN, f64::max);
+            if expiry.map(|at| at as f64) != Some(latest) {
+                fx.fail(
+                    "no orphans, no garbage",
+                    format!(
+                        "{} expires at {expiry:?}, its latest hold at {latest}",
+                        show(&key)
+                    ),
+                );
+            }
+        }
+    }
+
+    /// One line: the clock, Redis's holds and each client's beliefs and call in flight.
+    pub fn describe(&self) -> String {
+        let keys = keys();
+        let mut out = format!("t={} redis:", self.now - START);
+        for kind in [RwKind::Read, RwKind::Write] {
+            let key = keys.set_of(kind);
+            if let Some(zset) = self.ks.zset(key.as_bytes(), self.now) {
+                let items: Vec<String> = zset
+                    .iter()
+                    .map(|(m, s)| format!("{}@{}", show(m), s.0 as i64 - START as i64))
+                    .collect();
+                out += &format!(" {kind:?}[{}]", items.join(" "));
+            }
+        }
+        if let Some(q) = self.ks.get_str(keys.reservation.as_bytes(), self.now) {
+            out += &format!(" reserved-by {}", show(q));
+        }
+        for (c, client) in self.clients.iter().enumerate() {
+            out += &format!("; c{c}({}):", client.owner);
+            for guard in &client.guards {
+                let believed = guard.state.lost().is_none() && self.now < guard.state.deadline();
+                out += &format!(
+                    " {:?} {} until {}{}",
+                    guard.kind,
+                    show(guard.state.hold().as_bytes()),
+                    guard.state.deadline() as i64 - START as i64,
+                    if believed { "" } else { " (not believed)" }
+                );
+            }
+            if let Some(flight) = &client.flight {
+                let what = match &flight.op {
+                    Op::Acquire { request, .. } => {
+                        format!(
+                            "acquire {:?} {}",
+                            request.kind,
+                            show(request.hold.as_bytes())
+                        )
+                    }
+                    Op::Release { hold, leaving, .. } => format!(
+                        "{} {}",
+                        if *leaving { "leave" } else { "release" },
+                        show(hold.as_bytes())
+                    ),
+                    Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+                };
+                let stage = match &flight.ran {
+                    None => "sent".to_string(),
+                    Some((reply, _)) => format!("ran -> {reply:?}"),
+                };
+                out += &format!(" [{what} {stage}]");
+            }
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The explorer: breadth-first, states deduplicated by a 64-bit fingerprint.
+// ---------------------------------------------------------------------------------------
+
+pub struct Report {
+    pub states: usize,
+    pub depth_reached: usize,
+    pub milestones: [bool; MILESTONES.len()],
+    pub violation: Option<(&'static str, String, Vec<u8>)>,
+    pub truncated: bool,
+}
+
+fn fingerprint(state: &State) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    state.hash(&mut hasher);
+    hasher.finish()
+}
+
+pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
+    let world = World::new(scripts);
+    let initial = State::initial(config);
+    let mut seen = HashSet::new();
+    seen.insert(fingerprint(&initial));
+    let mut frontier = vec![(initial, Vec::new())];
+    let mut report = Report {
+        states: 1,
+        depth_reached: 0,
+        milestones: [false; MILESTONES.len()],
+        violation: None,
+        truncated: false,
+    };
+    for level in 0..depth {
+        let mut next = Vec::new();
+        for (state, path) in &frontier {
+            for (index, step) in state.steps().iter().enumerate() {
+                let mut successor = state.clone();
+                let effects = successor.apply(step, &world);
+                for m in effects.milestones {
+                    report.milestones[m] = true;
+                }
+                let mut successor_path: Vec<u8> = path.clone();
+                successor_path.push(index as u8);
+                if let Some((property, message)) = effects.violation {
+                    report.violation = Some((property, message, successor_path));
+                    report.depth_reached = level + 1;
+                    return report;
+                }
+                if seen.insert(fingerprint(&successor)) {
+                    report.states += 1;
+                    report.truncated |= report.states >= max_states;
+                    next.push((successor, successor_path));
+                }
+            }
+            if report.truncated {
+                break;
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        report.depth_reached = level + 1;
+        frontier = next;
+        if report.truncated {
+            break;
+        }
+    }
+    report
+}
+
+/// A violated property and what happened.
+pub type Violation = (&'static str, String);
+
+/// Replays a path: the numbered trace, and the violation the last step produced.
+pub fn replay(
+    config: &Config,
+    scripts: Scripts,
+    path: &[u8],
+) -> Result<(String, Option<Violation>), String> {
+    let world = World::new(scripts);
+    let mut state = State::initial(config);
+    let mut out = format!("   0. start: {}\n", state.describe());
+    for (n, &index) in path.iter().enumerate() {
+        let steps = state.steps();
+        let step = steps
+            .get(index as usize)
+            .cloned()
+            .ok_or_else(|| format!("step {n}: index {index}, {} enabled", steps.len()))?;
+        let effects = state.apply(&step, &world);
+        out += &format!("  {:>2}. {step:?}\n      -> {}\n", n + 1, state.describe());
+        if effects.violation.is_some() {
+            return Ok((out, effects.violation));
+        }
+    }
+    Ok((out, None))
+}
+
+pub fn path_text(path: &[u8]) -> String {
+    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+}
+
+pub fn parse_path(text: &str) -> Result<Vec<u8>, String> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim().parse::<u8>().map_err(|e| format!("{s:?}: {e}")))
+        .collect()
+}
+
+/// The default configurations.
+pub fn configs() -> Vec<Config> {
+    vec![
+        Config {
+            name: "rw: three owners, lost replies, expiry and renewal",
+            owners: vec!["a", "b", "c"],
+            acquires: 4,
+            advances: 3,
+            faults: 2,
+            renewals: 2,
+            waiting_writers: false,
+        },
+        Config {
+            name: "rw: two owners, waiting writers, faults",
+            owners: vec!["a", "b"],
+            acquires: 3,
+            advances: 3,
+            faults: 2,
+            renewals: 2,
+            waiting_writers: true,
+        },
+    ]
+}
+
+pub fn config_by_name(name: &str) -> Option<Config> {
+    configs().into_iter().find(|c| c.name == name)
+}
