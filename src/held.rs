@@ -1,13 +1,15 @@
-//! What the kinds whose holds live in sorted sets share (the read-write lock and the fair
-//! lock): the waiting loop, the give-back of abandoned attempts, and the guard's core.
+//! What the kinds whose holds live in sorted sets share (the semaphore, the read-write lock
+//! and the fair lock): the waiting loop, the give-back of abandoned attempts, and the
+//! guard's core.
 //!
-//! A hold of such a kind is a member `<hold id>:1` of a sorted set, scored by its deadline
-//! on Redis's clock; the hold id is `<owner>\x01<request id>`. So:
+//! A hold of such a kind is n members `<hold id>:1..n` of a sorted set (n = 1 but for a
+//! semaphore acquisition of n permits), each scored by its deadline on Redis's clock; the
+//! hold id is `<owner>\x01<request id>` (a semaphore's: the request id). So:
 //! * the id is its own idempotency key: a retried acquire finds the hold an earlier copy
-//!   took, and a give-back removes only its own member ("exactly once", "release is
+//!   took, and a give-back removes only its own members ("exactly once", "release is
 //!   true");
-//! * the one watchdog renews it as a one-permit semaphore acquisition
-//!   (`lua/sem_renew.lua`) and tells its loss the same way.
+//! * the one watchdog renews it as a semaphore acquisition (`lua/sem_renew.lua`) and
+//!   tells its loss the same way.
 //!
 //! A kind plugs in through [`SetKind`]: the calls to attempt and to give back, how to
 //! read an attempt's reply, and the channel its waiters listen on (`lock_api`'s raw
@@ -30,8 +32,10 @@ const SPIN_MAX: Duration = Duration::from_millis(128);
 /// One acquisition being attempted.
 #[derive(Debug, Clone)]
 pub(crate) struct Attempt {
-    /// `<owner>\x01<request id>`: the hold's id, the same on every retry.
+    /// `<owner>\x01<request id>` (a semaphore's: the request id): the hold's id, the same
+    /// on every retry.
     pub(crate) hold: Arc<str>,
+    /// The hold's owner (a semaphore acquisition has none: its hold id).
     pub(crate) owner: Arc<str>,
     /// The caller waits (it may queue or reserve).
     pub(crate) waits: bool,
@@ -52,6 +56,9 @@ pub(crate) enum Attempted {
     NotALock(String),
     /// It could never be granted: the caller's own holds stand in the way.
     Refused(&'static str),
+    /// It could never be granted: the kind's configuration rules it out (the message
+    /// names the kind). What an earlier copy of the attempt may have taken is given back.
+    Invalid(String),
 }
 
 /// A kind of hold kept in a sorted set.
@@ -67,6 +74,17 @@ pub(crate) trait SetKind: Clone + Send + Sync + 'static {
     /// of the lock) rather than after a failed one (a channel of the waiter's own: the
     /// subscription is then paid only by those who wait).
     fn listen_first(&self) -> bool;
+    /// When it subscribes after a failed attempt: whether it then waits for the server to
+    /// confirm the subscription and attempts again (a release meanwhile is not missed),
+    /// rather than going to sleep at once (such a release then costs at most one pause).
+    fn confirms_listening(&self) -> bool {
+        true
+    }
+    /// How many members `<hold id>:1..n` one hold has (a semaphore acquisition: its
+    /// permits).
+    fn members(&self) -> u32 {
+        1
+    }
     /// Whether a grant hands the wake-up on to the next local waiter (readers go in
     /// together).
     fn shares(&self) -> bool;
@@ -122,7 +140,7 @@ pub(crate) async fn acquire_until<K: SetKind>(
                 let entry = inner.registry.grant_members(
                     kind.set_key(),
                     &attempt.hold,
-                    1,
+                    kind.members(),
                     kind.lease_mode(),
                     kind.lease_ms(),
                     sent_at,
@@ -149,6 +167,8 @@ pub(crate) async fn acquire_until<K: SetKind>(
                     reason,
                 });
             }
+            // The cleanup stays: an earlier copy whose reply was lost may hold something.
+            Attempted::Invalid(message) => return Err(Error::InvalidConfig(message)),
         };
         let mut pause = pause.min(kind.recheck());
         if let Some(deadline) = deadline {
@@ -170,10 +190,14 @@ pub(crate) async fn acquire_until<K: SetKind>(
             Some(listener) => listener,
             None => {
                 // Subscribed only now that it waits; a release before the subscription
-                // took effect would be missed, so attempt again once it has.
+                // took effect would be missed, so attempt again once it has (or, for a
+                // kind that does not confirm, sleep at most one pause).
                 let fresh = listener.insert(inner.hub.listen(&kind.channel(&attempt)));
-                let _ = tokio::time::timeout(inner.response_timeout, fresh.ready()).await;
-                continue;
+                if kind.confirms_listening() {
+                    let _ = tokio::time::timeout(inner.response_timeout, fresh.ready()).await;
+                    continue;
+                }
+                fresh
             }
         };
         if listener.denied() {
@@ -189,8 +213,8 @@ pub(crate) async fn acquire_until<K: SetKind>(
     }
 }
 
-/// Gives back `hold` (and its place in a queue when `leaving`); `Ok(true)` when this
-/// call gave the hold back.
+/// Gives back `hold` (and its place in a queue or its reservation when `leaving`);
+/// `Ok(true)` when this call gave the hold back (the reply counts the members removed).
 pub(crate) async fn give_back<K: SetKind>(
     kind: &K,
     hold: &Arc<str>,
@@ -209,7 +233,7 @@ pub(crate) async fn give_back<K: SetKind>(
             .max(inner.response_timeout);
     let (reply, retried) = inner.resend_until(&call, give_up_at).await;
     match reply? {
-        Reply::Int(1) => Ok(true),
+        Reply::Int(removed) if removed > 0 => Ok(true),
         Reply::Int(0) if retried && hold_too => Err(Error::ReleaseUnconfirmed {
             name: kind.name().to_string(),
         }),

@@ -14,6 +14,10 @@
 //! renewal), so a lost message costs latency only. Waiters that take several permits at
 //! once are not starved by a stream of single-permit takers: the first waiter that cannot
 //! be served reserves the next free permits (`lua/sem_acquire.lua`).
+//!
+//! An acquisition of n permits is a hold of n members on the shared machinery of the
+//! kinds kept in sorted sets (`held.rs`): its waiting loop, the give-back of abandoned
+//! attempts and the guard's core.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,12 +26,13 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
+use crate::held::{self, Attempt, Attempted, Held, SetKind};
 use crate::keys;
-use crate::protocol::Reply;
 use crate::protocol::semaphore::{
     SemAcquired, SemaphoreKeys, acquire_call, decode_acquire, release_call, set_call, state_call,
 };
-use crate::watchdog::{HoldEntry, LeaseMode};
+use crate::protocol::{Call, Reply};
+use crate::watchdog::LeaseMode;
 
 /// How long a waiter's reservation lasts without being renewed by its next attempt: a
 /// waiter that died or gave up stops holding permits back after this long.
@@ -128,13 +133,6 @@ impl Semaphore {
         keys::validate_ms("lease", lease)?;
         self.mode = LeaseMode::Fixed(lease);
         Ok(self)
-    }
-
-    fn lease_ms(&self) -> u64 {
-        match self.mode {
-            LeaseMode::Watchdog => self.client.inner.watchdog_timeout.as_millis() as u64,
-            LeaseMode::Fixed(lease) => lease.as_millis() as u64,
-        }
     }
 
     /// Sets the number of permits (at least 1), whether or not one was set before; wakes
@@ -245,101 +243,21 @@ impl Semaphore {
                 self.name
             )));
         }
-        let inner = &self.client.inner;
-        let id: Arc<str> = inner.next_request_id().into();
-        let waits = deadline.is_none_or(|deadline| deadline > Instant::now());
-        let mut listener: Option<crate::pubsub::Listener> = None;
-        let mut reserved = false;
-        // Gives back what this acquisition may hold if the caller goes away meanwhile.
-        let mut cleanup = Cleanup {
-            semaphore: Some(self.clone()),
-            id: id.clone(),
+        let id: Arc<str> = self.client.inner.next_request_id().into();
+        let attempt = Attempt {
+            hold: id.clone(),
+            owner: id,
+            waits: deadline.is_none_or(|deadline| deadline > Instant::now()),
+            explicit_owner: false,
+            joins: None,
+        };
+        let permits = Permits {
+            semaphore: self.clone(),
             n,
         };
-        loop {
-            let sent_at = inner.clock.now();
-            let reply = self.attempt(&id, n, waits).await;
-            let outcome = match reply {
-                Ok(outcome) => outcome,
-                Err(err) => return Err(err),
-            };
-            reserved |= waits;
-            let pause = match outcome {
-                SemAcquired::Granted => {
-                    cleanup.semaphore = None;
-                    // A release may have freed more than this acquisition took: let the
-                    // next local waiter look too.
-                    if let Some(listener) = &listener {
-                        listener.pass_on();
-                    }
-                    let entry = inner.registry.grant_members(
-                        &self.keys.permits,
-                        &id,
-                        n,
-                        self.mode,
-                        self.lease_ms(),
-                        sent_at,
-                    );
-                    return Ok(Some(SemaphoreGuard {
-                        semaphore: self.clone(),
-                        id,
-                        n,
-                        entry,
-                        armed: true,
-                    }));
-                }
-                SemAcquired::Wait(ms) => Duration::from_millis(ms),
-                SemAcquired::NoSize => {
-                    return Err(Error::InvalidConfig(format!(
-                        "semaphore {:?} has no size: call set_permits first",
-                        self.name
-                    )));
-                }
-                SemAcquired::TooMany(size) => {
-                    return Err(Error::InvalidConfig(format!(
-                        "semaphore {:?} has {size} permits; {n} can never be granted",
-                        self.name
-                    )));
-                }
-                SemAcquired::NotASemaphore(_) => return Err(self.wrong_type()),
-            };
-            let mut pause = pause.min(WAITER_RECHECK);
-            if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    if !reserved {
-                        cleanup.semaphore = None;
-                    }
-                    return Ok(None);
-                }
-                pause = pause.min(left);
-            }
-            let listener = listener.get_or_insert_with(|| inner.hub.listen(&self.keys.channel));
-            if listener.denied() {
-                pause = pause.min(Duration::from_millis(50));
-            }
-            tokio::select! {
-                _ = listener.notified() => {}
-                _ = tokio::time::sleep(pause) => {}
-            }
-        }
-    }
-
-    /// One attempt, retried through lost replies with the same permit id (the script finds
-    /// permits an earlier copy took).
-    async fn attempt(&self, id: &Arc<str>, n: u32, reserve: bool) -> Result<SemAcquired> {
-        let inner = &self.client.inner;
-        let call = acquire_call(
-            &self.keys,
-            id,
-            n,
-            self.lease_ms(),
-            reserve,
-            RESERVATION.as_millis() as u64,
-        );
-        let give_up_at = tokio::time::Instant::now() + inner.response_timeout * 3;
-        let reply = inner.resend_until(&call, give_up_at).await.0?;
-        decode_acquire(&reply).map_err(Error::UnexpectedReply)
+        Ok(held::acquire_until(&permits, attempt, deadline)
+            .await?
+            .map(|held| SemaphoreGuard { held }))
     }
 
     fn wrong_type(&self) -> Error {
@@ -348,58 +266,100 @@ impl Semaphore {
             found: "keys that are not a semaphore".into(),
         }
     }
-
-    /// Gives back acquisition `id`; `Ok(given back)`.
-    async fn give_back(&self, id: &Arc<str>, n: u32, drop_reservation: bool) -> Result<u64> {
-        let inner = &self.client.inner;
-        let call = release_call(&self.keys, id, n, drop_reservation);
-        // As long as the permits could live (see held.rs, give_back).
-        let lease = Duration::from_millis(self.lease_ms());
-        let give_up_at = tokio::time::Instant::now()
-            + lease
-                .max(inner.watchdog_timeout)
-                .max(inner.response_timeout);
-        let (reply, retried) = inner.resend_until(&call, give_up_at).await;
-        match reply? {
-            Reply::Int(-2) => Err(self.wrong_type()),
-            Reply::Int(removed) if removed >= 0 => {
-                if removed == 0 && retried && n > 0 {
-                    // The lost attempt may have given them back; cannot tell.
-                    return Err(Error::ReleaseUnconfirmed {
-                        name: self.name.to_string(),
-                    });
-                }
-                Ok(removed as u64)
-            }
-            other => Err(Error::UnexpectedReply(format!(
-                "sem_release.lua: {other:?}"
-            ))),
-        }
-    }
 }
 
-/// Gives back, in the background, what an acquisition whose caller went away may hold
-/// (permits won by a reply that came too late, or its reservation).
-struct Cleanup {
-    semaphore: Option<Semaphore>,
-    id: Arc<str>,
+/// An acquisition of `n` permits of a semaphore, as the shared machinery sees it: a hold
+/// of `n` members `<id>:1..n` of the permits set.
+#[derive(Clone)]
+struct Permits {
+    semaphore: Semaphore,
     n: u32,
 }
 
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let Some(semaphore) = self.semaphore.take() else {
-            return;
-        };
-        let inner = semaphore.client.inner.clone();
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
-        let (id, n) = (self.id.clone(), self.n);
-        inner.background.spawn(&runtime, async move {
-            if let Err(err) = semaphore.give_back(&id, n, true).await {
-                tracing::debug!(semaphore = %semaphore.name, error = %err, "cleanup of an abandoned acquire failed");
-            }
-        });
+impl SetKind for Permits {
+    fn client(&self) -> &LockClient {
+        &self.semaphore.client
+    }
+
+    fn name(&self) -> &Arc<str> {
+        &self.semaphore.name
+    }
+
+    fn lease_mode(&self) -> LeaseMode {
+        self.semaphore.mode
+    }
+
+    fn set_key(&self) -> &Arc<str> {
+        &self.semaphore.keys.permits
+    }
+
+    fn channel(&self, _attempt: &Attempt) -> Arc<str> {
+        self.semaphore.keys.channel.clone()
+    }
+
+    /// After the first failed attempt, and without waiting for the server's confirmation:
+    /// the channel is shared by every local waiter of the semaphore (usually subscribed
+    /// already), and a release missed meanwhile costs at most one pause.
+    fn listen_first(&self) -> bool {
+        false
+    }
+
+    fn confirms_listening(&self) -> bool {
+        false
+    }
+
+    /// A release may have freed more than this acquisition took: a grant lets the next
+    /// local waiter look too.
+    fn shares(&self) -> bool {
+        true
+    }
+
+    fn recheck(&self) -> Duration {
+        WAITER_RECHECK
+    }
+
+    fn members(&self) -> u32 {
+        self.n
+    }
+
+    /// `sem_acquire.lua`, retried through lost replies with the same permit id (the
+    /// script finds permits an earlier copy took); a waiter reserves.
+    fn attempt_call(&self, attempt: &Attempt) -> Call {
+        acquire_call(
+            &self.semaphore.keys,
+            &attempt.hold,
+            self.n,
+            self.lease_ms(),
+            attempt.waits,
+            RESERVATION.as_millis() as u64,
+        )
+    }
+
+    fn decode(&self, reply: &Reply) -> std::result::Result<Attempted, String> {
+        let name = &self.semaphore.name;
+        Ok(match decode_acquire(reply)? {
+            SemAcquired::Granted => Attempted::Granted(None),
+            SemAcquired::Wait(ms) => Attempted::Wait(ms),
+            SemAcquired::NotASemaphore(what) => Attempted::NotALock(what),
+            SemAcquired::NoSize => Attempted::Invalid(format!(
+                "semaphore {name:?} has no size: call set_permits first"
+            )),
+            SemAcquired::TooMany(size) => Attempted::Invalid(format!(
+                "semaphore {name:?} has {size} permits; {} can never be granted",
+                self.n
+            )),
+        })
+    }
+
+    /// `sem_release.lua`: gives back the acquisition's permits (when `hold_too`) and, when
+    /// `leaving`, the reservation it may hold as a waiter.
+    fn give_back_call(&self, hold: &Arc<str>, hold_too: bool, leaving: bool) -> Call {
+        let n = if hold_too { self.n } else { 0 };
+        release_call(&self.semaphore.keys, hold, n, leaving)
+    }
+
+    fn wrong_type(&self, _found: String) -> Error {
+        self.semaphore.wrong_type()
     }
 }
 
@@ -407,20 +367,16 @@ impl Drop for Cleanup {
 /// [`SemaphoreGuard::release`], which reports the outcome.
 #[must_use = "dropping the guard gives the permits back at once"]
 pub struct SemaphoreGuard {
-    semaphore: Semaphore,
-    id: Arc<str>,
-    n: u32,
-    entry: Arc<HoldEntry>,
-    armed: bool,
+    held: Held<Permits>,
 }
 
 impl std::fmt::Debug for SemaphoreGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SemaphoreGuard")
-            .field("semaphore", &self.semaphore.name)
-            .field("permits", &self.n)
-            .field("id", &self.id)
-            .field("lost", &self.entry.lost_reason())
+            .field("semaphore", &self.held.kind.semaphore.name)
+            .field("permits", &self.held.kind.n)
+            .field("id", &self.held.hold)
+            .field("lost", &self.held.lost_reason())
             .finish()
     }
 }
@@ -428,52 +384,43 @@ impl std::fmt::Debug for SemaphoreGuard {
 impl SemaphoreGuard {
     /// The semaphore's name.
     pub fn name(&self) -> &str {
-        &self.semaphore.name
+        &self.held.kind.semaphore.name
     }
 
     /// How many permits this guard holds.
     pub fn permits(&self) -> u32 {
-        self.n
+        self.held.kind.n
     }
 
     /// The id of this acquisition (its permits are `<id>:1..n` in the permits set).
     pub fn id(&self) -> &str {
-        &self.id
+        &self.held.hold
     }
 
     /// Resolves when the permits are lost (expired unrenewed, deleted, or the semaphore's
     /// keys removed). Cancel-safe.
     pub fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.entry.lost_token().cancelled()
+        self.held.lost()
     }
 
     /// A token cancelled when the permits are lost.
     pub fn lost_token(&self) -> CancellationToken {
-        self.entry.lost_token().child_token()
+        self.held.lost_token()
     }
 
     /// Whether the permits are lost (also checks the clock).
     pub fn is_lost(&self) -> bool {
-        self.entry.is_lost(&self.semaphore.client.inner.registry)
+        self.held.is_lost()
     }
 
     /// Why the permits were lost, if they were.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.entry.lost_reason()
+        self.held.lost_reason()
     }
 
     /// The lease this client can still count on.
     pub fn remaining_lease(&self) -> Duration {
-        self.entry.remaining_lease()
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-        let inner = &self.semaphore.client.inner;
-        let lease = inner.watchdog_timeout.as_millis() as u64;
-        let _ = inner
-            .registry
-            .leave(&self.entry, self.semaphore.mode, None, lease);
+        self.held.remaining_lease()
     }
 
     /// Gives the permits back. `Err(LockLost)` when they had been lost (expired, deleted);
@@ -481,45 +428,7 @@ impl SemaphoreGuard {
     ///
     /// # Cancel safety
     /// Not cancel-safe: cancelled after it was sent, the permits may or may not be back.
-    pub async fn release(mut self) -> Result<()> {
-        let lost = if self.is_lost() {
-            self.lost_reason()
-        } else {
-            None
-        };
-        self.disarm();
-        let given = self.semaphore.give_back(&self.id, self.n, false).await?;
-        if let Some(reason) = lost {
-            return Err(Error::LockLost {
-                name: self.semaphore.name.to_string(),
-                reason,
-            });
-        }
-        if given == 0 {
-            return Err(Error::LockLost {
-                name: self.semaphore.name.to_string(),
-                reason: LostReason::OwnerFieldGone,
-            });
-        }
-        Ok(())
-    }
-}
-
-impl Drop for SemaphoreGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        self.disarm();
-        let semaphore = self.semaphore.clone();
-        let inner = semaphore.client.inner.clone();
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
-        let (id, n) = (self.id.clone(), self.n);
-        inner.background.spawn(&runtime, async move {
-            if let Err(err) = semaphore.give_back(&id, n, false).await {
-                tracing::warn!(semaphore = %semaphore.name, error = %err, "dropped permits: background release failed; they expire with their lease");
-            }
-        });
+    pub async fn release(self) -> Result<()> {
+        self.held.release().await
     }
 }
