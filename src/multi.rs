@@ -149,9 +149,16 @@ impl MultiLock {
     }
 }
 
-/// The order members are taken in: by key, then by the server that holds it.
+/// The order members are taken in: by key, then by the server that holds it (its first
+/// address as resolved at connect, so that `localhost` and `127.0.0.1` sort alike; the
+/// address as written for a cluster or a Sentinel set).
 fn order_key(lock: &Lock) -> (String, String) {
-    (lock.key().to_owned(), lock.client().inner.addr.to_string())
+    let inner = &lock.client().inner;
+    let server = inner
+        .resolved
+        .first()
+        .map_or_else(|| inner.addr.clone(), ToString::to_string);
+    (lock.key().to_owned(), server)
 }
 
 /// Releases the members taken by an attempt that failed; errors only logged (the

@@ -142,4 +142,12 @@ async fn bad_input() {
         MultiLock::new([client.lock("d").unwrap(), client.lock("d").unwrap()]),
         Err(Error::InvalidConfig(_))
     ));
+    // The same lock through another spelling of the server's address is the same lock.
+    let aliased = redis_locks::LockClient::connect(&format!("redis://localhost:{}/", server.port))
+        .await
+        .unwrap();
+    assert!(matches!(
+        MultiLock::new([client.lock("d").unwrap(), aliased.lock("d").unwrap()]),
+        Err(Error::InvalidConfig(_))
+    ));
 }
