@@ -177,7 +177,7 @@ impl ClientInner {
         {
             Ok(reply) => reply,
             Err(_) => Err(CallError {
-                failure: crate::protocol::Failure::Lost,
+                failure: crate::protocol::Failure::TimedOut,
                 error: self.timeout_error(),
             }),
         }
@@ -201,7 +201,7 @@ impl ClientInner {
             Ok(Ok((reply, acked))) => Ok((reply, Some(u32::try_from(acked.max(0)).unwrap_or(0)))),
             Ok(Err(err)) => Err(err),
             Err(_) => Err(CallError {
-                failure: crate::protocol::Failure::Lost,
+                failure: crate::protocol::Failure::TimedOut,
                 error: self.timeout_error(),
             }),
         }
@@ -235,6 +235,7 @@ impl ClientInner {
                     let retry = matches!(
                         err.failure,
                         crate::protocol::Failure::Lost
+                            | crate::protocol::Failure::TimedOut
                             | crate::protocol::Failure::NotSent
                             | crate::protocol::Failure::Transient(_)
                     );

@@ -374,8 +374,8 @@ impl LockGuard {
     /// response timeouts.
     fn give_up_at(&self) -> Millis {
         let inner = &self.lock.client.inner;
-        let floor = inner.clock.now() + 2 * inner.response_timeout.as_millis() as Millis;
-        self.entry.deadline().max(floor)
+        let min_ms = 2 * inner.response_timeout.as_millis() as Millis;
+        self.entry.release_until(inner.clock.now(), min_ms)
     }
 
     /// Stops tracking this hold without releasing it: no more renewal, no release on

@@ -249,7 +249,10 @@ pub(crate) fn classify(err: &RedisError) -> Failure {
     if err.is_connection_refusal() {
         return Failure::NotSent;
     }
-    if err.is_timeout() || err.is_io_error() || err.is_connection_dropped() {
+    if err.is_timeout() {
+        return Failure::TimedOut;
+    }
+    if err.is_io_error() || err.is_connection_dropped() {
         return Failure::Lost;
     }
     match err.code() {

@@ -126,8 +126,10 @@ impl HoldEntry {
     }
 
     /// When a release of this hold should stop retrying: by then the lease has run out.
-    pub(crate) fn deadline(&self) -> Millis {
-        self.state.lock().deadline()
+    /// Until when a release starting at `now` keeps retrying (see
+    /// [`HoldState::release_until`]).
+    pub(crate) fn release_until(&self, now: Millis, min_ms: Millis) -> Millis {
+        self.state.lock().release_until(now, min_ms)
     }
 
     /// Whether the hold is lost, checking the clock too (so it is right even when the
@@ -872,11 +874,14 @@ fn settle(
         match status {
             Renewed::Gone => registry.gone(entry),
             Renewed::Elsewhere => elsewhere.push(entry.clone()),
-            Renewed::Current if item.renew => {
-                entry.state.lock().on_renewed(sent_at, lease_ms);
-                renewed += 1;
+            Renewed::Current => {
+                entry.state.lock().on_renewal(item.renew, sent_at, lease_ms);
+                if item.renew {
+                    renewed += 1;
+                } else {
+                    checked += 1;
+                }
             }
-            Renewed::Current => checked += 1,
         }
     }
     c.renewed.fetch_add(renewed, Ordering::Relaxed);

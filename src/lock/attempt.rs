@@ -7,16 +7,13 @@ use std::time::Duration;
 use crate::detach::Detachable;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::lanes::LaneGuard;
 use crate::protocol::Millis;
-use crate::protocol::acquire::{
-    AcquireReply, AcquireRequest, AfterFailure, Granted, ReconcileStep, after_failure,
-};
-use crate::protocol::lane::Resolved;
-use crate::scripts::CallError;
+use crate::protocol::acquire::{AcquireRequest, Granted};
+use crate::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
 use crate::watchdog::LeaseMode;
 
 use super::Lock;
+use super::drive::drive;
 
 // One attempt's result, moved once per attempt: boxing the guard would cost an
 // allocation on the hot path to save a copy of a few hundred bytes.
@@ -48,8 +45,9 @@ impl Lock {
         self.replicated(attempt, acked).await
     }
 
-    /// [`Lock::attempt_here`] inside the (lock, owner) lane. Also returns how many
-    /// replicas acknowledged a won hold (`None`: not asked, or unknown).
+    /// [`Lock::attempt_here`] inside the (lock, owner) lane: the core's [`AttemptOp`],
+    /// driven to its end. Also returns how many replicas acknowledged a won hold
+    /// (`None`: not asked, or unknown).
     pub(super) async fn attempt_in_lane(
         &self,
         owner: &Arc<str>,
@@ -67,106 +65,48 @@ impl Lock {
             fenced: self.fenced,
             others_waiting,
         };
-        // An earlier acquire of this (lock, owner) whose reply was lost comes first: a hold
-        // it took on the same terms is this attempt's result; on other terms it is given
-        // back before this attempt is sent.
-        match self.resolve_pending(&mut lane).await {
-            Ok(Some((granted, sent_at, lost))) => {
-                if lost.same_terms(&request) {
-                    let guard = self.guard_for(owner, &granted, sent_at);
-                    return Ok((Attempt::Acquired(guard), None));
-                }
-                let give_up_at = inner.clock.now() + lost.lease_ms;
-                self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at, None)
-                    .await?;
-            }
-            Ok(None) => {}
-            Err(err) => return Err(self.client.inner.redis_error(err.error)),
-        }
-        let mut request = request;
-        // A dropped connection whose probe then shows that nothing ran is not an outage:
-        // Redis answered the probe. Send a fresh request (a couple of times at most).
-        let mut resends = 2;
-        loop {
-            let sent_at = inner.clock.now();
-            let error = match inner.run_acquire(&request.call(&self.keys.protocol)).await {
-                Ok((reply, acked)) => {
-                    let decoded = request.decode(&reply).map_err(Error::UnexpectedReply)?;
-                    return Ok((self.on_acquire_reply(owner, decoded, sent_at)?, acked));
-                }
-                Err(CallError { failure, error }) => match after_failure(&failure) {
-                    AfterFailure::Reconcile => error,
-                    AfterFailure::DidNotRun | AfterFailure::Fail => {
-                        return Err(self.client.inner.redis_error(error));
-                    }
-                },
-            };
-            // The reply was lost, but the acquire may have run. Nothing else is sent for
-            // this (lock, owner) before finding out what it did: ask now, and if that
-            // fails too, keep asking in the background.
-            let retry = AcquireRequest {
-                request: inner.next_request_id(),
-                ..request.clone()
-            };
-            lane.state()
-                .lost_acquire(request, sent_at, inner.clock.now());
-            if error.is_timeout() {
-                // No answer in a whole response timeout: a probe now would most likely
-                // time out too. The caller hears at once; the next attempt of this owner
-                // (a waiter's) or the background task finds out what the request did.
-                drop(lane);
-                self.reconcile_in_background(owner.clone());
-                return Err(self.client.inner.redis_error(error));
-            }
-            match self.resolve_pending(&mut lane).await {
-                Ok(Some((granted, sent_at, _))) => {
-                    tracing::debug!(lock = self.name(), "adopted a hold whose reply was lost");
-                    let guard = self.guard_for(owner, &granted, sent_at);
-                    return Ok((Attempt::Acquired(guard), None));
-                }
-                Ok(None) if resends > 0 => {
-                    resends -= 1;
-                    tracing::debug!(lock = self.name(), error = %error, "acquire: resending");
-                    request = retry;
-                }
-                Ok(None) => return Err(self.client.inner.redis_error(error)),
-                Err(_) => {
-                    drop(lane);
-                    self.reconcile_in_background(owner.clone());
-                    return Err(self.client.inner.redis_error(error));
-                }
-            }
-        }
-    }
-
-    /// Finds out what the lane's pending acquire (if any) did: the hold it took, to be
-    /// adopted or given back, or nothing. The pending acquire stays when the probe got no
-    /// reply (the caller reports the error; the background task asks again).
-    pub(super) async fn resolve_pending(
-        &self,
-        lane: &mut LaneGuard,
-    ) -> std::result::Result<Option<(Granted, Millis, AcquireRequest)>, CallError> {
-        let Some(probe) = lane.state().probe(&self.keys.protocol) else {
-            return Ok(None);
-        };
-        let reply = self.client.inner.run(&probe).await?;
-        match lane.state().on_probe_reply(&reply) {
-            Ok(Resolved::Holds {
+        let mut op = AttemptOp::new(self.keys.protocol.clone(), request);
+        let driven = drive(inner, lane.state(), &mut op).await;
+        match driven.outcome {
+            AttemptOutcome::Granted {
                 granted,
                 sent_at,
-                request,
-            }) => Ok(Some((granted, sent_at, request))),
-            Ok(Resolved::Nothing) => Ok(None),
-            Err(unexpected) => {
-                tracing::error!(lock = self.name(), %unexpected, "probe: unreadable reply");
-                Ok(None)
+                lease_ms,
+                adopted,
+            } => {
+                if adopted {
+                    tracing::debug!(lock = self.name(), "adopted a hold whose reply was lost");
+                }
+                let guard = self.guard_for(owner, &granted, sent_at, lease_ms);
+                let acked = if adopted { None } else { driven.acked };
+                Ok((Attempt::Acquired(guard), acked))
+            }
+            AttemptOutcome::Held { pttl_ms } => Ok((
+                Attempt::Held {
+                    pttl: Duration::from_millis(pttl_ms),
+                },
+                driven.acked,
+            )),
+            AttemptOutcome::NotALock(found) => Err(self.wrong_type(&found)),
+            AttemptOutcome::Unreadable(unreadable) => Err(Error::UnexpectedReply(unreadable)),
+            AttemptOutcome::Failed {
+                reconcile_in_background,
+                ..
+            } => {
+                drop(lane);
+                if reconcile_in_background {
+                    self.reconcile_in_background(owner.clone());
+                }
+                let error = driven.last_error.unwrap_or_else(|| inner.timeout_error());
+                Err(inner.redis_error(error))
             }
         }
     }
 
     /// Keeps asking what a lost acquire did, for as long as a hold it took could exist,
-    /// and gives such a hold back. Takes the lane only for each probe, so other requests of
-    /// the owner are not held up (they resolve the pending acquire themselves first).
+    /// and gives such a hold back: rounds of the core's [`ReconcileRound`], each inside
+    /// the lane, so other requests of the owner are not held up between rounds (they
+    /// resolve the pending acquire themselves first).
     pub(super) fn reconcile_in_background(&self, owner: Arc<str>) {
         let runtime = tokio::runtime::Handle::try_current()
             .unwrap_or_else(|_| self.client.inner.runtime.clone());
@@ -174,63 +114,26 @@ impl Lock {
         let background = self.client.inner.background.clone();
         background.spawn(&runtime, async move {
             let inner = &lock.client.inner;
-            let mut attempt = 1;
+            let mut at = ReconcileRound::first_at(inner.clock.now(), inner.jitter());
             loop {
-                let delay = crate::protocol::backoff(attempt, inner.jitter());
-                tokio::time::sleep(Duration::from_millis(delay)).await;
-                attempt += 1;
+                tokio::time::sleep_until(inner.clock.instant(at)).await;
                 let mut lane = inner.lanes.enter(&lock.keys.hash, &owner).await;
-                if !lane.state().is_pending() {
-                    return; // resolved by the next request of this owner
-                }
-                match lock.resolve_pending(&mut lane).await {
-                    Ok(Some((granted, _, _))) => {
-                        tracing::debug!(
+                let mut round = ReconcileRound::new(lock.keys.protocol.clone());
+                match drive(inner, lane.state(), &mut round).await.outcome {
+                    RoundOutcome::Resolved => return,
+                    RoundOutcome::RetryAt(next) => at = next,
+                    RoundOutcome::GaveUp => {
+                        tracing::warn!(
                             lock = lock.name(),
-                            "giving back a hold whose reply was lost"
+                            "could not learn whether an acquire whose reply was lost \
+                             took the lock before its lease ran out; if it did, it \
+                             has expired"
                         );
-                        let give_up_at = inner.clock.now() + lock.lease_ms();
-                        let _ = lock
-                            .release_in_lane(&mut lane, &owner, &granted.hold, give_up_at, None)
-                            .await;
                         return;
-                    }
-                    Ok(None) => return,
-                    Err(err) => {
-                        let now = inner.clock.now();
-                        let step = lane
-                            .state()
-                            .on_probe_failure(&err.failure, now, inner.jitter());
-                        if step == ReconcileStep::GiveUp {
-                            tracing::warn!(
-                                lock = lock.name(),
-                                "could not learn whether an acquire whose reply was lost \
-                                 took the lock before its lease ran out; if it did, it \
-                                 has expired"
-                            );
-                            return;
-                        }
                     }
                 }
             }
         });
-    }
-
-    pub(super) fn on_acquire_reply(
-        &self,
-        owner: &Arc<str>,
-        reply: AcquireReply,
-        sent_at: Millis,
-    ) -> Result<Attempt> {
-        match reply {
-            AcquireReply::Granted(granted) => {
-                Ok(Attempt::Acquired(self.guard_for(owner, &granted, sent_at)))
-            }
-            AcquireReply::Held { pttl_ms } => Ok(Attempt::Held {
-                pttl: Duration::from_millis(pttl_ms),
-            }),
-            AcquireReply::NotALock(found) => Err(self.wrong_type(&found)),
-        }
     }
 
     /// With replica acknowledgement configured: a won hold that fewer replicas than asked
@@ -266,11 +169,13 @@ impl Lock {
         })
     }
 
+    /// The guard of a granted hold, credited with `lease_ms` from `sent_at`.
     pub(super) fn guard_for(
         &self,
         owner: &Arc<str>,
         granted: &Granted,
         sent_at: Millis,
+        lease_ms: Millis,
     ) -> LockGuard {
         let inner = &self.client.inner;
         let entry = inner.registry.grant(
@@ -278,11 +183,11 @@ impl Lock {
             owner,
             granted,
             self.mode,
-            self.lease_ms(),
+            lease_ms,
             sent_at,
         );
         let fixed_end = match self.mode {
-            LeaseMode::Fixed(_) => Some(sent_at + self.lease_ms()),
+            LeaseMode::Fixed(_) => Some(sent_at + lease_ms),
             LeaseMode::Watchdog => None,
         };
         LockGuard::new(

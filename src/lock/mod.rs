@@ -5,6 +5,7 @@
 //! reply), `release` (giving back a hold), `inspect` (reading a lock, deleting it).
 
 mod attempt;
+mod drive;
 mod inspect;
 mod release;
 mod wait;

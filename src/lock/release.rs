@@ -1,14 +1,13 @@
 //! Giving back a hold: `unlock` by an explicit owner, and the release a guard drives.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lanes::LaneGuard;
 use crate::protocol::Millis;
 use crate::protocol::hold::Rearm;
-use crate::protocol::release::{ReleaseOp, ReleaseOutcome, ReleaseStep};
+use crate::protocol::release::{ReleaseFlow, ReleaseOutcome};
 
+use super::drive::drive;
 use super::{HOLD_FIELD, Lock};
 
 impl Lock {
@@ -79,10 +78,11 @@ impl Lock {
         }
     }
 
-    /// Gives back one hold: the protocol core's [`ReleaseOp`], driven until it is done.
-    /// Every retry sends the same request id, so the hold is given back at most once, and
-    /// only if it is still the named hold. Retries through lost replies and transient
-    /// server states stop at `give_up_at`.
+    /// Gives back one hold: the protocol core's [`ReleaseFlow`], driven until it is done
+    /// in the (lock, owner) lane. An earlier acquire of the owner whose reply was lost is
+    /// resolved first; every retry of the release sends the same request id, so the hold
+    /// is given back at most once, and only if it is still the named hold. Retries through
+    /// lost replies and transient server states stop at `give_up_at`.
     pub(crate) async fn release_hold(
         &self,
         owner: &Arc<str>,
@@ -92,66 +92,21 @@ impl Lock {
     ) -> Result<ReleaseOutcome> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
-        // A pending lost acquire of this owner is resolved first (its hold given back), so
-        // this release's record cannot hide it.
-        loop {
-            match self.resolve_pending(&mut lane).await {
-                Ok(Some((granted, _, _))) => {
-                    self.release_in_lane(&mut lane, owner, &granted.hold, give_up_at, None)
-                        .await?;
-                }
-                Ok(None) => break,
-                Err(err) => {
-                    let now = inner.clock.now();
-                    lane.state()
-                        .on_probe_failure(&err.failure, now, inner.jitter());
-                    if now >= give_up_at {
-                        return Err(self.client.inner.redis_error(err.error));
-                    }
-                    let delay = crate::protocol::backoff(1, inner.jitter());
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                }
-            }
-        }
-        self.release_in_lane(&mut lane, owner, hold, give_up_at, rearm)
-            .await
-    }
-
-    /// The release loop, for a caller that holds the lane.
-    pub(super) async fn release_in_lane(
-        &self,
-        _lane: &mut LaneGuard,
-        owner: &Arc<str>,
-        hold: &Arc<str>,
-        give_up_at: Millis,
-        rearm: Option<Rearm>,
-    ) -> Result<ReleaseOutcome> {
-        let inner = &self.client.inner;
-        let mut op = ReleaseOp::new(
+        let mut flow = ReleaseFlow::new(
+            self.keys.protocol.clone(),
             owner.clone(),
             hold.clone(),
-            inner.next_request_id(),
             give_up_at,
-        )
-        .with_rearm(rearm);
-        let call = op.call(&self.keys.protocol);
-        loop {
-            let failure = match inner.run(&call).await {
-                Ok(reply) => return op.on_reply(&reply).map_err(Error::UnexpectedReply),
-                Err(err) => {
-                    tracing::debug!(lock = self.name(), error = %err.error, "release: no reply");
-                    err
-                }
-            };
-            match op.on_failure(&failure.failure, inner.clock.now(), inner.jitter()) {
-                ReleaseStep::Done(ReleaseOutcome::Failed(_)) => {
-                    return Err(inner.redis_error(failure.error));
-                }
-                ReleaseStep::Done(outcome) => return Ok(outcome),
-                ReleaseStep::RetryAt(at) => {
-                    tokio::time::sleep_until(inner.clock.instant(at)).await;
-                }
+            rearm,
+        );
+        let driven = drive(inner, lane.state(), &mut flow).await;
+        match driven.outcome {
+            Ok(ReleaseOutcome::Failed(_)) => {
+                let error = driven.last_error.unwrap_or_else(|| inner.timeout_error());
+                Err(inner.redis_error(error))
             }
+            Ok(outcome) => Ok(outcome),
+            Err(unreadable) => Err(Error::UnexpectedReply(unreadable)),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use super::planted::{self, Defect};
 use super::{Call, Failure, LockKeys, Millis, Reply, ScriptId, backoff};
 
 /// One acquire request.
@@ -68,7 +69,9 @@ impl AcquireRequest {
     /// same lease, same fencing. A hold adopted on other terms would carry a lease (or
     /// token) the caller did not ask for; it is given back instead.
     pub fn same_terms(&self, other: &AcquireRequest) -> bool {
-        self.owner == other.owner && self.lease_ms == other.lease_ms && self.fenced == other.fenced
+        let same_lease =
+            self.lease_ms == other.lease_ms || planted::is(Defect::AdoptionIgnoresLease);
+        self.owner == other.owner && same_lease && self.fenced == other.fenced
     }
 
     /// The `acquire.lua` call.
@@ -136,7 +139,10 @@ impl AcquireRequest {
 pub fn after_failure(failure: &Failure) -> AfterFailure {
     match failure {
         Failure::NotSent | Failure::Transient(_) => AfterFailure::DidNotRun,
-        Failure::Lost => AfterFailure::Reconcile,
+        Failure::Lost | Failure::TimedOut if planted::is(Defect::LostAcquireForgotten) => {
+            AfterFailure::DidNotRun
+        }
+        Failure::Lost | Failure::TimedOut => AfterFailure::Reconcile,
         Failure::Permanent(_) => AfterFailure::Fail,
     }
 }
@@ -223,7 +229,10 @@ impl Reconcile {
 
     /// A probe got no reply at `now`: try again while a hold could still exist.
     pub fn on_failure(&mut self, failure: &Failure, now: Millis, jitter: u64) -> ReconcileStep {
-        if matches!(failure, Failure::Permanent(_)) || now >= self.hold_could_exist_until {
+        if matches!(failure, Failure::Permanent(_))
+            || now >= self.hold_could_exist_until
+            || planted::is(Defect::ReconcileGivesUpEarly)
+        {
             return ReconcileStep::GiveUp;
         }
         self.attempts += 1;

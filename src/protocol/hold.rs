@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::error::LostReason;
 
 use super::Millis;
+use super::planted::{self, Defect};
 
 /// Safety margin subtracted from a confirmed deadline before a hold is declared lost,
 /// covering clock-rate drift between this host and Redis (the RedLock rule: 1 % + 2 ms).
@@ -164,10 +165,22 @@ impl HoldState {
         self.watchdog_holds > 0
     }
 
+    /// A renewal call sent at `sent_at` found the hold current. `lengthened`: the call
+    /// lengthened its lease to `lease_ms` (it was sent as a watchdog renewal, not as a
+    /// check of a fixed-lease hold). Belief moves only if the call lengthened the lease
+    /// and a watchdog guard is still there: a release since the call was sent may have
+    /// re-armed the expiry shorter for the fixed-lease guards that remain.
+    pub fn on_renewal(&mut self, lengthened: bool, sent_at: Millis, lease_ms: Millis) {
+        if lengthened {
+            self.on_renewed(sent_at, lease_ms);
+        }
+    }
+
     /// A renewal with `lease_ms`, sent at `sent_at`, found the hold current.
     pub fn on_renewed(&mut self, sent_at: Millis, lease_ms: Millis) {
         let until = sent_at.saturating_add(lease_ms);
-        if self.renews() && until > self.confirmed_until {
+        let renews = self.renews() || planted::is(Defect::RenewalIgnoresMode);
+        if renews && until > self.confirmed_until {
             self.confirmed_until = until;
             self.lease_ms = lease_ms;
         }
@@ -205,8 +218,17 @@ impl HoldState {
         self.lost
     }
 
+    /// Until when a release of one of this hold's guards, starting at `now`, keeps
+    /// retrying: the lease as last confirmed, and at least `min_ms`.
+    pub fn release_until(&self, now: Millis, min_ms: Millis) -> Millis {
+        self.deadline().max(now.saturating_add(min_ms))
+    }
+
     /// When the hold must be declared lost unless a renewal confirms it first.
     pub fn deadline(&self) -> Millis {
+        if planted::is(Defect::DriftAdded) {
+            return self.confirmed_until.saturating_add(drift(self.lease_ms));
+        }
         self.confirmed_until.saturating_sub(drift(self.lease_ms))
     }
 

@@ -23,9 +23,11 @@
 //!   and the fair lock, whose holds are members of sorted sets scored by their deadlines.
 
 pub mod acquire;
+pub mod attempt;
 pub mod fair;
 pub mod hold;
 pub mod lane;
+pub mod planted;
 pub mod release;
 pub mod renew;
 pub mod rwlock;
@@ -184,9 +186,13 @@ impl Reply {
 pub enum Failure {
     /// The call was never sent (connection refused, not connected): it did not run.
     NotSent,
-    /// The call was sent but its reply was lost (timeout, connection dropped): it may or may
-    /// not have run.
+    /// The call was sent but its reply was lost (connection dropped): it may or may not
+    /// have run.
     Lost,
+    /// No reply within the response timeout: it may or may not have run, and the server
+    /// (or the way to it) is slow enough that asking again at once would most likely time
+    /// out too.
+    TimedOut,
     /// The server answered with a transient state (`BUSY`, `LOADING`, `TRYAGAIN`,
     /// `MASTERDOWN`): the call did not run and may succeed later.
     Transient(String),
@@ -207,7 +213,7 @@ impl Failure {
 
     /// Whether the call may have run on the server.
     pub fn may_have_run(&self) -> bool {
-        matches!(self, Failure::Lost)
+        matches!(self, Failure::Lost | Failure::TimedOut)
     }
 }
 
@@ -222,6 +228,59 @@ pub const TRANSIENT_CODES: [&str; 8] = [
     "ASK",
     "CLUSTERDOWN",
 ];
+
+/// What a core operation ([`attempt::AttemptOp`], [`release::ReleaseFlow`],
+/// [`attempt::ReconcileRound`]) asks its driver to do next. The driver does it and feeds
+/// the result back (`on_reply`, `on_failure`, `resume`); the operation records the send
+/// time itself, from the [`Env`] it is given.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Next<T> {
+    /// Send this call now, then feed back its reply or failure.
+    Send(Call),
+    /// Wait until this time on the driver's clock, then `resume`.
+    SleepUntil(Millis),
+    /// Finished with this outcome.
+    Done(T),
+}
+
+/// A core operation in a (lock, owner) lane, as its drivers see it: started, fed the
+/// results of the calls it asks for and the ends of the sleeps it asks for, until it is
+/// done. The library's async driver and the protocol checker's model drive every
+/// operation through this one interface, so neither can decide anything of its own.
+pub trait Machine {
+    /// What the operation ends with.
+    type Outcome;
+    /// Starts the operation.
+    fn start(&mut self, env: &mut dyn Env, lane: &mut lane::Lane) -> Next<Self::Outcome>;
+    /// The call asked for got this reply.
+    fn on_reply(
+        &mut self,
+        env: &mut dyn Env,
+        lane: &mut lane::Lane,
+        reply: &Reply,
+    ) -> Next<Self::Outcome>;
+    /// The call asked for got no usable reply.
+    fn on_failure(
+        &mut self,
+        env: &mut dyn Env,
+        lane: &mut lane::Lane,
+        failure: Failure,
+    ) -> Next<Self::Outcome>;
+    /// The sleep asked for is over.
+    fn resume(&mut self, env: &mut dyn Env, lane: &mut lane::Lane) -> Next<Self::Outcome>;
+}
+
+/// What the core needs from the world around it: the time, randomness and fresh request
+/// ids. The library's driver reads its monotonic clock and draws random jitter; the
+/// protocol checker supplies its model clock and fixed numbers.
+pub trait Env {
+    /// Now, on the driver's monotonic clock.
+    fn now(&self) -> Millis;
+    /// Any random number (back-off jitter).
+    fn jitter(&mut self) -> u64;
+    /// A fresh request id (see [`RequestIds`]).
+    fn next_id(&mut self) -> String;
+}
 
 /// The back-off before retry number `attempt` (1-based): doubling from 25 ms to at most 1 s,
 /// plus up to half of it again from `jitter` (any random number; the core draws none).
@@ -299,6 +358,14 @@ mod tests {
             Failure::from_server_error("NOPERM this user has no permissions"),
             Failure::Permanent(_)
         ));
+    }
+
+    #[test]
+    fn lost_and_timed_out_calls_may_have_run() {
+        assert!(Failure::Lost.may_have_run());
+        assert!(Failure::TimedOut.may_have_run());
+        assert!(!Failure::NotSent.may_have_run());
+        assert!(!Failure::Transient("BUSY".into()).may_have_run());
     }
 
     #[test]

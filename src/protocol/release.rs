@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use super::hold::Rearm;
-use super::{Call, Failure, LockKeys, Millis, Reply, ScriptId, backoff};
+use super::lane::{Lane, Resolved};
+use super::planted::{self, Defect};
+use super::{Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, ScriptId, backoff};
 
 /// One release in progress.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -124,6 +126,9 @@ impl ReleaseOp {
                 remaining: Some(n as u64),
             }),
             Some(-3) => Ok(ReleaseOutcome::Released { remaining: None }),
+            Some(-1) if planted::is(Defect::ReleaseClaimsGoneHold) => {
+                Ok(ReleaseOutcome::Released { remaining: None })
+            }
             Some(-1) if self.may_have_run => Ok(ReleaseOutcome::Unconfirmed),
             Some(-1) => Ok(ReleaseOutcome::NotHeld),
             Some(-2) => Ok(ReleaseOutcome::NotALock),
@@ -147,6 +152,200 @@ impl ReleaseOp {
         ReleaseStep::RetryAt((now + backoff(self.attempts, jitter)).min(self.give_up_at))
     }
 }
+
+/// A whole release of one hold in its (lock, owner) lane: an earlier acquire of the
+/// owner whose reply was lost is resolved first (a hold it took is given back, so this
+/// release's record cannot hide it), then the hold is given back by one [`ReleaseOp`].
+/// Probes that get no reply are retried until `give_up_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReleaseFlow {
+    keys: LockKeys,
+    owner: Arc<str>,
+    hold: Arc<str>,
+    give_up_at: Millis,
+    rearm: Option<Rearm>,
+    stage: FlowStage,
+    abandoned: Option<Arc<str>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum FlowStage {
+    Probing,
+    ProbeBackoff,
+    /// Giving back a hold an earlier lost acquire took.
+    GivingBack(ReleaseOp),
+    /// The release itself.
+    Releasing(ReleaseOp),
+    Finished,
+}
+
+impl ReleaseFlow {
+    /// A release of `hold` of `owner`, re-arming the expiry as `rearm` says.
+    pub fn new(
+        keys: LockKeys,
+        owner: Arc<str>,
+        hold: Arc<str>,
+        give_up_at: Millis,
+        rearm: Option<Rearm>,
+    ) -> Self {
+        ReleaseFlow {
+            keys,
+            owner,
+            hold,
+            give_up_at,
+            rearm,
+            stage: FlowStage::Finished,
+            abandoned: None,
+        }
+    }
+
+    /// A hold that a lost earlier acquire took and that could not be given back: it
+    /// expires with its lease.
+    pub fn abandoned(&self) -> Option<&Arc<str>> {
+        self.abandoned.as_ref()
+    }
+
+    /// The release itself, once it was sent (its request id and retries).
+    pub fn release(&self) -> Option<&ReleaseOp> {
+        match &self.stage {
+            FlowStage::Releasing(op) => Some(op),
+            _ => None,
+        }
+    }
+
+    /// A give-back (`giving_back`) or the release itself got no reply.
+    fn op_failed(
+        &mut self,
+        env: &mut dyn Env,
+        lane: &mut Lane,
+        mut op: ReleaseOp,
+        giving_back: bool,
+        failure: Failure,
+    ) -> Next<ReleaseResult> {
+        match op.on_failure(&failure, env.now(), env.jitter()) {
+            ReleaseStep::RetryAt(at) => {
+                self.stage = if giving_back {
+                    FlowStage::GivingBack(op)
+                } else {
+                    FlowStage::Releasing(op)
+                };
+                Next::SleepUntil(at)
+            }
+            // A hold that cannot be given back expires with its lease; the release goes on
+            // unless Redis cannot be reached at all.
+            ReleaseStep::Done(ReleaseOutcome::Failed(failure)) if giving_back => {
+                self.abandoned = Some(op.hold().clone());
+                Next::Done(Ok(ReleaseOutcome::Failed(failure)))
+            }
+            ReleaseStep::Done(outcome) if giving_back => {
+                if outcome == ReleaseOutcome::Unconfirmed {
+                    self.abandoned = Some(op.hold().clone());
+                }
+                self.start(env, lane)
+            }
+            ReleaseStep::Done(outcome) => {
+                self.stage = FlowStage::Releasing(op);
+                Next::Done(Ok(outcome))
+            }
+        }
+    }
+
+}
+
+impl Machine for ReleaseFlow {
+    type Outcome = ReleaseResult;
+
+    /// Starts (or goes on after resolving an earlier lost acquire).
+    fn start(&mut self, env: &mut dyn Env, lane: &mut Lane) -> Next<ReleaseResult> {
+        if let Some(probe) = lane.probe(&self.keys) {
+            self.stage = FlowStage::Probing;
+            return Next::Send(probe);
+        }
+        let op = ReleaseOp::new(
+            self.owner.clone(),
+            self.hold.clone(),
+            env.next_id(),
+            self.give_up_at,
+        )
+        .with_rearm(self.rearm);
+        let call = op.call(&self.keys);
+        self.stage = FlowStage::Releasing(op);
+        Next::Send(call)
+    }
+
+    /// The call asked for got this reply.
+    fn on_reply(
+        &mut self,
+        env: &mut dyn Env,
+        lane: &mut Lane,
+        reply: &Reply,
+    ) -> Next<ReleaseResult> {
+        match std::mem::replace(&mut self.stage, FlowStage::Finished) {
+            FlowStage::Probing => match lane.on_probe_reply(reply) {
+                Ok(Resolved::Holds { granted, .. }) => {
+                    let op = ReleaseOp::new(
+                        self.owner.clone(),
+                        granted.hold,
+                        env.next_id(),
+                        self.give_up_at,
+                    );
+                    let call = op.call(&self.keys);
+                    self.stage = FlowStage::GivingBack(op);
+                    Next::Send(call)
+                }
+                Ok(Resolved::Nothing) | Err(_) => self.start(env, lane),
+            },
+            FlowStage::GivingBack(op) => match op.on_reply(reply) {
+                Ok(_) => self.start(env, lane),
+                Err(unreadable) => Next::Done(Err(unreadable)),
+            },
+            FlowStage::Releasing(op) => {
+                let outcome = op.on_reply(reply);
+                self.stage = FlowStage::Releasing(op);
+                Next::Done(outcome)
+            }
+            FlowStage::ProbeBackoff | FlowStage::Finished => {
+                Next::Done(Err("release: a reply nobody asked for".into()))
+            }
+        }
+    }
+
+    /// The call asked for got no reply.
+    fn on_failure(
+        &mut self,
+        env: &mut dyn Env,
+        lane: &mut Lane,
+        failure: Failure,
+    ) -> Next<ReleaseResult> {
+        let now = env.now();
+        match std::mem::replace(&mut self.stage, FlowStage::Finished) {
+            FlowStage::Probing => {
+                lane.on_probe_failure(&failure, now, env.jitter());
+                if now >= self.give_up_at || matches!(failure, Failure::Permanent(_)) {
+                    return Next::Done(Ok(ReleaseOutcome::Failed(failure)));
+                }
+                self.stage = FlowStage::ProbeBackoff;
+                Next::SleepUntil(now.saturating_add(backoff(1, env.jitter())))
+            }
+            FlowStage::GivingBack(op) => self.op_failed(env, lane, op, true, failure),
+            FlowStage::Releasing(op) => self.op_failed(env, lane, op, false, failure),
+            FlowStage::ProbeBackoff | FlowStage::Finished => {
+                Next::Done(Ok(ReleaseOutcome::Failed(failure)))
+            }
+        }
+    }
+
+    /// A sleep asked for is over.
+    fn resume(&mut self, env: &mut dyn Env, lane: &mut Lane) -> Next<ReleaseResult> {
+        match &self.stage {
+            FlowStage::GivingBack(op) | FlowStage::Releasing(op) => Next::Send(op.call(&self.keys)),
+            _ => self.start(env, lane),
+        }
+    }
+}
+
+/// A release's outcome, or why its reply could not be read.
+pub type ReleaseResult = Result<ReleaseOutcome, String>;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,61 @@
+//! Known defects that the protocol checker's teeth plant in this core (feature
+//! `planted-defects`, for the checker's own tests only; without the feature every check
+//! below is a constant `false` and compiles away).
+//!
+//! A checker counts only if it finds a defect in the code that ships. The Lua scripts'
+//! defects are planted by editing a copy of a script; the Rust core's are planted here, in
+//! the real decision, switched on for the current thread only, so the teeth tests of one
+//! test binary cannot disturb each other.
+
+#[cfg(feature = "planted-defects")]
+use std::cell::Cell;
+
+/// A defect of the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Defect {
+    /// `HoldState::deadline` adds the drift margin instead of subtracting it: a client
+    /// believes it holds past the lease Redis was told.
+    DriftAdded,
+    /// `HoldState::on_renewed` lengthens belief even when no watchdog guard is left (a
+    /// renewal sent before the last watchdog guard left, whose reply comes after the
+    /// release re-armed the expiry shorter).
+    RenewalIgnoresMode,
+    /// A lost acquire's hold is adopted on any terms and credited with the caller's lease,
+    /// not the lease Redis set (the bug the checker once found in the library).
+    AdoptionIgnoresLease,
+    /// A release retry that finds the hold gone reports success although it cannot know
+    /// whether its lost attempt gave the hold back.
+    ReleaseClaimsGoneHold,
+    /// An acquire whose reply was lost is treated as one that did not run: no
+    /// reconciliation, so a hold it took is stranded.
+    LostAcquireForgotten,
+    /// Reconciliation gives up at the first probe that gets no reply, while the hold the
+    /// lost acquire took may still exist.
+    ReconcileGivesUpEarly,
+}
+
+#[cfg(feature = "planted-defects")]
+thread_local! {
+    static PLANTED: Cell<Option<Defect>> = const { Cell::new(None) };
+}
+
+/// Plants `defect` (or none) for the current thread.
+#[cfg(feature = "planted-defects")]
+pub fn plant(defect: Option<Defect>) {
+    PLANTED.with(|planted| planted.set(defect));
+}
+
+/// Whether `defect` is planted on the current thread: always `false` without the
+/// `planted-defects` feature.
+#[inline(always)]
+pub fn is(defect: Defect) -> bool {
+    #[cfg(feature = "planted-defects")]
+    {
+        PLANTED.with(|planted| planted.get() == Some(defect))
+    }
+    #[cfg(not(feature = "planted-defects"))]
+    {
+        let _ = defect;
+        false
+    }
+}
