@@ -125,9 +125,8 @@ impl HoldEntry {
         Ok(true)
     }
 
-    /// When a release of this hold should stop retrying: by then the lease has run out.
-    /// Until when a release starting at `now` keeps retrying (see
-    /// [`HoldState::release_until`]).
+    /// Until when a release starting at `now` keeps retrying: by then the lease has run
+    /// out (see [`HoldState::release_until`]).
     pub(crate) fn release_until(&self, now: Millis, min_ms: Millis) -> Millis {
         self.state.lock().release_until(now, min_ms)
     }
@@ -341,6 +340,15 @@ impl Registry {
         {
             holds.remove(&map_key);
         }
+    }
+
+    /// Whether this client tracks a live hold of `owner` on `key` (one an acquire of the
+    /// owner may re-enter).
+    pub(crate) fn holds(&self, key: &Arc<str>, owner: &Arc<str>) -> bool {
+        self.holds
+            .lock()
+            .get(&(key.clone(), owner.clone()))
+            .is_some_and(|entry| entry.state.lock().is_active())
     }
 
     /// `Lock::unlock` in this client gave back the last count of `hold`: the guards of that

@@ -65,7 +65,8 @@ impl Lock {
             fenced: self.fenced,
             others_waiting,
         };
-        let mut op = AttemptOp::new(self.keys.protocol.clone(), request);
+        let may_reenter = inner.registry.holds(&self.keys.hash, owner);
+        let mut op = AttemptOp::new(self.keys.protocol.clone(), request).may_reenter(may_reenter);
         let driven = drive(inner, lane.state(), &mut op).await;
         match driven.outcome {
             AttemptOutcome::Granted {

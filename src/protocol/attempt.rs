@@ -81,6 +81,7 @@ pub struct AttemptOp {
     resends: u8,
     stage: Stage,
     abandoned: Option<Arc<str>>,
+    may_reenter: bool,
 }
 
 impl AttemptOp {
@@ -93,7 +94,15 @@ impl AttemptOp {
             resends: RESENDS,
             stage: Stage::Finished,
             abandoned: None,
+            may_reenter: false,
         }
+    }
+
+    /// The same attempt, made while the client tracks a live hold of the owner that the
+    /// request may re-enter (see [`Lane::lost_acquire`]).
+    pub fn may_reenter(mut self, may_reenter: bool) -> Self {
+        self.may_reenter = may_reenter;
+        self
     }
 
     /// A hold that a lost earlier request took and that could not be given back: it
@@ -272,7 +281,12 @@ impl Machine for AttemptOp {
                 AfterFailure::Reconcile => {
                     // It may have run. Nothing else is sent for this (lock, owner) before
                     // finding out what it did.
-                    lane.lost_acquire(self.request.clone(), self.sent_at, env.now());
+                    lane.lost_acquire(
+                        self.request.clone(),
+                        self.sent_at,
+                        env.now(),
+                        self.may_reenter,
+                    );
                     if failure == Failure::TimedOut {
                         // No answer in a whole response timeout: a probe now would most
                         // likely time out too. The caller hears at once; the next attempt
@@ -362,7 +376,6 @@ impl ReconcileRound {
     pub fn abandoned(&self) -> Option<&Arc<str>> {
         self.abandoned.as_ref()
     }
-
 }
 
 impl Machine for ReconcileRound {
@@ -406,9 +419,7 @@ impl Machine for ReconcileRound {
                 Ok(Resolved::Nothing) | Err(_) => Next::Done(RoundOutcome::Resolved),
             },
             // Whatever the give-back found, nothing is pending any more.
-            RoundStage::GivingBack(_) | RoundStage::Finished => {
-                Next::Done(RoundOutcome::Resolved)
-            }
+            RoundStage::GivingBack(_) | RoundStage::Finished => Next::Done(RoundOutcome::Resolved),
         }
     }
 
@@ -420,8 +431,7 @@ impl Machine for ReconcileRound {
         failure: Failure,
     ) -> Next<RoundOutcome> {
         match std::mem::replace(&mut self.stage, RoundStage::Finished) {
-            RoundStage::Probing => match lane.on_probe_failure(&failure, env.now(), env.jitter())
-            {
+            RoundStage::Probing => match lane.on_probe_failure(&failure, env.now(), env.jitter()) {
                 ReconcileStep::RetryAt(at) => Next::Done(RoundOutcome::RetryAt(at)),
                 ReconcileStep::GiveUp => Next::Done(RoundOutcome::GaveUp),
             },
@@ -433,7 +443,10 @@ impl Machine for ReconcileRound {
                     }
                     // Given up: the hold expires with its lease.
                     ReleaseStep::Done(outcome) => {
-                        if matches!(outcome, ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed) {
+                        if matches!(
+                            outcome,
+                            ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed
+                        ) {
                             self.abandoned = Some(give_back.hold().clone());
                         }
                         Next::Done(RoundOutcome::Resolved)
@@ -511,7 +524,9 @@ mod tests {
         assert!(matches!(op.start(&mut env, &mut lane), Next::Send(_)));
         env.now = 9;
         let next = op.on_failure(&mut env, &mut lane, Failure::Lost);
-        assert!(matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Probe));
+        assert!(
+            matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Probe)
+        );
         let next = op.on_reply(&mut env, &mut lane, &probe_holds("c.1"));
         assert_eq!(
             next,
@@ -537,7 +552,9 @@ mod tests {
         for _ in 0..RESENDS {
             op.on_failure(&mut env, &mut lane, Failure::Lost);
             let next = op.on_reply(&mut env, &mut lane, &Reply::Array(vec![Reply::Int(0)]));
-            assert!(matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Acquire));
+            assert!(
+                matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Acquire)
+            );
         }
         op.on_failure(&mut env, &mut lane, Failure::Lost);
         let next = op.on_reply(&mut env, &mut lane, &Reply::Array(vec![Reply::Int(0)]));
@@ -570,7 +587,9 @@ mod tests {
         let mut round = ReconcileRound::new(keys());
         assert!(matches!(round.start(&mut env, &mut lane), Next::Send(_)));
         let next = round.on_reply(&mut env, &mut lane, &probe_holds("c.1"));
-        assert!(matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Release));
+        assert!(
+            matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Release)
+        );
         assert_eq!(
             round.on_reply(&mut env, &mut lane, &Reply::Int(0)),
             Next::Done(RoundOutcome::Resolved)
@@ -581,12 +600,16 @@ mod tests {
     fn a_hold_on_other_terms_is_given_back_before_sending() {
         let mut env = TestEnv { now: 0, next: 1 };
         let mut lane = Lane::default();
-        lane.lost_acquire(request("c.0", 15), 0, 1);
+        lane.lost_acquire(request("c.0", 15), 0, 1, false);
         let mut op = AttemptOp::new(keys(), request("c.1", 30));
         assert!(matches!(op.start(&mut env, &mut lane), Next::Send(_)));
         let next = op.on_reply(&mut env, &mut lane, &probe_holds("c.0"));
-        assert!(matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Release));
+        assert!(
+            matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Release)
+        );
         let next = op.on_reply(&mut env, &mut lane, &Reply::Int(0));
-        assert!(matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Acquire));
+        assert!(
+            matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Acquire)
+        );
     }
 }

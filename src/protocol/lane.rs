@@ -16,6 +16,10 @@ use super::{Call, Failure, LockKeys, Millis, Reply};
 pub struct Pending {
     reconcile: Reconcile,
     sent_at: Millis,
+    /// The client tracked a live hold of the owner when the request was sent: it may have
+    /// re-entered that hold, whose count then lives as long as the hold, not only for the
+    /// request's lease.
+    may_reenter: bool,
 }
 
 /// One lane's state.
@@ -44,10 +48,18 @@ pub enum Resolved {
 
 impl Lane {
     /// `request`, sent at `sent_at`, got no reply and may have run (noticed at `now`).
-    pub fn lost_acquire(&mut self, request: AcquireRequest, sent_at: Millis, now: Millis) {
+    /// `may_reenter`: the client tracked a live hold of the owner when it was sent.
+    pub fn lost_acquire(
+        &mut self,
+        request: AcquireRequest,
+        sent_at: Millis,
+        now: Millis,
+        may_reenter: bool,
+    ) {
         self.pending = Some(Pending {
             reconcile: Reconcile::new(request, now),
             sent_at,
+            may_reenter,
         });
     }
 
@@ -79,7 +91,10 @@ impl Lane {
     }
 
     /// The probe got no reply at `now`. The pending acquire stays, unless a hold it took
-    /// must have expired by now.
+    /// must have expired by now. A request that may have re-entered a live hold stays
+    /// pending even then (the count it may have added lives as long as that hold): asking
+    /// stops, but the owner's next request on the lane, its release at the latest, asks
+    /// first.
     pub fn on_probe_failure(
         &mut self,
         failure: &Failure,
@@ -90,7 +105,7 @@ impl Lane {
             return ReconcileStep::GiveUp;
         };
         let step = pending.reconcile.on_failure(failure, now, jitter);
-        if step == ReconcileStep::GiveUp {
+        if step == ReconcileStep::GiveUp && !pending.may_reenter {
             self.pending = None;
         }
         step
@@ -118,7 +133,7 @@ mod tests {
             fenced: false,
             others_waiting: false,
         };
-        lane.lost_acquire(request, 5, 10);
+        lane.lost_acquire(request, 5, 10, false);
         assert!(lane.probe(&keys).is_some());
         assert!(matches!(
             lane.on_probe_failure(&Failure::Lost, 20, 0),

@@ -249,7 +249,6 @@ impl ReleaseFlow {
             }
         }
     }
-
 }
 
 impl Machine for ReleaseFlow {

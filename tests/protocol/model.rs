@@ -18,15 +18,17 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use redis_locks::protocol::acquire::{AcquireReply, AcquireRequest, Granted};
+use redis_locks::protocol::acquire::{AcquireRequest, Granted};
+use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
 use redis_locks::protocol::hold::{HoldState, Joining, Rearm, drift};
-use redis_locks::protocol::lane::{Lane, Resolved};
-use redis_locks::protocol::release::{ReleaseOp, ReleaseOutcome, ReleaseStep};
+use redis_locks::protocol::lane::Lane;
+use redis_locks::protocol::release::{ReleaseFlow, ReleaseOp, ReleaseOutcome, ReleaseResult};
 use redis_locks::protocol::renew::{
     RenewItem, Renewed, decode_renew, renew_call, renew_call_on_node,
 };
 use redis_locks::protocol::{
-    Call, Failure, LockKeys, Millis, Reply, RequestIds, ScriptId, force_unlock_call,
+    Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
+    force_unlock_call,
 };
 
 use crate::keyspace::Keyspace;
@@ -134,6 +136,8 @@ pub enum Step {
     Deliver { client: usize, renewal: bool },
     /// An executed call's reply is lost (or arrives after the client gave up).
     LoseReply { client: usize, renewal: bool },
+    /// A client's call (sent or executed) gets no reply within the response timeout.
+    TimeOut { client: usize },
     /// An administrator force-unlocks the lock.
     ForceUnlock,
     /// Redis restarts and loses all data.
@@ -146,7 +150,10 @@ impl Step {
     fn is_fault(&self) -> bool {
         matches!(
             self,
-            Step::LoseRequest { .. } | Step::Busy { .. } | Step::LoseReply { .. }
+            Step::LoseRequest { .. }
+                | Step::Busy { .. }
+                | Step::LoseReply { .. }
+                | Step::TimeOut { .. }
         )
     }
 }
@@ -171,39 +178,67 @@ struct Guard {
     released: bool,
 }
 
+/// A client's operation in its lane: one of the library's own machines.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum OpKind {
     Acquire {
         watchdog: bool,
-        /// The request, once the lane was free of a pending acquire.
-        sent: Option<(AcquireRequest, Millis)>,
-        /// Whether the probe in flight is the one right after this attempt's reply was lost
-        /// (a `Nothing` then ends the attempt instead of sending it).
-        after_loss: bool,
+        op: AttemptOp,
     },
     Release {
         guard: usize,
         reported: bool,
-        /// The release state machine, once the lane was free of a pending acquire.
-        op: Option<ReleaseOp>,
+        flow: ReleaseFlow,
     },
-    /// Giving back a hold that a lost acquire took (found by a probe), then, if set, the
-    /// user's own release.
-    GiveBack {
-        op: ReleaseOp,
-        then: Then,
+    Reconcile {
+        round: ReconcileRound,
     },
-    Reconcile,
 }
 
-/// What comes after giving back a hold a lost acquire took.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Then {
-    Nothing,
-    /// The user's release of this guard (reported or a drop).
-    Release(usize, bool),
-    /// The user's acquire attempt (watchdog lease or fixed).
-    Acquire(bool),
+/// What an operation is fed.
+enum Event<'a> {
+    Start,
+    Reply(&'a Reply),
+    Failure(Failure),
+}
+
+/// The core's view of a model client: the model clock, no randomness, its request ids.
+struct ModelEnv<'a> {
+    now: Millis,
+    ids: &'a mut RequestIds,
+}
+
+impl Env for ModelEnv<'_> {
+    fn now(&self) -> Millis {
+        self.now
+    }
+    fn jitter(&mut self) -> u64 {
+        0
+    }
+    fn next_id(&mut self) -> String {
+        self.ids.next_id()
+    }
+}
+
+/// Feeds `event` to `machine` until it asks for a call (`Ok`) or is done (`Err`).
+fn feed<M: Machine>(
+    machine: &mut M,
+    env: &mut ModelEnv,
+    lane: &mut Lane,
+    event: Event,
+) -> Result<Call, M::Outcome> {
+    let mut next = match event {
+        Event::Start => machine.start(env, lane),
+        Event::Reply(reply) => machine.on_reply(env, lane, reply),
+        Event::Failure(failure) => machine.on_failure(env, lane, failure),
+    };
+    loop {
+        match next {
+            Next::Send(call) => return Ok(call),
+            Next::SleepUntil(_) => next = machine.resume(env, lane),
+            Next::Done(outcome) => return Err(outcome),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -442,6 +477,9 @@ impl State {
                     None => {}
                 }
             }
+            if self.faults_left > 0 && c.op.is_some() {
+                steps.push(Step::TimeOut { client: i });
+            }
         }
         let quiet = !self.any_sent();
         if self.force_left > 0 && quiet {
@@ -466,21 +504,16 @@ impl State {
         match *step {
             Step::Acquire { client, watchdog } => {
                 self.clients[client].acquires_left -= 1;
-                self.start_acquire(client, watchdog, world);
+                self.start_acquire(client, watchdog, world, &mut fx);
             }
             Step::Release {
                 client,
                 guard,
                 drop,
-            } => self.start_release(client, guard, !drop, world),
+            } => self.start_release(client, guard, !drop, world, &mut fx),
             Step::Reconcile { client } => {
-                let c = &mut self.clients[client];
-                if let Some(probe) = c.lane.probe(&world.keys) {
-                    c.op = Some(Op {
-                        kind: OpKind::Reconcile,
-                        flight: Flight::Sent(probe),
-                    });
-                }
+                let round = ReconcileRound::new(world.keys.clone());
+                self.drive(client, OpKind::Reconcile { round }, Event::Start, &mut fx);
             }
             Step::Tick { client } => self.start_tick(client),
             Step::Execute { client, renewal } => self.execute(client, renewal, world, &mut fx),
@@ -490,7 +523,10 @@ impl State {
                 } else {
                     Failure::Lost
                 };
-                self.fail(client, renewal, failure, world, &mut fx);
+                self.fail(client, renewal, failure, &mut fx);
+            }
+            Step::TimeOut { client } => {
+                self.fail(client, false, Failure::TimedOut, &mut fx);
             }
             Step::Deliver { client, renewal } => {
                 let reply = match self.flight(client, renewal) {
@@ -500,11 +536,11 @@ impl State {
                 if renewal {
                     self.on_renew_reply(client, reply, &mut fx);
                 } else {
-                    self.on_reply(client, reply, world, &mut fx);
+                    self.on_reply(client, reply, &mut fx);
                 }
             }
             Step::LoseReply { client, renewal } => {
-                self.fail(client, renewal, Failure::Lost, world, &mut fx);
+                self.fail(client, renewal, Failure::Lost, &mut fx);
             }
             Step::ForceUnlock => {
                 self.force_left -= 1;
@@ -565,26 +601,7 @@ impl State {
         }
     }
 
-    fn start_acquire(&mut self, client: usize, watchdog: bool, world: &World) {
-        let c = &mut self.clients[client];
-        let kind = OpKind::Acquire {
-            watchdog,
-            sent: None,
-            after_loss: false,
-        };
-        match c.lane.probe(&world.keys) {
-            Some(probe) => {
-                c.op = Some(Op {
-                    kind,
-                    flight: Flight::Sent(probe),
-                });
-            }
-            None => self.send_acquire(client, watchdog, world),
-        }
-    }
-
-    fn send_acquire(&mut self, client: usize, watchdog: bool, world: &World) {
-        let now = self.now;
+    fn start_acquire(&mut self, client: usize, watchdog: bool, world: &World, fx: &mut Effects) {
         let fenced = self.fenced;
         let c = &mut self.clients[client];
         let request = AcquireRequest {
@@ -595,58 +612,141 @@ impl State {
             // The model has no waiters; the wake-up marker is not a safety matter.
             others_waiting: false,
         };
-        let call = request.call(&world.keys);
-        c.op = Some(Op {
-            kind: OpKind::Acquire {
-                watchdog,
-                sent: Some((request, now)),
-                after_loss: false,
-            },
-            flight: Flight::Sent(call),
-        });
+        let holds = c.current.is_some_and(|i| c.states[i].is_active());
+        let op = AttemptOp::new(world.keys.clone(), request).may_reenter(holds);
+        self.drive(client, OpKind::Acquire { watchdog, op }, Event::Start, fx);
     }
 
-    fn start_release(&mut self, client: usize, guard: usize, reported: bool, world: &World) {
+    fn start_release(
+        &mut self,
+        client: usize,
+        guard: usize,
+        reported: bool,
+        world: &World,
+        fx: &mut Effects,
+    ) {
+        let now = self.now;
         let c = &mut self.clients[client];
         let g = &mut c.guards[guard];
         g.released = true;
         let (state, watchdog, fixed_end) = (g.state, g.watchdog, g.fixed_end);
-        // Disarm first (as the guard does): renewal stops if this was the last guard; if
-        // not, the release re-arms the expiry to what the remaining guards need.
+        // As the guard does: the retry bound is taken before it leaves, then it disarms
+        // (renewal stops if this was the last guard; if not, the release re-arms the
+        // expiry to what the remaining guards need).
+        let give_up_at = c.states[state].release_until(now, 2 * STEP);
         if !c.states[state].leave(watchdog, fixed_end) {
-            g.rearm = c.states[state].prepare_rearm(self.now, LEASE);
+            g.rearm = c.states[state].prepare_rearm(now, LEASE);
         }
-        let kind = OpKind::Release {
-            guard,
-            reported,
-            op: None,
+        let flow = ReleaseFlow::new(
+            world.keys.clone(),
+            c.owner.clone(),
+            g.hold.clone(),
+            give_up_at,
+            g.rearm,
+        );
+        self.drive(
+            client,
+            OpKind::Release {
+                guard,
+                reported,
+                flow,
+            },
+            Event::Start,
+            fx,
+        );
+    }
+
+    /// Feeds an event to a client's operation (the library's own machine, exactly as
+    /// its driver does) and acts on what it answers: a call to put in flight, or an
+    /// outcome to report. A sleep it asks for is taken as over at once: the model
+    /// explores every order of events, and time moves only by its own steps.
+    fn drive(&mut self, client: usize, kind: OpKind, event: Event, fx: &mut Effects) {
+        let now = self.now;
+        let c = &mut self.clients[client];
+        let mut env = ModelEnv {
+            now,
+            ids: &mut c.ids,
         };
-        match c.lane.probe(&world.keys) {
-            Some(probe) => {
-                c.op = Some(Op {
-                    kind,
-                    flight: Flight::Sent(probe),
-                });
+        match kind {
+            OpKind::Acquire { watchdog, mut op } => {
+                let fed = feed(&mut op, &mut env, &mut c.lane, event);
+                if let Some(hold) = op.abandoned() {
+                    self.abandoned.insert(hold.clone());
+                }
+                match fed {
+                    Ok(call) => self.put_in_flight(client, OpKind::Acquire { watchdog, op }, call),
+                    Err(outcome) => self.attempt_done(client, watchdog, outcome, fx),
+                }
             }
-            None => self.send_release(client, guard, reported, world),
+            OpKind::Release {
+                guard,
+                reported,
+                mut flow,
+            } => {
+                let fed = feed(&mut flow, &mut env, &mut c.lane, event);
+                if let Some(hold) = flow.abandoned() {
+                    self.abandoned.insert(hold.clone());
+                }
+                match fed {
+                    Ok(call) => self.put_in_flight(
+                        client,
+                        OpKind::Release {
+                            guard,
+                            reported,
+                            flow,
+                        },
+                        call,
+                    ),
+                    Err(outcome) => {
+                        self.finish_release(client, guard, reported, flow.release(), outcome, fx)
+                    }
+                }
+            }
+            OpKind::Reconcile { mut round } => {
+                let fed = feed(&mut round, &mut env, &mut c.lane, event);
+                if let Some(hold) = round.abandoned() {
+                    self.abandoned.insert(hold.clone());
+                }
+                if let Ok(call) = fed {
+                    self.put_in_flight(client, OpKind::Reconcile { round }, call);
+                }
+            }
         }
     }
 
-    fn send_release(&mut self, client: usize, guard: usize, reported: bool, world: &World) {
-        let c = &mut self.clients[client];
-        let g = &c.guards[guard];
-        let give_up_at = c.states[g.state].deadline().max(self.now + 2 * STEP);
-        let op = ReleaseOp::new(c.owner.clone(), g.hold.clone(), c.ids.next_id(), give_up_at)
-            .with_rearm(g.rearm);
-        let call = op.call(&world.keys);
-        c.op = Some(Op {
-            kind: OpKind::Release {
-                guard,
-                reported,
-                op: Some(op),
-            },
+    fn put_in_flight(&mut self, client: usize, kind: OpKind, call: Call) {
+        self.clients[client].op = Some(Op {
+            kind,
             flight: Flight::Sent(call),
         });
+    }
+
+    fn attempt_done(
+        &mut self,
+        client: usize,
+        watchdog: bool,
+        outcome: AttemptOutcome,
+        fx: &mut Effects,
+    ) {
+        match outcome {
+            AttemptOutcome::Granted {
+                granted,
+                sent_at,
+                lease_ms,
+                adopted,
+            } => {
+                if adopted {
+                    fx.milestones.push(3);
+                }
+                self.grant(client, &granted, watchdog, lease_ms, sent_at, fx);
+            }
+            AttemptOutcome::Held { .. }
+            | AttemptOutcome::NotALock(_)
+            | AttemptOutcome::Failed { .. } => {}
+            AttemptOutcome::Unreadable(err) => {
+                fx.violation = Some(("no garbage", format!("unreadable reply: {err}")));
+            }
+        }
     }
 
     fn start_tick(&mut self, client: usize) {
@@ -693,6 +793,15 @@ impl State {
                 // ARGV: owner, hold, client tag, seq, channel.
                 self.applied
                     .insert(format!("{}.{}", call.args[2], call.args[3]));
+                // A hold no guard ever had: one a lost acquire took, given back.
+                let hold = &call.args[1];
+                if !self
+                    .clients
+                    .iter()
+                    .any(|c| c.guards.iter().any(|g| g.hold == *hold))
+                {
+                    fx.milestones.push(3);
+                }
             }
             ScriptId::Acquire => {
                 // A fresh hold: a bare 0 (unfenced), or {1, 1, hold, token}.
@@ -737,14 +846,7 @@ impl State {
         }
     }
 
-    fn fail(
-        &mut self,
-        client: usize,
-        renewal: bool,
-        failure: Failure,
-        world: &World,
-        fx: &mut Effects,
-    ) {
+    fn fail(&mut self, client: usize, renewal: bool, failure: Failure, fx: &mut Effects) {
         if renewal {
             // A failed renewal confirms nothing; the clock will tell.
             self.clients[client].renewal = None;
@@ -753,210 +855,14 @@ impl State {
         let Some(op) = self.clients[client].op.take() else {
             return;
         };
-        let now = self.now;
-        match op.kind {
-            OpKind::Acquire { sent: None, .. } | OpKind::Reconcile => {
-                // The probe got no reply: the pending acquire stays (or is given up when its
-                // hold must have expired); the user's attempt fails with the error, and the
-                // background task asks again later (`Step::Reconcile`).
-                self.clients[client].lane.on_probe_failure(&failure, now, 0);
-            }
-            OpKind::Acquire {
-                watchdog,
-                sent: Some((request, sent_at)),
-                ..
-            } => {
-                if failure.may_have_run() {
-                    // The driver asks at once what the lost acquire did (as `attempt_here`).
-                    let c = &mut self.clients[client];
-                    c.lane.lost_acquire(request, sent_at, now);
-                    if let Some(probe) = c.lane.probe(&world.keys) {
-                        c.op = Some(Op {
-                            kind: OpKind::Acquire {
-                                watchdog,
-                                sent: None,
-                                after_loss: true,
-                            },
-                            flight: Flight::Sent(probe),
-                        });
-                    }
-                }
-            }
-            OpKind::Release {
-                guard,
-                reported,
-                op: None,
-            } => {
-                // The probe before the release got no reply: try again (as `release_hold`).
-                self.clients[client].lane.on_probe_failure(&failure, now, 0);
-                self.continue_release(client, guard, reported, world);
-            }
-            OpKind::Release {
-                guard,
-                reported,
-                op: Some(mut release),
-            } => match release.on_failure(&failure, now, 0) {
-                ReleaseStep::RetryAt(_) => {
-                    let call = release.call(&world.keys);
-                    self.clients[client].op = Some(Op {
-                        kind: OpKind::Release {
-                            guard,
-                            reported,
-                            op: Some(release),
-                        },
-                        flight: Flight::Sent(call),
-                    });
-                }
-                ReleaseStep::Done(outcome) => {
-                    self.finish_release(client, guard, reported, &release, outcome, fx);
-                }
-            },
-            OpKind::GiveBack { mut op, then } => match op.on_failure(&failure, now, 0) {
-                ReleaseStep::RetryAt(_) => {
-                    let call = op.call(&world.keys);
-                    self.clients[client].op = Some(Op {
-                        kind: OpKind::GiveBack { op, then },
-                        flight: Flight::Sent(call),
-                    });
-                }
-                ReleaseStep::Done(_) => {
-                    self.abandoned.insert(op.hold().clone());
-                    self.then(client, then, world);
-                }
-            },
-        }
+        self.drive(client, op.kind, Event::Failure(failure), fx);
     }
 
-    /// The user's release goes on: probe first if an acquire is still pending.
-    fn continue_release(&mut self, client: usize, guard: usize, reported: bool, world: &World) {
-        let c = &mut self.clients[client];
-        match c.lane.probe(&world.keys) {
-            Some(probe) => {
-                c.op = Some(Op {
-                    kind: OpKind::Release {
-                        guard,
-                        reported,
-                        op: None,
-                    },
-                    flight: Flight::Sent(probe),
-                });
-            }
-            None => self.send_release(client, guard, reported, world),
-        }
-    }
-
-    /// Gives back a hold a lost acquire took (as `release_in_lane` for an adopted hold).
-    fn then(&mut self, client: usize, then: Then, world: &World) {
-        match then {
-            Then::Nothing => {}
-            Then::Release(guard, reported) => self.continue_release(client, guard, reported, world),
-            Then::Acquire(watchdog) => self.send_acquire(client, watchdog, world),
-        }
-    }
-
-    fn give_back(&mut self, client: usize, hold: Arc<str>, then: Then, world: &World) {
-        let c = &mut self.clients[client];
-        let op = ReleaseOp::new(c.owner.clone(), hold, c.ids.next_id(), self.now + LEASE);
-        let call = op.call(&world.keys);
-        c.op = Some(Op {
-            kind: OpKind::GiveBack { op, then },
-            flight: Flight::Sent(call),
-        });
-    }
-
-    fn on_reply(&mut self, client: usize, reply: Reply, world: &World, fx: &mut Effects) {
+    fn on_reply(&mut self, client: usize, reply: Reply, fx: &mut Effects) {
         let Some(op) = self.clients[client].op.take() else {
             return;
         };
-        match op.kind {
-            OpKind::Acquire {
-                watchdog,
-                sent: None,
-                after_loss,
-            } => {
-                // The probe of a pending acquire, before an attempt or right after its loss.
-                let resolved = self.clients[client].lane.on_probe_reply(&reply);
-                match resolved {
-                    Ok(Resolved::Holds {
-                        granted,
-                        sent_at,
-                        request,
-                    }) => {
-                        fx.milestones.push(3);
-                        // As `attempt_here`: adopt a hold taken on the same terms.
-                        let wanted = AcquireRequest {
-                            owner: request.owner.clone(),
-                            lease_ms: if watchdog { LEASE } else { FIXED },
-                            request: String::new(),
-                            fenced: self.fenced,
-                            others_waiting: false,
-                        };
-                        if after_loss || request.same_terms(&wanted) {
-                            self.grant(client, &granted, watchdog, request.lease_ms, sent_at, fx);
-                        } else {
-                            self.give_back(client, granted.hold, Then::Acquire(watchdog), world);
-                        }
-                    }
-                    Ok(Resolved::Nothing) if !after_loss => {
-                        self.send_acquire(client, watchdog, world);
-                    }
-                    _ => {}
-                }
-            }
-            OpKind::Acquire {
-                watchdog,
-                sent: Some((request, sent_at)),
-                ..
-            } => match request.decode(&reply) {
-                Ok(AcquireReply::Granted(granted)) => {
-                    self.grant(client, &granted, watchdog, request.lease_ms, sent_at, fx);
-                }
-                Ok(AcquireReply::Held { .. }) | Ok(AcquireReply::NotALock(_)) => {}
-                Err(err) => {
-                    fx.violation = Some(("no garbage", format!("unreadable acquire reply: {err}")));
-                }
-            },
-            OpKind::Reconcile => {
-                let resolved = self.clients[client].lane.on_probe_reply(&reply);
-                if let Ok(Resolved::Holds { granted, .. }) = resolved {
-                    fx.milestones.push(3);
-                    self.give_back(client, granted.hold, Then::Nothing, world);
-                }
-            }
-            OpKind::Release {
-                guard,
-                reported,
-                op: None,
-            } => {
-                let resolved = self.clients[client].lane.on_probe_reply(&reply);
-                match resolved {
-                    Ok(Resolved::Holds { granted, .. }) => {
-                        fx.milestones.push(3);
-                        self.give_back(client, granted.hold, Then::Release(guard, reported), world);
-                    }
-                    _ => self.send_release(client, guard, reported, world),
-                }
-            }
-            OpKind::Release {
-                guard,
-                reported,
-                op: Some(release),
-            } => match release.on_reply(&reply) {
-                Ok(outcome) => self.finish_release(client, guard, reported, &release, outcome, fx),
-                Err(err) => {
-                    fx.violation = Some((
-                        "release is true",
-                        format!("unreadable release reply: {err}"),
-                    ));
-                }
-            },
-            OpKind::GiveBack { op, then } => {
-                if !matches!(op.on_reply(&reply), Ok(ReleaseOutcome::Released { .. })) {
-                    self.abandoned.insert(op.hold().clone());
-                }
-                self.then(client, then, world);
-            }
-        }
+        self.drive(client, op.kind, Event::Reply(&reply), fx);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1020,39 +926,45 @@ impl State {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn finish_release(
         &mut self,
         client: usize,
         guard: usize,
         reported: bool,
-        release: &ReleaseOp,
-        outcome: ReleaseOutcome,
+        release: Option<&ReleaseOp>,
+        outcome: ReleaseResult,
         fx: &mut Effects,
     ) {
         let c = &mut self.clients[client];
         let g = c.guards[guard].clone();
         let lost = c.states[g.state].lost();
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                fx.violation = Some((
+                    "release is true",
+                    format!("unreadable release reply: {err}"),
+                ));
+                return;
+            }
+        };
         match &outcome {
             ReleaseOutcome::Released { remaining } => {
                 if remaining.is_some_and(|n| n > 0) {
                     fx.milestones.push(1);
                 }
-                if release.retries() > 0 {
+                if release.is_some_and(|r| r.retries() > 0) {
                     fx.milestones.push(2);
                 }
                 // "Release is true": the guard reports Ok (not lost) only if an execution of
                 // this very release gave the hold back.
-                if reported
-                    && lost.is_none()
-                    && !self.applied.contains(release.request())
-                    && fx.violation.is_none()
-                {
+                let applied = release.is_some_and(|r| self.applied.contains(r.request()));
+                if reported && lost.is_none() && !applied && fx.violation.is_none() {
                     fx.violation = Some((
                         "release is true",
                         format!(
                             "release {} of hold {} reported Ok, but no execution of it gave a hold back",
-                            release.request(),
+                            release.map_or("(none sent)", |r| r.request()),
                             g.hold
                         ),
                     ));
@@ -1099,8 +1011,8 @@ impl State {
                     fx.milestones.push(4);
                     Self::told(&self.ks, now, state, fx);
                 }
-            } else if item.renew {
-                state.on_renewed(renewal.sent_at, LEASE);
+            } else {
+                state.on_renewal(item.renew, renewal.sent_at, LEASE);
             }
         }
         // "Losses are told": after a renewal round trip, no active hold of this client that
