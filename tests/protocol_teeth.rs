@@ -145,3 +145,66 @@ fn a_rearm_without_the_count_check_is_caught() {
     let report = explore::explore(&config, Scripts::real(), 17, 3_000_000);
     assert!(report.violation.is_none(), "{:?}", report.violation);
 }
+
+/// Defects planted in the Rust core (`redis_locks::protocol::planted`): the checker runs
+/// the library's own decisions, so a defect in them must be found too, at the default
+/// bound. Needs the `planted-defects` feature (`scripts/check-protocol.sh` turns it on).
+#[cfg(feature = "planted-defects")]
+mod rust_core {
+    use super::*;
+    use redis_locks::protocol::planted::{Defect, plant};
+
+    /// The default bound of `tests/protocol_check.rs` in a release build.
+    const DEFAULT_DEPTH: usize = 13;
+
+    fn expect_core(defect: Defect, properties: &[&str]) {
+        plant(Some(defect));
+        let found = counterexample(Scripts::real(), DEFAULT_DEPTH);
+        plant(None);
+        println!("{defect:?}: {found:?}");
+        let (property, message, replay) = found.expect("the checker found no counterexample");
+        assert!(
+            properties.contains(&property),
+            "found {property} ({message}; {replay}), expected one of {properties:?}"
+        );
+    }
+
+    #[test]
+    fn the_drift_margin_added_instead_of_subtracted_is_caught() {
+        expect_core(
+            Defect::DriftAdded,
+            &["never two holders", "losses are told"],
+        );
+    }
+
+    #[test]
+    fn a_renewal_that_ignores_the_lease_mode_is_caught() {
+        expect_core(
+            Defect::RenewalIgnoresMode,
+            &["never two holders", "losses are told"],
+        );
+    }
+
+    #[test]
+    fn adoption_that_ignores_the_lease_is_caught() {
+        expect_core(
+            Defect::AdoptionIgnoresLease,
+            &["never two holders", "losses are told"],
+        );
+    }
+
+    #[test]
+    fn a_release_that_claims_a_gone_hold_is_caught() {
+        expect_core(Defect::ReleaseClaimsGoneHold, &["release is true"]);
+    }
+
+    #[test]
+    fn a_lost_acquire_that_is_forgotten_is_caught() {
+        expect_core(Defect::LostAcquireForgotten, &["no orphans"]);
+    }
+
+    #[test]
+    fn reconciliation_that_gives_up_early_is_caught() {
+        expect_core(Defect::ReconcileGivesUpEarly, &["no orphans"]);
+    }
+}

@@ -83,9 +83,12 @@ impl HoldState {
         &self.hold
     }
 
-    /// Whether a grant of `hold` joins this state or replaces it.
+    /// Whether a grant of `hold` joins this state or replaces it. Only an active state
+    /// (guards left, not lost) is joined: once its last guard left, what it confirmed may
+    /// no longer be true (another client of the owner may have re-armed the expiry
+    /// shorter since), so a new grant starts a new state.
     pub fn joining(&self, hold: &str) -> Joining {
-        if self.lost.is_none() && &*self.hold == hold {
+        if self.is_active() && &*self.hold == hold {
             Joining::Join
         } else {
             Joining::Replace

@@ -49,6 +49,31 @@ pub fn all() -> Vec<Config> {
     ]
 }
 
+/// The milestones each default configuration must reach at the default bound (see
+/// `model::MILESTONES`): what its parties and faults are there for.
+pub fn must_reach(name: &str) -> Vec<&'static str> {
+    match name {
+        "two owners, faults and a force-unlock" => vec![
+            "hand-off to another owner",
+            "nested release",
+            "retried release",
+            "reconciled orphan",
+            "loss told",
+        ],
+        "two owners, lost replies" => vec![
+            "hand-off to another owner",
+            "nested release",
+            "retried release",
+            "reconciled orphan",
+        ],
+        "one owner on two clients (handover), restart" => {
+            vec!["nested release", "reconciled orphan", "loss told"]
+        }
+        "expiry and renewal" => vec!["hand-off to another owner", "loss told"],
+        _ => Vec::new(),
+    }
+}
+
 pub fn by_name(name: &str) -> Option<Config> {
     all().into_iter().find(|c| c.name == name)
 }

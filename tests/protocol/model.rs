@@ -1121,6 +1121,33 @@ impl State {
                 ));
             }
         }
+        // ... and no believer's deadline lies past the expiry Redis has for its hold: once
+        // the key expires anyone may take it, whatever the clock steps the model takes in
+        // between (this is what catches a belief that runs ahead of Redis the moment it is
+        // formed, not only once the clock has moved past the expiry).
+        if let Some(Some(expires_at)) = self.ks.pexpire_at(b"L:{x}", now) {
+            for (ci, c) in self.clients.iter().enumerate() {
+                for g in &c.guards {
+                    let state = &c.states[g.state];
+                    let believes = !g.released && state.lost().is_none() && now < state.deadline();
+                    let current = current.as_ref().is_some_and(|(h, _)| *h == g.hold);
+                    if believes
+                        && current
+                        && !self.doomed.contains(&g.hold)
+                        && state.deadline() > expires_at
+                    {
+                        return Some((
+                            "never two holders",
+                            format!(
+                                "client {ci} believes it holds {} until t={}, but Redis expires it at t={expires_at}",
+                                g.hold,
+                                state.deadline()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
 
         // Losses are told: no guard believes past its hold's deadline (checked by the clock
         // in the core; here as a backstop).
