@@ -16,4 +16,4 @@ cargo test --release --locked --test rw_check
 # lets them switch on defects in the Rust core too (constant false without it; the
 # checks above run the library exactly as it ships, without the feature).
 cargo test --release --locked --features planted-defects --test protocol_teeth -- --include-ignored
-cargo test --release --locked --test rw_teeth
+cargo test --release --locked --features planted-defects --test rw_teeth

@@ -226,27 +226,27 @@ impl ClientInner {
         call: &Call,
         give_up_at: tokio::time::Instant,
     ) -> (Result<Reply>, bool) {
-        let mut backoff = Duration::from_millis(20);
-        let mut lost = false;
-        loop {
-            match self.run(call).await {
-                Ok(reply) => return (Ok(reply), lost),
-                Err(err) => {
-                    let retry = matches!(
-                        err.failure,
-                        crate::protocol::Failure::Lost
-                            | crate::protocol::Failure::TimedOut
-                            | crate::protocol::Failure::NotSent
-                            | crate::protocol::Failure::Transient(_)
-                    );
-                    if !retry || tokio::time::Instant::now() + backoff > give_up_at {
-                        return (Err(self.redis_error(err.error)), lost);
-                    }
-                    lost |= err.failure.may_have_run();
-                    tracing::debug!(error = %err.error, "re-sending the same call");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                }
+        match self.resend(call, self.clock.ceil(give_up_at)).await {
+            Ok(resent) => (Ok(resent.reply), resent.after_loss),
+            Err((error, after_loss)) => (Err(error), after_loss),
+        }
+    }
+
+    /// The core's [`Resend`](crate::protocol::resend::Resend) of `call` until `give_up_at`
+    /// (on the client's clock), driven: the reply with the first copy's send time, or the
+    /// error and whether a copy may have run.
+    pub(crate) async fn resend(
+        &self,
+        call: &Call,
+        give_up_at: crate::protocol::Millis,
+    ) -> std::result::Result<crate::protocol::resend::Resent, (Error, bool)> {
+        let mut resend = crate::protocol::resend::Resend::new(call.clone(), give_up_at);
+        let driven = crate::drive::drive(self, &mut (), &mut resend).await;
+        match driven.outcome {
+            Ok(resent) => Ok(resent),
+            Err(gave_up) => {
+                let error = driven.last_error.unwrap_or_else(|| self.timeout_error());
+                Err((self.redis_error(error), gave_up.after_loss))
             }
         }
     }

@@ -22,6 +22,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
+use crate::protocol::resend::{GivenBack, given_back};
 use crate::protocol::{Call, Millis, Reply};
 use crate::watchdog::{HoldEntry, LeaseMode};
 
@@ -125,10 +126,15 @@ pub(crate) async fn acquire_until<K: SetKind>(
     let started = Instant::now();
     let mut spin = Duration::from_millis(1);
     loop {
-        let sent_at = inner.clock.now();
-        let give_up_at = tokio::time::Instant::now() + inner.response_timeout * 3;
-        let reply = inner.resend_until(&call, give_up_at).await.0?;
-        let outcome = kind.decode(&reply).map_err(Error::UnexpectedReply)?;
+        // Re-sent as it was through lost replies (the hold id is its idempotency key); a
+        // grant is confirmed from the first copy's send time, as the core says.
+        let give_up_at = inner.clock.now() + 3 * inner.response_timeout.as_millis() as Millis;
+        let resent = inner
+            .resend(&call, give_up_at)
+            .await
+            .map_err(|(error, _)| error)?;
+        let sent_at = resent.first_sent_at;
+        let outcome = kind.decode(&resent.reply).map_err(Error::UnexpectedReply)?;
         let pause = match outcome {
             Attempted::Granted(token) => {
                 cleanup.kind = None;
@@ -227,20 +233,23 @@ pub(crate) async fn give_back<K: SetKind>(
     // be longer than the watchdog's): a give-back that stopped earlier would leave the
     // hold of an abandoned acquire behind, an orphan until its lease ends ("no orphans").
     let lease = Duration::from_millis(kind.lease_ms());
-    let give_up_at = tokio::time::Instant::now()
-        + lease
-            .max(inner.watchdog_timeout)
-            .max(inner.response_timeout);
-    let (reply, retried) = inner.resend_until(&call, give_up_at).await;
-    match reply? {
-        Reply::Int(removed) if removed > 0 => Ok(true),
-        Reply::Int(0) if retried && hold_too => Err(Error::ReleaseUnconfirmed {
+    let bound = lease
+        .max(inner.watchdog_timeout)
+        .max(inner.response_timeout);
+    let give_up_at = inner.clock.now() + bound.as_millis() as Millis;
+    let resent = inner
+        .resend(&call, give_up_at)
+        .await
+        .map_err(|(error, _)| error)?;
+    match given_back(&resent, hold_too) {
+        Ok(GivenBack::Removed) => Ok(true),
+        Ok(GivenBack::Unconfirmed) => Err(Error::ReleaseUnconfirmed {
             name: kind.name().to_string(),
         }),
-        Reply::Int(0) => Ok(false),
-        Reply::Int(-2) => Err(kind.wrong_type(String::new())),
-        other => Err(Error::UnexpectedReply(format!(
-            "give-back of {:?}: {other:?}",
+        Ok(GivenBack::NotHeld) => Ok(false),
+        Ok(GivenBack::NotALock) => Err(kind.wrong_type(String::new())),
+        Err(unreadable) => Err(Error::UnexpectedReply(format!(
+            "{unreadable} ({:?})",
             kind.name()
         ))),
     }

@@ -41,6 +41,7 @@
 pub mod blocking;
 mod client;
 mod detach;
+mod drive;
 mod error;
 mod fair;
 mod guard;

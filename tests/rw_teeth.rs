@@ -70,3 +70,51 @@ fn a_release_that_ignores_the_hold_id_is_caught() {
 fn the_real_scripts_pass_at_a_small_bound() {
     assert_eq!(counterexample(Scripts::real(), 8), None);
 }
+
+/// Defects planted in the Rust core (`redis_locks::protocol::planted`), which the
+/// read-write checker runs: the re-send machine, the give-back reading, the reply reader
+/// and the hold bookkeeping the library drives. Each must be found at the default bound
+/// (12). Needs the `planted-defects` feature (`scripts/check-protocol.sh` turns it on).
+#[cfg(feature = "planted-defects")]
+mod rust_core {
+    use super::*;
+    use redis_locks::protocol::planted::{Defect, plant};
+
+    /// The default bound of `tests/rw_check.rs` in a release build.
+    const DEFAULT_DEPTH: usize = 12;
+
+    fn expect_core(defect: Defect, properties: &[&str]) {
+        plant(Some(defect));
+        let found = counterexample(Scripts::real(), DEFAULT_DEPTH);
+        plant(None);
+        println!("{defect:?}: {found:?}");
+        let (property, message, replay) = found.expect("the checker found no counterexample");
+        assert!(
+            properties.contains(&property),
+            "found {property} ({message}; {replay}), expected one of {properties:?}"
+        );
+    }
+
+    #[test]
+    fn the_drift_margin_added_is_caught() {
+        expect_core(Defect::DriftAdded, &["belief is true"]);
+    }
+
+    #[test]
+    fn a_resend_that_moves_the_send_time_is_caught() {
+        expect_core(Defect::ResendMovesSendTime, &["belief is true"]);
+    }
+
+    #[test]
+    fn a_give_back_that_claims_a_gone_hold_is_caught() {
+        expect_core(Defect::GiveBackClaimsGoneHold, &["release is true"]);
+    }
+
+    #[test]
+    fn a_wait_read_as_a_grant_is_caught() {
+        expect_core(
+            Defect::RwWaitReadAsGrant,
+            &["never a writer with another holder", "belief is true"],
+        );
+    }
+}

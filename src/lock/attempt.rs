@@ -13,7 +13,7 @@ use crate::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundO
 use crate::watchdog::LeaseMode;
 
 use super::Lock;
-use super::drive::drive;
+use crate::drive::drive;
 
 // One attempt's result, moved once per attempt: boxing the guard would cost an
 // allocation on the hot path to save a copy of a few hundred bytes.

@@ -5,7 +5,6 @@
 //! reply), `release` (giving back a hold), `inspect` (reading a lock, deleting it).
 
 mod attempt;
-mod drive;
 mod inspect;
 mod release;
 mod wait;

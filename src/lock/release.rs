@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
+use crate::drive::drive;
 use crate::error::{Error, Result};
 use crate::protocol::Millis;
 use crate::protocol::hold::Rearm;
 use crate::protocol::release::{ReleaseFlow, ReleaseOutcome};
 
-use super::drive::drive;
 use super::{HOLD_FIELD, Lock};
 
 impl Lock {

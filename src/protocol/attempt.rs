@@ -138,6 +138,7 @@ impl AttemptOp {
 }
 
 impl Machine for AttemptOp {
+    type Ctx = Lane;
     type Outcome = AttemptOutcome;
 
     /// Starts: an earlier lost request of this lane is resolved first, so that this
@@ -379,6 +380,7 @@ impl ReconcileRound {
 }
 
 impl Machine for ReconcileRound {
+    type Ctx = Lane;
     type Outcome = RoundOutcome;
 
     /// Starts the round.

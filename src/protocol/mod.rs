@@ -30,6 +30,7 @@ pub mod lane;
 pub mod planted;
 pub mod release;
 pub mod renew;
+pub mod resend;
 pub mod rwlock;
 pub mod semaphore;
 
@@ -243,31 +244,35 @@ pub enum Next<T> {
     Done(T),
 }
 
-/// A core operation in a (lock, owner) lane, as its drivers see it: started, fed the
-/// results of the calls it asks for and the ends of the sleeps it asks for, until it is
-/// done. The library's async driver and the protocol checker's model drive every
-/// operation through this one interface, so neither can decide anything of its own.
+/// A core operation, as its drivers see it: started, fed the results of the calls it asks
+/// for and the ends of the sleeps it asks for, until it is done. The library's async
+/// driver and the protocol checkers' models drive every operation through this one
+/// interface, so neither can decide anything of its own. `Ctx` is the state it works in
+/// besides its own: the (lock, owner) [`lane::Lane`] for the reentrant lock's operations,
+/// nothing for a [`resend::Resend`].
 pub trait Machine {
+    /// The state the operation works in besides its own.
+    type Ctx;
     /// What the operation ends with.
     type Outcome;
     /// Starts the operation.
-    fn start(&mut self, env: &mut dyn Env, lane: &mut lane::Lane) -> Next<Self::Outcome>;
+    fn start(&mut self, env: &mut dyn Env, cx: &mut Self::Ctx) -> Next<Self::Outcome>;
     /// The call asked for got this reply.
     fn on_reply(
         &mut self,
         env: &mut dyn Env,
-        lane: &mut lane::Lane,
+        cx: &mut Self::Ctx,
         reply: &Reply,
     ) -> Next<Self::Outcome>;
     /// The call asked for got no usable reply.
     fn on_failure(
         &mut self,
         env: &mut dyn Env,
-        lane: &mut lane::Lane,
+        cx: &mut Self::Ctx,
         failure: Failure,
     ) -> Next<Self::Outcome>;
     /// The sleep asked for is over.
-    fn resume(&mut self, env: &mut dyn Env, lane: &mut lane::Lane) -> Next<Self::Outcome>;
+    fn resume(&mut self, env: &mut dyn Env, cx: &mut Self::Ctx) -> Next<Self::Outcome>;
 }
 
 /// What the core needs from the world around it: the time, randomness and fresh request

@@ -32,6 +32,13 @@ pub enum Defect {
     /// Reconciliation gives up at the first probe that gets no reply, while the hold the
     /// lost acquire took may still exist.
     ReconcileGivesUpEarly,
+    /// A re-sent call's grant is confirmed from the last copy's send time, not the first:
+    /// the copy that took the hold may be an earlier one whose reply was lost.
+    ResendMovesSendTime,
+    /// A re-sent give-back that finds nothing reports that it removed the hold.
+    GiveBackClaimsGoneHold,
+    /// The read-write lock reads a "wait" reply as a grant.
+    RwWaitReadAsGrant,
 }
 
 #[cfg(feature = "planted-defects")]

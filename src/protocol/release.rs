@@ -252,6 +252,7 @@ impl ReleaseFlow {
 }
 
 impl Machine for ReleaseFlow {
+    type Ctx = Lane;
     type Outcome = ReleaseResult;
 
     /// Starts (or goes on after resolving an earlier lost acquire).

@@ -5,6 +5,7 @@
 //! `<owner>\x01<request id>`, so the scripts can tell whose a hold is, and the watchdog
 //! renews a hold as a one-permit semaphore acquisition (`lua/sem_renew.lua`).
 
+use super::planted::{self, Defect};
 use std::sync::Arc;
 
 use super::{Call, Millis, Reply, ScriptId};
@@ -171,6 +172,9 @@ impl RwAcquire {
             [Reply::Int(1), Reply::Int(token)] => Ok(RwAcquired::Granted(
                 (self.fenced && self.kind == RwKind::Write && *token > 0).then_some(*token as u64),
             )),
+            [Reply::Int(0), Reply::Int(_)] if planted::is(Defect::RwWaitReadAsGrant) => {
+                Ok(RwAcquired::Granted(None))
+            }
             [Reply::Int(0), Reply::Int(wait)] => Ok(RwAcquired::Wait((*wait).max(1) as Millis)),
             [Reply::Int(2), what] => Ok(RwAcquired::NotALock(what.text().unwrap_or_default())),
             [Reply::Int(3)] => Ok(RwAcquired::Upgrade),

@@ -221,7 +221,7 @@ impl Env for ModelEnv<'_> {
 }
 
 /// Feeds `event` to `machine` until it asks for a call (`Ok`) or is done (`Err`).
-fn feed<M: Machine>(
+fn feed<M: Machine<Ctx = Lane>>(
     machine: &mut M,
     env: &mut ModelEnv,
     lane: &mut Lane,

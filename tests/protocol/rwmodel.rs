@@ -20,9 +20,12 @@ use std::sync::Arc;
 
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
+use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
 use redis_locks::protocol::rwlock::{RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call};
 use redis_locks::protocol::semaphore::renew_call;
-use redis_locks::protocol::{Call, Millis, Reply, RequestIds, ScriptId};
+use redis_locks::protocol::{
+    Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds, ScriptId,
+};
 
 use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
@@ -121,18 +124,39 @@ pub struct Guard {
     pub state: HoldState,
 }
 
+/// How long an attempt or a give-back keeps re-sending (the model's faults run out long
+/// before).
+pub const GIVE_UP_AFTER: Millis = 10 * LEASE;
+
+/// The core's view of a model client: the model clock, no randomness, no request ids
+/// (a re-sent call carries its own).
+struct ModelEnv(Millis);
+
+impl Env for ModelEnv {
+    fn now(&self) -> Millis {
+        self.0
+    }
+    fn jitter(&mut self) -> u64 {
+        0
+    }
+    fn next_id(&mut self) -> String {
+        String::new()
+    }
+}
+
 /// A call in flight.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
-    Acquire {
-        request: RwAcquire,
-        sent_at: Millis,
-    },
-    /// A release (`leaving`: a waiting writer that gives up, with its reservation).
+    /// An attempt, re-sent as it was by the library's own [`Resend`] (the same machine
+    /// `held::acquire_until` drives).
+    Acquire { request: RwAcquire, resend: Resend },
+    /// A release (`leaving`: a waiting writer that gives up, with its reservation),
+    /// re-sent by the library's own [`Resend`] and read by its `given_back`.
     Release {
         hold: Arc<str>,
         kind: RwKind,
         leaving: bool,
+        resend: Resend,
     },
     Renew {
         items: Vec<RenewItem>,
@@ -155,9 +179,36 @@ pub enum Found {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InFlight {
     pub op: Op,
+    /// The call to run (what the machine asked to send).
+    pub call: Option<Call>,
     /// The reply and what the run found, once Redis ran it.
     pub ran: Option<(Reply, Found)>,
     pub retried: bool,
+    /// The machine sleeps before re-sending (the clock may move meanwhile).
+    pub sleeping: bool,
+    /// Some copy of this release took the hold out.
+    pub removed: bool,
+}
+
+impl InFlight {
+    fn new(op: Op, call: Option<Call>) -> Self {
+        InFlight {
+            op,
+            call,
+            ran: None,
+            retried: false,
+            sleeping: false,
+            removed: false,
+        }
+    }
+}
+
+/// Starts a re-sent call at `now`: the call the machine asks for.
+fn start_resend(resend: &mut Resend, now: Millis) -> Option<Call> {
+    match resend.start(&mut ModelEnv(now), &mut ()) {
+        Next::Send(call) => Some(call),
+        _ => None,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -190,6 +241,8 @@ pub enum Step {
     Run(usize),
     Deliver(usize),
     LoseReply(usize),
+    /// A re-sending machine's pause is over.
+    Resume(usize),
     Advance,
 }
 
@@ -305,6 +358,7 @@ impl State {
                         steps.push(Step::Renew(c));
                     }
                 }
+                Some(InFlight { sleeping: true, .. }) => steps.push(Step::Resume(c)),
                 Some(InFlight { ran: None, .. }) => {
                     waiting_to_run = true;
                     steps.push(Step::Run(c));
@@ -341,27 +395,28 @@ impl State {
                     joins: None,
                     reservation_ms: RESERVATION,
                 };
-                client.flight = Some(InFlight {
-                    op: Op::Acquire {
-                        request,
-                        sent_at: self.now,
-                    },
-                    ran: None,
-                    retried: false,
-                });
+                let mut resend = Resend::new(request.call(keys), self.now + GIVE_UP_AFTER);
+                let call = start_resend(&mut resend, self.now);
+                client.flight = Some(InFlight::new(Op::Acquire { request, resend }, call));
             }
             Step::Release(c, g) => {
                 let client = &mut self.clients[c];
                 let guard = client.guards.remove(g);
-                client.flight = Some(InFlight {
-                    op: Op::Release {
-                        hold: guard.state.hold().clone(),
+                let hold = guard.state.hold().clone();
+                let mut resend = Resend::new(
+                    release_call(keys, &hold, Some(guard.kind), false),
+                    self.now + GIVE_UP_AFTER,
+                );
+                let call = start_resend(&mut resend, self.now);
+                client.flight = Some(InFlight::new(
+                    Op::Release {
+                        hold,
                         kind: guard.kind,
                         leaving: false,
+                        resend,
                     },
-                    ran: None,
-                    retried: false,
-                });
+                    call,
+                ));
             }
             Step::Renew(c) => {
                 self.renewals -= 1;
@@ -378,15 +433,14 @@ impl State {
                     .collect();
                 let sizes = vec![1; items.len()];
                 let (_, order) = renew_call(LEASE, &items, &sizes);
-                client.flight = Some(InFlight {
-                    op: Op::Renew {
+                client.flight = Some(InFlight::new(
+                    Op::Renew {
                         items,
                         order,
                         sent_at: self.now,
                     },
-                    ran: None,
-                    retried: false,
-                });
+                    None,
+                ));
             }
             Step::Run(c) => self.run(c, world, &mut fx),
             Step::Deliver(c) => self.deliver(c, &mut fx),
@@ -394,13 +448,41 @@ impl State {
                 self.faults -= 1;
                 let client = &mut self.clients[c];
                 let flight = client.flight.as_mut().expect("a call in flight");
-                if matches!(flight.op, Op::Renew { .. }) {
+                let now = self.now;
+                let next = match &mut flight.op {
                     // The watchdog does not re-send a renewal: the next tick renews.
-                    client.flight = None;
-                } else {
-                    flight.ran = None;
-                    flight.retried = true;
+                    Op::Renew { .. } => None,
+                    Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                        Some(resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost))
+                    }
+                };
+                match next {
+                    Some(Next::SleepUntil(_)) => {
+                        flight.ran = None;
+                        flight.retried = true;
+                        flight.sleeping = true;
+                    }
+                    None => client.flight = None,
+                    Some(other) => fx.fail(
+                        "one hold per acquisition",
+                        format!("the re-send gave up within the model's bound: {other:?}"),
+                    ),
                 }
+            }
+            Step::Resume(c) => {
+                let now = self.now;
+                let flight = self.clients[c].flight.as_mut().expect("a call in flight");
+                let next = match &mut flight.op {
+                    Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                        resend.resume(&mut ModelEnv(now), &mut ())
+                    }
+                    Op::Renew { .. } => unreachable!("renewals are not re-sent"),
+                };
+                flight.sleeping = false;
+                flight.call = match next {
+                    Next::Send(call) => Some(call),
+                    _ => None,
+                };
             }
             Step::Advance => {
                 self.advances -= 1;
@@ -423,13 +505,9 @@ impl State {
         let before = live_members(&self.ks, keys, now);
         let flight = self.clients[c].flight.clone().expect("a call in flight");
         let (call, own) = match &flight.op {
-            Op::Acquire { request, .. } => (request.call(keys), None),
-            Op::Release {
-                hold,
-                kind,
-                leaving,
-            } => (
-                release_call(keys, hold, Some(*kind), *leaving),
+            Op::Acquire { .. } => (flight.call.clone().expect("a call to run"), None),
+            Op::Release { hold, .. } => (
+                flight.call.clone().expect("a call to run"),
                 Some(member_of(hold)),
             ),
             Op::Renew { items, .. } => {
@@ -477,15 +555,24 @@ impl State {
                     .collect(),
             },
         };
-        self.clients[c].flight.as_mut().unwrap().ran = Some((reply, found));
+        let flight = self.clients[c].flight.as_mut().expect("a call in flight");
+        flight.removed |= found == (Found::Release { removed: true });
+        flight.ran = Some((reply, found));
     }
 
     fn deliver(&mut self, c: usize, fx: &mut Effects) {
         let now = self.now;
         let flight = self.clients[c].flight.take().expect("a call in flight");
         let (reply, found) = flight.ran.expect("delivered after it ran");
+        let resent = |resend: Resend| {
+            let mut resend = resend;
+            match resend.on_reply(&mut ModelEnv(now), &mut (), &reply) {
+                Next::Done(Ok(resent)) => resent,
+                other => panic!("a re-send that got a reply: {other:?}"),
+            }
+        };
         match flight.op {
-            Op::Acquire { request, sent_at } => match request.decode(&reply) {
+            Op::Acquire { request, resend } => match request.decode(&reply) {
                 Ok(RwAcquired::Granted(_)) => {
                     if flight.retried && found == (Found::Acquire { existed: true }) {
                         fx.reach("a retried acquire found its hold");
@@ -504,6 +591,8 @@ impl State {
                             format!("client {c} got {} twice", show(request.hold.as_bytes())),
                         );
                     }
+                    // Confirmed from the send time the library's machine says.
+                    let sent_at = resent(resend).first_sent_at;
                     client.guards.push(Guard {
                         kind: request.kind,
                         state: HoldState::new(request.hold.clone(), sent_at, LEASE, true),
@@ -512,15 +601,20 @@ impl State {
                 Ok(RwAcquired::Wait(_)) if request.waits => {
                     // A waiting writer that gives up: give back what the attempt may hold
                     // (its reservation), as `held::Cleanup` does.
-                    self.clients[c].flight = Some(InFlight {
-                        op: Op::Release {
+                    let mut resend = Resend::new(
+                        release_call(&keys(), &request.hold, Some(request.kind), true),
+                        now + GIVE_UP_AFTER,
+                    );
+                    let call = start_resend(&mut resend, now);
+                    self.clients[c].flight = Some(InFlight::new(
+                        Op::Release {
                             hold: request.hold.clone(),
                             kind: request.kind,
                             leaving: true,
+                            resend,
                         },
-                        ran: None,
-                        retried: false,
-                    });
+                        call,
+                    ));
                 }
                 Ok(RwAcquired::Wait(_)) | Ok(RwAcquired::Upgrade) => {}
                 Ok(other) => fx.fail(
@@ -529,9 +623,33 @@ impl State {
                 ),
                 Err(err) => fx.fail("one hold per acquisition", err),
             },
-            Op::Release { hold, .. } => {
+            Op::Release {
+                hold,
+                leaving,
+                resend,
+                ..
+            } => {
                 if flight.retried {
                     fx.reach("a retried release");
+                }
+                // What the library reports, read by its own `given_back`, must be true.
+                match given_back(&resent(resend), !leaving) {
+                    Ok(GivenBack::Removed) if !flight.removed => fx.fail(
+                        "release is true",
+                        format!(
+                            "release of {} reported it removed the hold, but no copy did",
+                            show(hold.as_bytes())
+                        ),
+                    ),
+                    Ok(GivenBack::NotHeld) if flight.removed => fx.fail(
+                        "release is true",
+                        format!(
+                            "release of {} reported nothing there, but a copy removed it",
+                            show(hold.as_bytes())
+                        ),
+                    ),
+                    Ok(_) => {}
+                    Err(err) => fx.fail("release is true", err),
                 }
                 let removed = found == (Found::Release { removed: true });
                 match reply {
@@ -591,7 +709,7 @@ impl State {
                     };
                     match status {
                         Renewed::Current => {
-                            guard.state.on_renewed(sent_at, LEASE);
+                            guard.state.on_renewal(item.renew, sent_at, LEASE);
                             if now > START + LEASE {
                                 fx.reach("a renewal kept a hold past its first lease");
                             }
@@ -622,10 +740,24 @@ impl State {
                 if guard.state.lost().is_none() && now < guard.state.deadline() {
                     believers.push((c, &client.owner, guard.kind, guard.state.hold()));
                     let member = member_of(guard.state.hold());
-                    if !live
+                    // Its deadline on Redis's clock (the model's clock, scored in ms).
+                    let score = live
                         .iter()
-                        .any(|(m, k, _)| *m == member && *k == guard.kind)
+                        .find(|(m, k, _)| *m == member && *k == guard.kind)
+                        .map(|(_, _, score)| *score);
+                    if let Some(score) = score
+                        && guard.state.deadline() as f64 > score
                     {
+                        fx.fail(
+                            "belief is true",
+                            format!(
+                                "client {c} believes in {} until t={} but Redis ends it at t={score}",
+                                show(&member),
+                                guard.state.deadline()
+                            ),
+                        );
+                    }
+                    if score.is_none() {
                         fx.fail(
                             "belief is true",
                             format!(

@@ -1,12 +1,12 @@
-//! The async shell around the core's lane operations ([`crate::protocol::Machine`]): it
-//! sends the calls an operation asks for, sleeps when it asks to, and feeds the results
-//! back. It decides nothing about the protocol; every decision (what to send next, the
-//! send time, which lease a grant gets, when to give up) is the operation's.
+//! The async shell around the core's operations ([`crate::protocol::Machine`]): it sends
+//! the calls an operation asks for, sleeps when it asks to, and feeds the results back. It
+//! decides nothing about the protocol; every decision (what to send next, the send time,
+//! which lease a grant gets, what is re-sent and for how long, when to give up) is the
+//! operation's.
 
 use redis::RedisError;
 
 use crate::client::ClientInner;
-use crate::protocol::lane::Lane;
 use crate::protocol::{Env, Machine, Millis, Next, ScriptId};
 use crate::scripts::CallError;
 
@@ -37,14 +37,14 @@ pub(crate) struct Driven<T> {
     pub(crate) acked: Option<u32>,
 }
 
-/// Drives `machine` in `lane` until it is done.
+/// Drives `machine` (in `lane`, its context) until it is done.
 ///
 /// # Cancel safety
 /// Not cancel-safe: a call may be in flight. Callers run it where dropping is handled
 /// (an attempt is detached into the background, a release runs to its end).
 pub(crate) async fn drive<M: Machine>(
     inner: &ClientInner,
-    lane: &mut Lane,
+    lane: &mut M::Ctx,
     machine: &mut M,
 ) -> Driven<M::Outcome> {
     let mut env = ClientEnv(inner);

@@ -1,0 +1,209 @@
+//! One idempotent call, re-sent *as it was* through lost replies, refused connections and
+//! transient server states, and what a give-back of a sorted-set hold found.
+//!
+//! The kinds whose holds are sorted-set members (the read-write lock, the fair lock, the
+//! semaphore) and the latch's count-down carry their own idempotency key in the call (a
+//! hold id, a request id), so a copy that runs twice changes nothing more than one. Their
+//! attempts, give-backs and reads are one [`Resend`] each; the decisions (what is retried,
+//! how long, which send time a grant is confirmed from, whether a retry's "nothing there"
+//! can be believed) are here, not in the driver.
+
+use super::planted::{self, Defect};
+use super::{Call, Env, Failure, Machine, Millis, Next, Reply};
+
+/// The first pause before a re-send, doubling up to [`RESEND_MAX_PAUSE`].
+pub const RESEND_FIRST_PAUSE: Millis = 20;
+/// The longest pause between re-sends.
+pub const RESEND_MAX_PAUSE: Millis = 500;
+
+/// A reply to a re-sent call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Resent {
+    /// The reply.
+    pub reply: Reply,
+    /// When the first copy was sent: what a grant's lease is confirmed from (the copy that
+    /// took it may be an earlier one whose reply was lost).
+    pub first_sent_at: Millis,
+    /// Whether an earlier copy may have run (a reply was lost): a reply that finds
+    /// nothing cannot then tell whether that copy did it.
+    pub after_loss: bool,
+}
+
+/// How a re-sent call ended without a reply.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GaveUp {
+    /// The last failure.
+    pub failure: Failure,
+    /// Whether a copy may have run.
+    pub after_loss: bool,
+}
+
+/// One call, re-sent until `give_up_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Resend {
+    call: Call,
+    give_up_at: Millis,
+    pause: Millis,
+    first_sent_at: Option<Millis>,
+    after_loss: bool,
+}
+
+impl Resend {
+    /// `call`, re-sent until `give_up_at` (on the driver's clock).
+    pub fn new(call: Call, give_up_at: Millis) -> Self {
+        Resend {
+            call,
+            give_up_at,
+            pause: RESEND_FIRST_PAUSE,
+            first_sent_at: None,
+            after_loss: false,
+        }
+    }
+
+    fn send(&mut self, env: &mut dyn Env) -> Next<Result<Resent, GaveUp>> {
+        if self.first_sent_at.is_none() || planted::is(Defect::ResendMovesSendTime) {
+            self.first_sent_at = Some(env.now());
+        }
+        Next::Send(self.call.clone())
+    }
+}
+
+impl Machine for Resend {
+    type Ctx = ();
+    type Outcome = Result<Resent, GaveUp>;
+
+    fn start(&mut self, env: &mut dyn Env, _cx: &mut ()) -> Next<Self::Outcome> {
+        self.send(env)
+    }
+
+    fn on_reply(&mut self, env: &mut dyn Env, _cx: &mut (), reply: &Reply) -> Next<Self::Outcome> {
+        Next::Done(Ok(Resent {
+            reply: reply.clone(),
+            first_sent_at: self.first_sent_at.unwrap_or_else(|| env.now()),
+            after_loss: self.after_loss,
+        }))
+    }
+
+    fn on_failure(
+        &mut self,
+        env: &mut dyn Env,
+        _cx: &mut (),
+        failure: Failure,
+    ) -> Next<Self::Outcome> {
+        let retry = !matches!(failure, Failure::Permanent(_));
+        let now = env.now();
+        if !retry || now.saturating_add(self.pause) > self.give_up_at {
+            let after_loss = self.after_loss || failure.may_have_run();
+            return Next::Done(Err(GaveUp {
+                failure,
+                after_loss,
+            }));
+        }
+        self.after_loss |= failure.may_have_run();
+        let at = now + self.pause;
+        self.pause = (self.pause * 2).min(RESEND_MAX_PAUSE);
+        Next::SleepUntil(at)
+    }
+
+    fn resume(&mut self, env: &mut dyn Env, _cx: &mut ()) -> Next<Self::Outcome> {
+        self.send(env)
+    }
+}
+
+/// What a give-back of a sorted-set hold (`rw_release.lua`, `fair_release.lua`,
+/// `sem_release.lua`) found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GivenBack {
+    /// This give-back removed the hold.
+    Removed,
+    /// Nothing of it was there, and no earlier copy ran: it had ended before.
+    NotHeld,
+    /// Nothing of it was there after a copy whose reply was lost: that copy removed it,
+    /// or it had ended before; nobody can tell which.
+    Unconfirmed,
+    /// The key is not of the kind.
+    NotALock,
+}
+
+/// Reads a give-back's reply (the members it removed; -2: not of the kind). `hold_too`:
+/// the call gave back a hold (not only a place in a queue or a reservation).
+pub fn given_back(resent: &Resent, hold_too: bool) -> Result<GivenBack, String> {
+    match resent.reply {
+        Reply::Int(removed) if removed > 0 => Ok(GivenBack::Removed),
+        Reply::Int(0) if planted::is(Defect::GiveBackClaimsGoneHold) && hold_too => {
+            Ok(GivenBack::Removed)
+        }
+        Reply::Int(0) if resent.after_loss && hold_too => Ok(GivenBack::Unconfirmed),
+        Reply::Int(0) => Ok(GivenBack::NotHeld),
+        Reply::Int(-2) => Ok(GivenBack::NotALock),
+        ref other => Err(format!("give-back: {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ScriptId;
+
+    struct At(Millis);
+    impl Env for At {
+        fn now(&self) -> Millis {
+            self.0
+        }
+        fn jitter(&mut self) -> u64 {
+            0
+        }
+        fn next_id(&mut self) -> String {
+            "c.1".into()
+        }
+    }
+
+    fn call() -> Call {
+        Call {
+            script: ScriptId::SemRelease,
+            keys: vec![],
+            args: vec![],
+        }
+    }
+
+    #[test]
+    fn a_resend_keeps_the_first_send_time_and_remembers_a_loss() {
+        let mut resend = Resend::new(call(), 1_000);
+        let mut env = At(5);
+        assert!(matches!(resend.start(&mut env, &mut ()), Next::Send(_)));
+        env.0 = 10;
+        assert_eq!(
+            resend.on_failure(&mut env, &mut (), Failure::TimedOut),
+            Next::SleepUntil(30)
+        );
+        env.0 = 30;
+        assert!(matches!(resend.resume(&mut env, &mut ()), Next::Send(_)));
+        let Next::Done(Ok(resent)) = resend.on_reply(&mut env, &mut (), &Reply::Int(0)) else {
+            panic!("done");
+        };
+        assert_eq!((resent.first_sent_at, resent.after_loss), (5, true));
+        assert_eq!(given_back(&resent, true), Ok(GivenBack::Unconfirmed));
+        assert_eq!(given_back(&resent, false), Ok(GivenBack::NotHeld));
+    }
+
+    #[test]
+    fn permanent_errors_and_the_bound_end_it() {
+        let mut resend = Resend::new(call(), 100);
+        let mut env = At(0);
+        resend.start(&mut env, &mut ());
+        assert!(matches!(
+            resend.on_failure(&mut env, &mut (), Failure::Permanent("NOPERM".into())),
+            Next::Done(Err(_))
+        ));
+        let mut resend = Resend::new(call(), 100);
+        resend.start(&mut env, &mut ());
+        env.0 = 90;
+        assert!(matches!(
+            resend.on_failure(&mut env, &mut (), Failure::NotSent),
+            Next::Done(Err(GaveUp {
+                after_loss: false,
+                ..
+            }))
+        ));
+    }
+}
