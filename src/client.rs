@@ -183,6 +183,30 @@ impl ClientInner {
         }
     }
 
+    /// [`ClientInner::run`] for a probe of what an acquire whose reply was lost did: on the
+    /// connection acquires go on, so that the acquire, if it is still on its way, runs
+    /// before the probe (one connection keeps its requests in order); on a separate
+    /// acquire connection (replica acknowledgement), the probe could otherwise overtake it
+    /// and report "nothing" for a hold that is taken a moment later.
+    pub(crate) async fn run_probe(&self, call: &Call) -> std::result::Result<Reply, CallError> {
+        let Some(ack_conn) = &self.ack_conn else {
+            return self.run(call).await;
+        };
+        let mut conn = ack_conn.clone();
+        match tokio::time::timeout(
+            self.response_timeout,
+            scripts::run(&mut conn, &self.scripts, call),
+        )
+        .await
+        {
+            Ok(reply) => reply,
+            Err(_) => Err(CallError {
+                failure: crate::protocol::Failure::TimedOut,
+                error: self.timeout_error(),
+            }),
+        }
+    }
+
     /// [`ClientInner::run`] for an acquire: with replica acknowledgement configured, the
     /// script is followed by `WAIT` in one pipeline, and the replicas that acknowledged
     /// come back too.

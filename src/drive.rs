@@ -54,12 +54,12 @@ pub(crate) async fn drive<M: Machine>(
     loop {
         next = match next {
             Next::Send(call) => {
-                // Acquires go where replica acknowledgement is waited for; the rest on the
-                // shared connection.
-                let result = if call.script == ScriptId::Acquire {
-                    inner.run_acquire(&call).await
-                } else {
-                    inner.run(&call).await.map(|reply| (reply, None))
+                // Acquires go where replica acknowledgement is waited for, and probes after
+                // them on the same connection (in order); the rest on the shared one.
+                let result = match call.script {
+                    ScriptId::Acquire => inner.run_acquire(&call).await,
+                    ScriptId::Probe => inner.run_probe(&call).await.map(|reply| (reply, None)),
+                    _ => inner.run(&call).await.map(|reply| (reply, None)),
                 };
                 match result {
                     Ok((reply, replicas)) => {

@@ -151,8 +151,8 @@ pub fn after_failure(failure: &Failure) -> AfterFailure {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Reconcile {
     request: AcquireRequest,
-    /// Until when a hold the request took could still exist: when the loss was noticed
-    /// plus the lease (the script ran before the loss was noticed).
+    /// Until when (inclusive) a hold the request took could still exist: when the loss
+    /// was noticed plus the lease (the script ran before the loss was noticed).
     hold_could_exist_until: Millis,
     attempts: u32,
 }
@@ -229,8 +229,10 @@ impl Reconcile {
 
     /// A probe got no reply at `now`: try again while a hold could still exist.
     pub fn on_failure(&mut self, failure: &Failure, now: Millis, jitter: u64) -> ReconcileStep {
+        // Redis expires a key only once its expiry time has passed (a key whose expiry is
+        // `t` still exists at `t`): a hold could exist until and including that instant.
         if matches!(failure, Failure::Permanent(_))
-            || now >= self.hold_could_exist_until
+            || now > self.hold_could_exist_until
             || planted::is(Defect::ReconcileGivesUpEarly)
         {
             return ReconcileStep::GiveUp;
@@ -305,7 +307,7 @@ mod tests {
             ReconcileStep::RetryAt(_)
         ));
         assert_eq!(
-            rec.on_failure(&Failure::Lost, 1_100, 0),
+            rec.on_failure(&Failure::Lost, 1_101, 0),
             ReconcileStep::GiveUp
         );
     }

@@ -138,6 +138,11 @@ pub enum Step {
     LoseReply { client: usize, renewal: bool },
     /// A client's call (sent or executed) gets no reply within the response timeout.
     TimeOut { client: usize },
+    /// A request the client gave up on runs after all (late, but before the client's
+    /// next request on the connection).
+    ExecuteStray { client: usize },
+    /// A request the client gave up on never runs (its connection went away).
+    DropStray { client: usize },
     /// An administrator force-unlocks the lock.
     ForceUnlock,
     /// Redis restarts and loses all data.
@@ -269,6 +274,10 @@ struct Client {
     /// Holds (by state index) seen gone from Redis while still active, and whether the
     /// renewal then in flight had already run (its reply cannot know yet).
     gone_since: Vec<(usize, bool)>,
+    /// A request the client gave up on (timed out before Redis ran it) that may still
+    /// run: on the client's one connection it runs, if at all, before the client's next
+    /// request (TCP keeps a connection's requests in order), at any point until then.
+    stray: Option<Call>,
 }
 
 /// The current hold id and each owner's hold count.
@@ -369,6 +378,7 @@ impl State {
                 tick_due: false,
                 acquires_left: config.acquires,
                 gone_since: Vec::new(),
+                stray: None,
             })
             .collect();
         State {
@@ -390,19 +400,21 @@ impl State {
 
     fn any_sent(&self) -> bool {
         self.clients.iter().any(|c| {
-            matches!(
-                c.op,
-                Some(Op {
-                    flight: Flight::Sent(_),
-                    ..
-                })
-            ) || matches!(
-                c.renewal,
-                Some(Renewal {
-                    flight: Flight::Sent(_),
-                    ..
-                })
-            )
+            c.stray.is_some()
+                || matches!(
+                    c.op,
+                    Some(Op {
+                        flight: Flight::Sent(_),
+                        ..
+                    })
+                )
+                || matches!(
+                    c.renewal,
+                    Some(Renewal {
+                        flight: Flight::Sent(_),
+                        ..
+                    })
+                )
         })
     }
 
@@ -459,8 +471,14 @@ impl State {
             if c.renewal.is_none() && c.tick_due {
                 steps.push(Step::Tick { client: i });
             }
+            if c.stray.is_some() {
+                steps.push(Step::ExecuteStray { client: i });
+                steps.push(Step::DropStray { client: i });
+            }
             for renewal in [false, true] {
                 match self.flight(i, renewal) {
+                    // Its connection runs a stray request first.
+                    Some(Flight::Sent(_)) if c.stray.is_some() => {}
                     Some(Flight::Sent(_)) => {
                         steps.push(Step::Execute { client: i, renewal });
                         if self.faults_left > 0 {
@@ -488,7 +506,10 @@ impl State {
         if self.restarts_left > 0 && quiet {
             steps.push(Step::Restart);
         }
-        if self.advances_left > 0 && !self.any_flight() && !self.clients.iter().any(|c| c.tick_due)
+        if self.advances_left > 0
+            && !self.any_flight()
+            && !self.any_sent()
+            && !self.clients.iter().any(|c| c.tick_due)
         {
             steps.push(Step::Advance);
         }
@@ -526,7 +547,22 @@ impl State {
                 self.fail(client, renewal, failure, &mut fx);
             }
             Step::TimeOut { client } => {
+                if let Some(Op {
+                    flight: Flight::Sent(call),
+                    ..
+                }) = &self.clients[client].op
+                {
+                    self.clients[client].stray = Some(call.clone());
+                }
                 self.fail(client, false, Failure::TimedOut, &mut fx);
+            }
+            Step::ExecuteStray { client } => {
+                if let Some(call) = self.clients[client].stray.take() {
+                    self.run_call(&call, world, &mut fx);
+                }
+            }
+            Step::DropStray { client } => {
+                self.clients[client].stray = None;
             }
             Step::Deliver { client, renewal } => {
                 let reply = match self.flight(client, renewal) {
@@ -560,10 +596,12 @@ impl State {
             }
             Step::Advance => {
                 self.advances_left -= 1;
-                self.now += STEP;
+                self.now = self.next_event();
                 self.ks.expire(self.now);
-                for c in &mut self.clients {
-                    c.tick_due = c.states.iter().any(HoldState::is_active);
+                if self.now.is_multiple_of(PERIOD) {
+                    for c in &mut self.clients {
+                        c.tick_due = c.states.iter().any(HoldState::is_active);
+                    }
                 }
                 self.clock_all(&mut fx);
             }
@@ -575,6 +613,31 @@ impl State {
             fx.violation = self.check();
         }
         fx
+    }
+
+    /// The next instant at which the passing of time changes anything: a watchdog tick
+    /// (every [`PERIOD`]), a believed hold's deadline, the lock key's expiry. The clock
+    /// jumps there, so every such instant is visited (as 1 ms steps would), without the
+    /// steps in between, where nothing but the clock's value changes.
+    fn next_event(&self) -> Millis {
+        let mut next = (self.now / PERIOD + 1) * PERIOD;
+        for c in &self.clients {
+            for state in c.states.iter().filter(|s| s.is_active()) {
+                if state.deadline() > self.now {
+                    next = next.min(state.deadline());
+                }
+            }
+        }
+        // The key still exists at its expiry time and is gone a millisecond later: both
+        // instants matter.
+        if let Some(Some(at)) = self.ks.pexpire_at(b"L:{x}", self.now) {
+            if at > self.now {
+                next = next.min(at);
+            } else {
+                next = next.min(at + 1);
+            }
+        }
+        next
     }
 
     /// The current hold id in Redis and every owner's count.
@@ -781,12 +844,26 @@ impl State {
     }
 
     fn execute(&mut self, client: usize, renewal: bool, world: &World, fx: &mut Effects) {
-        let now = self.now;
         let call = match self.flight(client, renewal) {
             Some(Flight::Sent(call)) => call.clone(),
             _ => return,
         };
-        let reply = world.run(&call, &mut self.ks, now);
+        let reply = self.run_call(&call, world, fx);
+        let flight = Flight::Executed(reply);
+        let c = &mut self.clients[client];
+        if renewal {
+            if let Some(r) = c.renewal.as_mut() {
+                r.flight = flight;
+            }
+        } else if let Some(o) = c.op.as_mut() {
+            o.flight = flight;
+        }
+    }
+
+    /// Runs `call` in Redis now, with the bookkeeping the properties need.
+    fn run_call(&mut self, call: &Call, world: &World, fx: &mut Effects) -> Reply {
+        let now = self.now;
+        let reply = world.run(call, &mut self.ks, now);
         // Bookkeeping the properties need: what the script did in Redis.
         match call.script {
             ScriptId::Release if matches!(reply, Reply::Int(n) if n >= 0) => {
@@ -835,15 +912,7 @@ impl State {
             }
             _ => {}
         }
-        let flight = Flight::Executed(reply);
-        let c = &mut self.clients[client];
-        if renewal {
-            if let Some(r) = c.renewal.as_mut() {
-                r.flight = flight;
-            }
-        } else if let Some(o) = c.op.as_mut() {
-            o.flight = flight;
-        }
+        reply
     }
 
     fn fail(&mut self, client: usize, renewal: bool, failure: Failure, fx: &mut Effects) {
