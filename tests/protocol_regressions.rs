@@ -246,3 +246,48 @@ fn a_nested_short_lease_from_another_client_does_not_cut_the_hold() {
     let broken = explore::replay_steps(&cfg, no_gt, &steps);
     assert!(broken != Ok(None), "{broken:?}");
 }
+
+/// Found when the checker first drove the library's own attempt machine: a re-entry's
+/// reply times out, the background probe fails after the re-entry's own lease has run
+/// out, and reconciliation gave up, although the count the re-entry added lives as long
+/// as the outer hold (an orphaned count: after the last guard's release the lock stayed
+/// held until it expired). The lane now keeps a request that may have re-entered a live
+/// hold pending, so the owner's next request (its release at the latest) asks first.
+#[test]
+fn a_timed_out_reentry_is_not_given_up_while_its_hold_lives() {
+    let steps = [
+        acquire(0, true),
+        execute(0),
+        deliver(0),
+        acquire(0, false),
+        execute(0),
+        TimeOut { client: 0 },
+        Advance,
+        Tick { client: 0 },
+        Execute {
+            client: 0,
+            renewal: true,
+        },
+        Deliver {
+            client: 0,
+            renewal: true,
+        },
+        Advance,
+        Reconcile { client: 0 },
+        LoseRequest {
+            client: 0,
+            renewal: false,
+        },
+        // The owner's release probes first, gives the re-entry's count back, then
+        // releases its own: nothing is left.
+        release(0, 0),
+        execute(0),
+        deliver(0),
+        execute(0),
+        deliver(0),
+        execute(0),
+        deliver(0),
+    ];
+    let outcome = explore::replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps);
+    assert_eq!(outcome, Ok(None));
+}
