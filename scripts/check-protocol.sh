@@ -11,9 +11,12 @@ cd "$(dirname "$0")/.."
 cargo test --release --locked --test protocol_check
 # The read-write lock's checker (rw_*.lua, sem_renew.lua): default depth 12, ~25 s.
 cargo test --release --locked --test rw_check
+# The count-down latch's checker (latch_*.lua): default depth 18, a few seconds.
+cargo test --release --locked --test latch_check
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
 # checks above run the library exactly as it ships, without the feature).
 cargo test --release --locked --features planted-defects --test protocol_teeth -- --include-ignored
 cargo test --release --locked --features planted-defects --test rw_teeth
+cargo test --release --locked --features planted-defects --test latch_teeth

@@ -26,7 +26,8 @@ use tokio::time::Instant;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::protocol::{Call, Failure, Reply, ScriptId};
+use crate::protocol::Failure;
+use crate::protocol::latch::{self, LatchKeys, LatchReply};
 use crate::scripts::classify;
 
 /// The largest count a latch (and size a semaphore) can have: the scripts' Lua numbers
@@ -126,16 +127,12 @@ impl CountDownLatch {
                 self.name
             )));
         }
-        let call = Call {
-            script: ScriptId::LatchSet,
-            keys: vec![self.key.clone()],
-            args: vec![count.to_string().into()],
-        };
-        match self.client.inner.eval(&call).await? {
-            Reply::Int(1) => Ok(true),
-            Reply::Int(0) => Ok(false),
-            Reply::Int(-2) => Err(self.wrong_type().await),
-            other => Err(Error::UnexpectedReply(format!("latch_set.lua: {other:?}"))),
+        let call = latch::set_call(&self.keys(), count);
+        match latch::decode_done(&self.client.inner.eval(&call).await?) {
+            Ok(LatchReply::Done(closed)) => Ok(closed),
+            Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
+            Ok(other) => Err(Error::UnexpectedReply(format!("latch_set.lua: {other:?}"))),
+            Err(unreadable) => Err(Error::UnexpectedReply(unreadable)),
         }
     }
 
@@ -150,25 +147,15 @@ impl CountDownLatch {
     pub async fn count_down(&self) -> Result<u64> {
         let inner = &self.client.inner;
         let _lane = inner.lanes.enter(&self.key, &inner.tag).await;
-        let request = inner.next_request_id();
-        let (tag, seq) = request.rsplit_once('.').unwrap_or((request.as_str(), "0"));
-        let call = Call {
-            script: ScriptId::LatchCountDown,
-            keys: vec![self.key.clone()],
-            args: vec![
-                tag.into(),
-                seq.into(),
-                self.channel.clone(),
-                if inner.sharded { "1" } else { "0" }.into(),
-            ],
-        };
+        let call = latch::count_down_call(&self.keys(), &inner.next_request_id());
         let give_up_at = Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
-        match inner.resend_until(&call, give_up_at).await.0? {
-            Reply::Int(n) if n >= 0 => Ok(n as u64),
-            Reply::Int(-2) => Err(self.wrong_type().await),
-            other => Err(Error::UnexpectedReply(format!(
+        match latch::decode_count_down(&inner.resend_until(&call, give_up_at).await.0?) {
+            Ok(LatchReply::Remaining(n)) => Ok(n),
+            Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
+            Ok(other) => Err(Error::UnexpectedReply(format!(
                 "latch_count_down.lua: {other:?}"
             ))),
+            Err(unreadable) => Err(Error::UnexpectedReply(unreadable)),
         }
     }
 
@@ -282,21 +269,14 @@ impl CountDownLatch {
     /// Cancelling after the command was sent may leave the latch deleted.
     pub async fn delete(&self) -> Result<bool> {
         let inner = &self.client.inner;
-        let call = Call {
-            script: ScriptId::LatchDelete,
-            keys: vec![self.key.clone()],
-            args: vec![
-                self.channel.clone(),
-                if inner.sharded { "1" } else { "0" }.into(),
-            ],
-        };
-        match inner.eval(&call).await? {
-            Reply::Int(1) => Ok(true),
-            Reply::Int(0) => Ok(false),
-            Reply::Int(-2) => Err(self.wrong_type().await),
-            other => Err(Error::UnexpectedReply(format!(
+        let call = latch::delete_call(&self.keys());
+        match latch::decode_done(&inner.eval(&call).await?) {
+            Ok(LatchReply::Done(deleted)) => Ok(deleted),
+            Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
+            Ok(other) => Err(Error::UnexpectedReply(format!(
                 "latch_delete.lua: {other:?}"
             ))),
+            Err(unreadable) => Err(Error::UnexpectedReply(unreadable)),
         }
     }
 
@@ -340,6 +320,15 @@ impl CountDownLatch {
         Error::WrongType {
             key: self.key.to_string(),
             found: found.to_owned(),
+        }
+    }
+
+    /// The latch's keys as the core's call builders take them.
+    fn keys(&self) -> LatchKeys {
+        LatchKeys {
+            hash: self.key.clone(),
+            channel: self.channel.clone(),
+            sharded: self.client.inner.sharded,
         }
     }
 

@@ -27,6 +27,7 @@ pub mod attempt;
 pub mod fair;
 pub mod hold;
 pub mod lane;
+pub mod latch;
 pub mod planted;
 pub mod release;
 pub mod renew;

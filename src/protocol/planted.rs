@@ -39,6 +39,23 @@ pub enum Defect {
     GiveBackClaimsGoneHold,
     /// The read-write lock reads a "wait" reply as a grant.
     RwWaitReadAsGrant,
+    /// The latch reads "1 remains" as "open".
+    LatchOneReadAsOpen,
+    /// A count-down names only its client, not its own sequence number: the script takes
+    /// the client's next count-down for a copy of the last one.
+    LatchSeqDropped,
+    // --- semaphore defects (tests/sem_teeth.rs) go below this line ---
+    /// The semaphore reads a "wait" reply as a grant.
+    SemWaitReadAsGrant,
+    /// The semaphore's renewal names 1 permit for every acquisition: the other permits of
+    /// an acquisition of n keep their first deadline.
+    SemRenewsOnePermit,
+    // --- fair lock defects (tests/fair_teeth.rs) go below this line ---
+    /// The fair lock reads a "wait" reply as a grant.
+    FairWaitReadAsGrant,
+    /// The fair lock's attempt drops the 'q' flag: a waiter believes it queues but takes
+    /// no place, so a newcomer may overtake it.
+    FairQueueFlagDropped,
 }
 
 #[cfg(feature = "planted-defects")]

@@ -1,0 +1,616 @@
+//! The count-down latch's protocol model: clients that close the latch, count it down and
+//! delete it, while replies are lost and count-downs are re-sent. Every call is built and
+//! every reply read by the library's own `redis_locks::protocol::latch`, every re-send is
+//! decided by its `resend::Resend` (the machine `LockClient` drives for a count-down), and
+//! every call runs the real `lua/latch_*.lua` in the embedded Lua against the keyspace
+//! model. A small breadth-first explorer checks the properties in every state.
+//!
+//! Assumptions: one latch, one Redis, no restart (a latch has no expiry and survives only
+//! with its data); one count-down at a time per client (the library's lane); a copy of a
+//! count-down that the client gave up on never runs after the client's next request (one
+//! connection keeps its requests in order).
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use redis_locks::protocol::latch::{
+    LatchKeys, LatchReply, count_down_call, decode_count_down, decode_done, delete_call, set_call,
+};
+use redis_locks::protocol::resend::Resend;
+use redis_locks::protocol::{
+    Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds, ScriptId,
+};
+
+use crate::keyspace::Keyspace;
+use crate::lua::ScriptRunner;
+
+/// The count a latch is closed with.
+pub const COUNT: u64 = 2;
+
+/// The properties, checked in every state.
+pub const PROPERTIES: [&str; 4] = [
+    "counted once",
+    "opens exactly at zero",
+    "reports are true",
+    "no garbage",
+];
+
+/// What each configuration must reach.
+pub const MILESTONES: [&str; 4] = [
+    "opened by counting down",
+    "a retried count-down counted once",
+    "a count-down of an open latch",
+    "closed again after opening",
+];
+
+/// The scripts the model runs: the files of `lua/`, or copies with a planted defect.
+#[derive(Clone)]
+pub struct Scripts {
+    sources: Vec<(ScriptId, String)>,
+}
+
+impl Scripts {
+    pub fn real() -> Self {
+        Scripts {
+            sources: ScriptId::ALL
+                .iter()
+                .map(|&id| (id, id.source().to_owned()))
+                .collect(),
+        }
+    }
+
+    /// A copy with `from` replaced by `to` in one script; panics if `from` is not there.
+    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
+        for (script, source) in &mut self.sources {
+            if *script == id {
+                assert!(source.contains(from), "{id:?} has no {from:?}");
+                *source = source.replacen(from, to, 1);
+            }
+        }
+        self
+    }
+
+    fn source(&self, id: ScriptId) -> &str {
+        self.sources
+            .iter()
+            .find(|(script, _)| *script == id)
+            .map_or("", |(_, source)| source.as_str())
+    }
+}
+
+/// The parties and bounds of one exploration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub name: &'static str,
+    pub clients: usize,
+    /// Count-downs in all.
+    pub count_downs: u8,
+    /// Closings (`try_set_count(COUNT)`) in all.
+    pub sets: u8,
+    /// Deletes in all.
+    pub deletes: u8,
+    /// Lost replies in all.
+    pub faults: u8,
+}
+
+pub fn configs() -> Vec<Config> {
+    vec![
+        Config {
+            name: "latch: two clients, lost replies",
+            clients: 2,
+            count_downs: 5,
+            sets: 2,
+            deletes: 0,
+            faults: 3,
+        },
+        Config {
+            name: "latch: three clients, a delete",
+            clients: 3,
+            count_downs: 4,
+            sets: 2,
+            deletes: 1,
+            faults: 2,
+        },
+    ]
+}
+
+/// The milestones each configuration must reach at the default bound.
+pub fn must_reach(name: &str) -> Vec<&'static str> {
+    match name {
+        "latch: two clients, lost replies" => MILESTONES.to_vec(),
+        "latch: three clients, a delete" => vec![
+            "opened by counting down",
+            "a count-down of an open latch",
+            "closed again after opening",
+        ],
+        _ => Vec::new(),
+    }
+}
+
+pub fn keys() -> LatchKeys {
+    LatchKeys {
+        hash: "p:{l}:latch".into(),
+        channel: "p:{l}:latch:db0:open".into(),
+        sharded: false,
+    }
+}
+
+/// The core's view of a model client: no clock to speak of, no randomness.
+struct ModelEnv;
+
+impl Env for ModelEnv {
+    fn now(&self) -> Millis {
+        0
+    }
+    fn jitter(&mut self) -> u64 {
+        0
+    }
+    fn next_id(&mut self) -> String {
+        String::new()
+    }
+}
+
+/// A count-down in flight: its request id, the library's re-send machine, the call it
+/// asked to send, and what Redis answered once a copy ran.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CountDown {
+    pub request: String,
+    pub resend: Resend,
+    pub call: Option<Call>,
+    /// The reply of the copy that ran last, and the count right after it (0: open).
+    pub ran: Option<(Reply, u64)>,
+    pub sleeping: bool,
+    pub retried: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Client {
+    pub ids: RequestIds,
+    pub flight: Option<CountDown>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub ks: Keyspace,
+    pub clients: Vec<Client>,
+    pub count_downs: u8,
+    pub sets: u8,
+    pub deletes: u8,
+    pub faults: u8,
+    /// Count-down requests applied (counted) since the latch was last closed.
+    pub applied: Vec<String>,
+    /// Whether the latch was opened by counting down at least once.
+    pub opened: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A client closes the latch with [`COUNT`] (runs at once: a set is not re-sent).
+    Set(usize),
+    /// A client deletes the latch (runs at once).
+    Delete(usize),
+    /// A client starts a count-down.
+    CountDown(usize),
+    Run(usize),
+    Deliver(usize),
+    LoseReply(usize),
+    Resume(usize),
+}
+
+#[derive(Default)]
+pub struct Effects {
+    pub milestones: Vec<usize>,
+    pub violation: Option<(&'static str, String)>,
+}
+
+impl Effects {
+    fn fail(&mut self, property: &'static str, message: String) {
+        debug_assert!(PROPERTIES.contains(&property));
+        if self.violation.is_none() {
+            self.violation = Some((property, message));
+        }
+    }
+
+    fn reach(&mut self, milestone: &str) {
+        let index = MILESTONES
+            .iter()
+            .position(|m| *m == milestone)
+            .expect("a known milestone");
+        self.milestones.push(index);
+    }
+}
+
+pub struct World {
+    runner: ScriptRunner,
+    scripts: Scripts,
+}
+
+impl World {
+    pub fn new(scripts: Scripts) -> Self {
+        World {
+            runner: ScriptRunner::new(),
+            scripts,
+        }
+    }
+
+    fn run(&self, call: &Call, ks: &mut Keyspace) -> Reply {
+        let keys: Vec<Vec<u8>> = call.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let reply = self
+            .runner
+            .eval(self.scripts.source(call.script), &keys, &args, ks, 0);
+        ks.published.clear();
+        reply
+    }
+}
+
+/// The latch's count in Redis (0: open, no key); `None` when it is not a latch.
+fn count_in(ks: &Keyspace) -> Option<u64> {
+    match ks.hash(b"p:{l}:latch", 0) {
+        None if ks.keys(0).is_empty() => Some(0),
+        None => None,
+        Some(fields) => fields
+            .get(b"count".as_slice())
+            .and_then(|count| std::str::from_utf8(count).ok()?.parse().ok()),
+    }
+}
+
+impl State {
+    pub fn initial(config: &Config) -> Self {
+        State {
+            ks: Keyspace::default(),
+            clients: (0..config.clients)
+                .map(|i| Client {
+                    ids: RequestIds::new(format!("c{i}")),
+                    flight: None,
+                })
+                .collect(),
+            count_downs: config.count_downs,
+            sets: config.sets,
+            deletes: config.deletes,
+            faults: config.faults,
+            applied: Vec::new(),
+            opened: false,
+        }
+    }
+
+    pub fn steps(&self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for (c, client) in self.clients.iter().enumerate() {
+            match &client.flight {
+                None => {
+                    if self.sets > 0 {
+                        steps.push(Step::Set(c));
+                    }
+                    if self.deletes > 0 {
+                        steps.push(Step::Delete(c));
+                    }
+                    if self.count_downs > 0 {
+                        steps.push(Step::CountDown(c));
+                    }
+                }
+                Some(CountDown { sleeping: true, .. }) => steps.push(Step::Resume(c)),
+                Some(CountDown { ran: None, .. }) => steps.push(Step::Run(c)),
+                Some(CountDown { ran: Some(_), .. }) => {
+                    steps.push(Step::Deliver(c));
+                    if self.faults > 0 {
+                        steps.push(Step::LoseReply(c));
+                    }
+                }
+            }
+        }
+        steps
+    }
+
+    pub fn apply(&mut self, step: &Step, world: &World) -> Effects {
+        let mut fx = Effects::default();
+        let keys = keys();
+        match *step {
+            Step::Set(_) => {
+                self.sets -= 1;
+                let before = count_in(&self.ks);
+                let reply = world.run(&set_call(&keys, COUNT), &mut self.ks);
+                match decode_done(&reply) {
+                    Ok(LatchReply::Done(true)) => {
+                        if before != Some(0) {
+                            fx.fail(
+                                "reports are true",
+                                format!("set closed a latch at {before:?}"),
+                            );
+                        }
+                        if self.opened {
+                            fx.reach("closed again after opening");
+                        }
+                        self.applied.clear();
+                    }
+                    Ok(LatchReply::Done(false)) if before == Some(0) => fx.fail(
+                        "reports are true",
+                        "set of an open latch said closed".into(),
+                    ),
+                    Ok(_) => {}
+                    Err(err) => fx.fail("reports are true", err),
+                }
+            }
+            Step::Delete(_) => {
+                self.deletes -= 1;
+                let reply = world.run(&delete_call(&keys), &mut self.ks);
+                if let Err(err) = decode_done(&reply) {
+                    fx.fail("reports are true", err);
+                }
+                self.applied.clear();
+            }
+            Step::CountDown(c) => {
+                self.count_downs -= 1;
+                let client = &mut self.clients[c];
+                let request = client.ids.next_id();
+                let mut resend = Resend::new(count_down_call(&keys, &request), Millis::MAX);
+                let call = match resend.start(&mut ModelEnv, &mut ()) {
+                    Next::Send(call) => Some(call),
+                    _ => None,
+                };
+                client.flight = Some(CountDown {
+                    request,
+                    resend,
+                    call,
+                    ran: None,
+                    sleeping: false,
+                    retried: false,
+                });
+            }
+            Step::Run(c) => self.run(c, world, &mut fx),
+            Step::Deliver(c) => {
+                let flight = self.clients[c].flight.take().expect("a count-down");
+                let (reply, after) = flight.ran.clone().expect("ran");
+                let mut resend = flight.resend;
+                let resent = match resend.on_reply(&mut ModelEnv, &mut (), &reply) {
+                    Next::Done(Ok(resent)) => resent,
+                    other => panic!("a re-send that got a reply: {other:?}"),
+                };
+                // What the library reports is what Redis had right after that copy ran.
+                match decode_count_down(&resent.reply) {
+                    Ok(LatchReply::Remaining(n)) if n != after => fx.fail(
+                        "reports are true",
+                        format!(
+                            "count-down {} reported {n} remaining; Redis had {after}",
+                            flight.request
+                        ),
+                    ),
+                    Ok(_) => {}
+                    Err(err) => fx.fail("reports are true", err),
+                }
+            }
+            Step::LoseReply(c) => {
+                self.faults -= 1;
+                let flight = self.clients[c].flight.as_mut().expect("a count-down");
+                match flight
+                    .resend
+                    .on_failure(&mut ModelEnv, &mut (), Failure::Lost)
+                {
+                    Next::SleepUntil(_) => {
+                        flight.ran = None;
+                        flight.sleeping = true;
+                        flight.retried = true;
+                    }
+                    other => fx.fail(
+                        "reports are true",
+                        format!("the re-send gave up unbounded: {other:?}"),
+                    ),
+                }
+            }
+            Step::Resume(c) => {
+                let flight = self.clients[c].flight.as_mut().expect("a count-down");
+                flight.sleeping = false;
+                flight.call = match flight.resend.resume(&mut ModelEnv, &mut ()) {
+                    Next::Send(call) => Some(call),
+                    _ => None,
+                };
+            }
+        }
+        self.check(&mut fx);
+        fx
+    }
+
+    fn run(&mut self, c: usize, world: &World, fx: &mut Effects) {
+        let flight = self.clients[c].flight.clone().expect("a count-down");
+        let call = flight.call.clone().expect("a call to run");
+        let before = count_in(&self.ks);
+        let reply = world.run(&call, &mut self.ks);
+        let after = count_in(&self.ks);
+        let first = !self.applied.contains(&flight.request);
+        match (before, after) {
+            (Some(0), Some(0)) => fx.reach("a count-down of an open latch"),
+            (Some(b), Some(a)) if first => {
+                // A first copy on a closed latch counts one, and opens it at one.
+                if a + 1 != b {
+                    fx.fail(
+                        "counted once",
+                        format!("count-down {} took {b} to {a}", flight.request),
+                    );
+                }
+                if a == 0 {
+                    if b != 1 {
+                        fx.fail(
+                            "opens exactly at zero",
+                            format!("count-down {} opened it at {b}", flight.request),
+                        );
+                    }
+                    self.opened = true;
+                    fx.reach("opened by counting down");
+                }
+                self.applied.push(flight.request.clone());
+            }
+            (Some(b), Some(a)) => {
+                // A copy of an applied count-down: nothing changes.
+                if a != b {
+                    fx.fail(
+                        "counted once",
+                        format!(
+                            "a copy of the applied count-down {} took {b} to {a}",
+                            flight.request
+                        ),
+                    );
+                } else if flight.retried {
+                    fx.reach("a retried count-down counted once");
+                }
+            }
+            _ => fx.fail(
+                "no garbage",
+                format!("the latch is not a latch: {before:?} -> {after:?}"),
+            ),
+        }
+        let flight = self.clients[c].flight.as_mut().expect("a count-down");
+        flight.ran = Some((reply, after.unwrap_or(0)));
+    }
+
+    fn check(&self, fx: &mut Effects) {
+        // The latch's only key is its hash: "count" (>= 1) and the clients' records.
+        for key in self.ks.keys(0) {
+            if key != b"p:{l}:latch" {
+                fx.fail(
+                    "no garbage",
+                    format!("unexpected key {}", String::from_utf8_lossy(&key)),
+                );
+            }
+        }
+        if let Some(fields) = self.ks.hash(b"p:{l}:latch", 0) {
+            for (field, value) in fields {
+                let ok = field.as_slice() == b"count"
+                    && std::str::from_utf8(value)
+                        .ok()
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .is_some_and(|n| n >= 1)
+                    || field.starts_with(b"\x01r");
+                if !ok {
+                    fx.fail(
+                        "no garbage",
+                        format!(
+                            "field {} = {}",
+                            String::from_utf8_lossy(field),
+                            String::from_utf8_lossy(value)
+                        ),
+                    );
+                }
+            }
+        }
+        // Closed with COUNT, each distinct applied count-down counts one.
+        if let Some(count) = count_in(&self.ks)
+            && count > 0
+            && count + self.applied.len() as u64 != COUNT
+        {
+            fx.fail(
+                "counted once",
+                format!(
+                    "count {count} after {} distinct count-downs of {COUNT}",
+                    self.applied.len()
+                ),
+            );
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let mut out = format!("latch: {:?}", count_in(&self.ks));
+        for (c, client) in self.clients.iter().enumerate() {
+            if let Some(flight) = &client.flight {
+                out.push_str(&format!(
+                    " | client {c}: count-down {} {}",
+                    flight.request,
+                    match (&flight.ran, flight.sleeping) {
+                        (_, true) => "sleeping before a re-send".to_string(),
+                        (None, _) => "sent".to_string(),
+                        (Some((reply, _)), _) => format!("ran, reply {reply:?} on its way"),
+                    }
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn fingerprint(state: &State) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    state.hash(&mut hasher);
+    hasher.finish()
+}
+
+pub struct Report {
+    pub states: usize,
+    pub depth_reached: usize,
+    pub milestones: [bool; MILESTONES.len()],
+    pub violation: Option<(&'static str, String, Vec<u8>)>,
+    pub truncated: bool,
+}
+
+/// Every interleaving of `config` up to `depth` steps (at most `max_states` states).
+pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
+    let world = World::new(scripts);
+    let initial = State::initial(config);
+    let mut seen = HashSet::new();
+    seen.insert(fingerprint(&initial));
+    let mut frontier = vec![(initial, Vec::new())];
+    let mut report = Report {
+        states: 1,
+        depth_reached: 0,
+        milestones: [false; MILESTONES.len()],
+        violation: None,
+        truncated: false,
+    };
+    for level in 0..depth {
+        let mut next = Vec::new();
+        for (state, path) in &frontier {
+            for (index, step) in state.steps().iter().enumerate() {
+                let mut successor = state.clone();
+                let effects = successor.apply(step, &world);
+                for m in effects.milestones {
+                    report.milestones[m] = true;
+                }
+                let mut successor_path: Vec<u8> = path.clone();
+                successor_path.push(index as u8);
+                if let Some((property, message)) = effects.violation {
+                    report.violation = Some((property, message, successor_path));
+                    report.depth_reached = level + 1;
+                    return report;
+                }
+                if seen.insert(fingerprint(&successor)) {
+                    report.states += 1;
+                    if report.states >= max_states {
+                        report.truncated = true;
+                        return report;
+                    }
+                    next.push((successor, successor_path));
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        report.depth_reached = level + 1;
+        frontier = next;
+    }
+    report
+}
+
+/// Replays a path: a numbered trace, and the violation it ends in.
+pub fn replay(config: &Config, scripts: Scripts, path: &[u8]) -> String {
+    let world = World::new(scripts);
+    let mut state = State::initial(config);
+    let mut out = format!("   0. start: {}\n", state.describe());
+    for (n, &index) in path.iter().enumerate() {
+        let Some(step) = state.steps().get(index as usize).cloned() else {
+            out.push_str("   (step not enabled)\n");
+            break;
+        };
+        let fx = state.apply(&step, &world);
+        out.push_str(&format!(
+            "  {:>2}. {step:?}\n      -> {}\n",
+            n + 1,
+            state.describe()
+        ));
+        if let Some((property, message)) = fx.violation {
+            out.push_str(&format!("  violates {property}: {message}\n"));
+            break;
+        }
+    }
+    out
+}
