@@ -13,6 +13,8 @@
 //! What it does not give: see the README's RedLock section (clocks, process pauses,
 //! fencing).
 
+use crate::protocol::Millis;
+use crate::protocol::redlock::{self, Won};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -148,7 +150,7 @@ impl RedLock {
     /// How many servers must hold the lock: N/2 + 1 (N: the members, or
     /// [`RedLock::with_servers`]).
     pub fn quorum(&self) -> usize {
-        self.servers / 2 + 1
+        redlock::quorum(self.servers)
     }
 
     /// The members, one per server.
@@ -224,9 +226,10 @@ impl RedLock {
                     .map(|lock| {
                         // A server that does not answer within this must not eat the
                         // validity.
-                        let limit = (Self::lease_of(lock) / 10)
-                            .max(Duration::from_millis(50))
-                            .min(lock.client().inner.response_timeout);
+                        let limit = Duration::from_millis(redlock::server_limit(
+                            Self::lease_of(lock).as_millis() as Millis,
+                            lock.client().inner.response_timeout.as_millis() as Millis,
+                        ));
                         tokio::time::timeout(limit, lock.try_acquire())
                     })
                     .collect(),
@@ -263,20 +266,17 @@ impl RedLock {
                 .map(Self::lease_of)
                 .min()
                 .unwrap_or_default();
-            let drift = lease / 100 + Duration::from_millis(2);
             let now = Instant::now();
-            let validity = lease
-                .checked_sub(now - attempt)
-                .and_then(|left| left.checked_sub(drift));
-            if granted >= quorum
-                && let Some(validity) = validity
-                && !validity.is_zero()
+            // Elapsed time rounded up, so the validity errs short.
+            let elapsed = (now - attempt).as_micros().div_ceil(1_000) as Millis;
+            if let Won::Acquired { validity_ms } =
+                redlock::decide(granted, self.servers, lease.as_millis() as Millis, elapsed)
             {
                 return Ok(Some(RedGuard::new(
                     self.members[0].name().to_owned(),
                     holds,
                     quorum,
-                    now + validity,
+                    now + Duration::from_millis(validity_ms),
                 )));
             }
             give_back(holds).await;
@@ -285,8 +285,8 @@ impl RedLock {
             if unreachable > 0 {
                 errors.push(format!("{unreachable} server(s) not connected"));
             }
-            let no_quorum =
-                errors.len() - usize::from(unreachable > 0) + unreachable > self.servers - quorum;
+            let failed = errors.len() - usize::from(unreachable > 0) + unreachable;
+            let no_quorum = redlock::no_quorum(failed, self.servers);
             let out_of_time = deadline.is_some_and(|deadline| Instant::now() >= deadline);
             let outage = if no_quorum {
                 Some(*outage_since.get_or_insert(attempt))
@@ -402,7 +402,7 @@ impl RedGuard {
         let tokens: Vec<CancellationToken> =
             holds.iter().flatten().map(LockGuard::lost_token).collect();
         // Lost once fewer than `quorum` holds remain.
-        let fatal = (tokens.len() + 1).saturating_sub(quorum);
+        let fatal = redlock::losses_tolerated(tokens.len(), quorum);
         let runtime = holds
             .iter()
             .flatten()

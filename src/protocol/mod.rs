@@ -29,6 +29,7 @@ pub mod hold;
 pub mod lane;
 pub mod latch;
 pub mod planted;
+pub mod redlock;
 pub mod release;
 pub mod renew;
 pub mod resend;

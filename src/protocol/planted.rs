@@ -44,6 +44,10 @@ pub enum Defect {
     /// A count-down names only its client, not its own sequence number: the script takes
     /// the client's next count-down for a copy of the last one.
     LatchSeqDropped,
+    /// RedLock counts half of the servers as a majority (N/2 rounded up).
+    RedlockHalfIsAMajority,
+    /// RedLock's validity leaves out the clock-drift margin.
+    RedlockDriftIgnored,
     // --- semaphore defects (tests/sem_teeth.rs) go below this line ---
     /// The semaphore reads a "wait" reply as a grant.
     SemWaitReadAsGrant,

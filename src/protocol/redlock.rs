@@ -1,0 +1,96 @@
+//! RedLock's decisions over N independent servers, sans I/O: the quorum, how long a
+//! server may take, whether an attempt won, the validity it leaves, when too few servers
+//! answer, and when a held RedLock is lost. The per-server holds are ordinary reentrant
+//! lock holds ([`super::attempt::AttemptOp`] and friends, one lane per server).
+
+use super::Millis;
+use super::planted::{self, Defect};
+
+/// How many of `servers` must hold the lock: N/2 + 1.
+pub fn quorum(servers: usize) -> usize {
+    if planted::is(Defect::RedlockHalfIsAMajority) {
+        return servers.div_ceil(2);
+    }
+    servers / 2 + 1
+}
+
+/// The margin for clock drift between the client and the servers over a lease: 1 % of it
+/// plus 2 ms (the RedLock rule).
+pub fn drift(lease_ms: Millis) -> Millis {
+    lease_ms / 100 + 2
+}
+
+/// How long one server's attempt may take before it is left out: a tenth of the lease,
+/// at least 50 ms, at most the response timeout (a server that does not answer must not
+/// eat the validity).
+pub fn server_limit(lease_ms: Millis, response_timeout_ms: Millis) -> Millis {
+    (lease_ms / 10).max(50).min(response_timeout_ms)
+}
+
+/// What an attempt over every server won.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Won {
+    /// A majority granted it and this much validity is left, counted from the moment of
+    /// the decision.
+    Acquired {
+        /// `lease − elapsed − drift`, in ms.
+        validity_ms: Millis,
+    },
+    /// Too few granted, or nothing is left of the lease: give every hold back.
+    GiveBack,
+}
+
+/// Decides an attempt that started `elapsed_ms` ago: `granted` of the servers granted a
+/// hold with (at least) `lease_ms`.
+pub fn decide(granted: usize, servers: usize, lease_ms: Millis, elapsed_ms: Millis) -> Won {
+    let margin = if planted::is(Defect::RedlockDriftIgnored) {
+        0
+    } else {
+        drift(lease_ms)
+    };
+    let validity = lease_ms
+        .checked_sub(elapsed_ms)
+        .and_then(|left| left.checked_sub(margin))
+        .filter(|left| *left > 0);
+    match validity {
+        Some(validity_ms) if granted >= quorum(servers) => Won::Acquired { validity_ms },
+        _ => Won::GiveBack,
+    }
+}
+
+/// Whether an attempt's failures mean a majority cannot be had now: more servers failed
+/// (errors, no answer in time, not connected) than may fail.
+pub fn no_quorum(failed: usize, servers: usize) -> bool {
+    failed > servers - quorum(servers)
+}
+
+/// How many of `held` holds must be lost before a RedLock held on them is lost: it is
+/// held while at least `quorum` of them remain.
+pub fn losses_tolerated(held: usize, quorum: usize) -> usize {
+    (held + 1).saturating_sub(quorum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_majority_with_validity_left_wins() {
+        assert_eq!(quorum(5), 3);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(
+            decide(3, 5, 1_000, 100),
+            Won::Acquired {
+                validity_ms: 1_000 - 100 - 12
+            }
+        );
+        assert_eq!(decide(2, 5, 1_000, 100), Won::GiveBack);
+        assert_eq!(decide(3, 5, 1_000, 990), Won::GiveBack);
+        assert!(no_quorum(3, 5));
+        assert!(!no_quorum(2, 5));
+        assert_eq!(losses_tolerated(3, quorum(5)), 1);
+        assert_eq!(losses_tolerated(5, quorum(5)), 3);
+        assert_eq!(server_limit(30_000, 2_000), 2_000);
+        assert_eq!(server_limit(100, 2_000), 50);
+    }
+}
