@@ -22,13 +22,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
+use crate::protocol::backoff::Backoff;
 use crate::protocol::resend::{GivenBack, given_back};
 use crate::protocol::{Call, Millis, Reply};
 use crate::watchdog::{HoldEntry, LeaseMode};
-
-/// Longest pause between attempts when wake-ups are unavailable (spin mode, or SUBSCRIBE
-/// refused): the back-off doubles from 1 ms up to this.
-const SPIN_MAX: Duration = Duration::from_millis(128);
 
 /// One acquisition being attempted.
 #[derive(Debug, Clone)]
@@ -124,7 +121,7 @@ pub(crate) async fn acquire_until<K: SetKind>(
     };
     let call = kind.attempt_call(&attempt);
     let started = Instant::now();
-    let mut spin = Duration::from_millis(1);
+    let mut spin = Backoff::SPIN;
     loop {
         // Re-sent as it was through lost replies (the hold id is its idempotency key); a
         // grant is confirmed from the first copy's send time, as the core says.
@@ -207,9 +204,8 @@ pub(crate) async fn acquire_until<K: SetKind>(
             }
         };
         if listener.denied() {
-            pause = pause.min(spin);
-            spin = (spin * 2).min(SPIN_MAX);
-            tokio::time::sleep(jittered(pause, inner.jitter())).await;
+            pause = pause.min(Duration::from_micros(spin.pause(inner.jitter())));
+            tokio::time::sleep(pause).await;
             continue;
         }
         tokio::select! {
@@ -253,15 +249,6 @@ pub(crate) async fn give_back<K: SetKind>(
             kind.name()
         ))),
     }
-}
-
-/// `pause` plus up to half of it at random, so that pollers do not move in step.
-fn jittered(pause: Duration, random: u64) -> Duration {
-    let half = pause.as_micros() as u64 / 2;
-    if half == 0 {
-        return pause;
-    }
-    pause + Duration::from_micros(random % half)
 }
 
 /// Gives back, in the background, what an acquisition whose caller went away may hold (a

@@ -27,6 +27,7 @@ use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::protocol::Failure;
+use crate::protocol::backoff::Backoff;
 use crate::protocol::latch::{self, LatchKeys, LatchReply};
 use crate::scripts::classify;
 
@@ -171,7 +172,7 @@ impl CountDownLatch {
         // error (an ACL that refuses TYPE or HGET) fails at once, as it is.
         let inner = &self.client.inner;
         let give_up_at = Instant::now() + inner.response_timeout;
-        let mut backoff = Duration::from_millis(20);
+        let mut backoff = Backoff::RESEND;
         let mut raced = false;
         loop {
             let mut conn = inner.conn.clone();
@@ -194,11 +195,11 @@ impl CountDownLatch {
                         Ok(Err(err)) => err,
                         _ => inner.timeout_error(),
                     };
-                    if Instant::now() + backoff > give_up_at {
+                    let pause = Duration::from_micros(backoff.pause(inner.jitter()));
+                    if Instant::now() + pause > give_up_at {
                         return Err(inner.redis_error(error));
                     }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    tokio::time::sleep(pause).await;
                     continue;
                 }
             };
@@ -218,13 +219,13 @@ impl CountDownLatch {
             });
             if let Some(error) = failed {
                 let transient = matches!(classify(&error), Failure::Transient(_));
-                if !transient || Instant::now() + backoff > give_up_at {
+                let pause = Duration::from_micros(backoff.pause(inner.jitter()));
+                if !transient || Instant::now() + pause > give_up_at {
                     return Err(inner.redis_error(error));
                 }
                 // A redirection or a transient state: nothing was read.
                 tracing::debug!(latch = %self.name, error = ?error, "latch count: retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(500));
+                tokio::time::sleep(pause).await;
                 continue;
             }
             return match (kind, reply.get(1)) {
@@ -290,7 +291,7 @@ impl CountDownLatch {
         let listener = inner.hub.listen(&self.channel);
         let ready_for = left().map_or(self.recheck, |left| left.min(self.recheck));
         let _ = tokio::time::timeout(ready_for, listener.ready()).await;
-        let mut poll = Duration::from_millis(1);
+        let mut poll = Backoff::SPIN;
         loop {
             if self.count().await? == 0 {
                 // Every local waiter must see the opening: hand the wake-up on.
@@ -299,9 +300,7 @@ impl CountDownLatch {
             }
             let mut pause = self.recheck;
             if listener.denied() {
-                let spread = inner.jitter() % (poll.as_micros() as u64 / 2 + 1);
-                pause = pause.min(poll + Duration::from_micros(spread));
-                poll = (poll * 2).min(Duration::from_millis(128));
+                pause = pause.min(Duration::from_micros(poll.pause(inner.jitter())));
             }
             if let Some(left) = left() {
                 if left.is_zero() {

@@ -20,6 +20,7 @@
 //! `sunsubscribe` (the slot moved to another shard) is answered by subscribing again,
 //! which redis-rs routes to the slot's new owner.
 
+use crate::protocol::backoff::Backoff;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -316,7 +317,9 @@ fn first_text(data: &[Value]) -> Option<String> {
 impl HubTask {
     async fn run(mut self) {
         let mut connection: Option<Connection> = None;
-        let mut backoff = Duration::from_millis(50);
+        // Reconnecting: 50 ms doubling to 2 s, spread (many clients lose a server at once).
+        let reconnect = Backoff::new(50_000, 2_000_000);
+        let mut backoff = reconnect.clone();
         loop {
             if self.shutdown.is_cancelled() {
                 return;
@@ -336,15 +339,17 @@ impl HubTask {
                 self.generation.borrow_and_update();
                 match self.connect().await {
                     Some(fresh) => {
-                        backoff = Duration::from_millis(50);
+                        backoff.reset(&reconnect);
                         connection = Some(fresh);
                     }
                     None => {
+                        let pause = Duration::from_micros(
+                            backoff.pause(uuid::Uuid::new_v4().as_u64_pair().0),
+                        );
                         tokio::select! {
                             _ = self.shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(backoff) => {}
+                            _ = tokio::time::sleep(pause) => {}
                         }
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
                         continue;
                     }
                 }
@@ -355,11 +360,12 @@ impl HubTask {
                 } else {
                     // A connection that cannot subscribe is not retried at once: that would
                     // open connections as fast as the server accepts them.
+                    let pause =
+                        Duration::from_micros(backoff.pause(uuid::Uuid::new_v4().as_u64_pair().0));
                     tokio::select! {
                         _ = self.shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tokio::time::sleep(pause) => {}
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
                 continue;
             }

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::protocol::Failure;
+use crate::protocol::backoff::Backoff;
 use crate::pubsub::Listener;
 
 use super::{Attempt, Lock};
@@ -58,7 +59,7 @@ impl Lock {
         // The first attempt fails fast on an unreachable Redis (the caller's to handle),
         // but rides out transient server states (BUSY, LOADING, MASTERDOWN, TRYAGAIN, ...)
         // within the wait and the outage tolerance: Redis answered, it is healthy.
-        let mut backoff = Duration::from_millis(25);
+        let mut backoff = Backoff::RETRY;
         let first_try = Instant::now();
         let pttl = loop {
             match self.attempt(&owner, false).await {
@@ -67,8 +68,8 @@ impl Lock {
                 Err(Error::Redis(err))
                     if matches!(crate::scripts::classify(&err.error), Failure::Transient(_)) =>
                 {
-                    let spread = self.client.inner.jitter() % (backoff.as_micros() as u64 / 2 + 1);
-                    let Some(pause) = pause_for(backoff + Duration::from_micros(spread)) else {
+                    let wanted = backoff.pause(self.client.inner.jitter());
+                    let Some(pause) = pause_for(Duration::from_micros(wanted)) else {
                         return Err(Error::Redis(err));
                     };
                     if first_try.elapsed() > self.outage_tolerance() {
@@ -76,7 +77,6 @@ impl Lock {
                     }
                     tracing::debug!(lock = self.name(), error = %err, "first attempt: server busy, retrying");
                     tokio::time::sleep(pause).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
                 Err(err) => return Err(err),
             }
@@ -92,8 +92,8 @@ impl Lock {
 
         let mut woken = false;
         let mut outage: Option<Instant> = None;
-        let mut backoff = Duration::from_millis(50);
-        let mut poll_backoff = Duration::from_millis(1);
+        let mut backoff = Backoff::WAITER_ERRORS;
+        let mut poll_backoff = Backoff::SPIN;
         loop {
             let mut baton = WakeBaton {
                 listener: &listener,
@@ -108,7 +108,7 @@ impl Lock {
                     // Someone else holds it now and will announce its release.
                     baton.armed = false;
                     outage = None;
-                    backoff = Duration::from_millis(50);
+                    backoff.reset(&Backoff::WAITER_ERRORS);
                     pttl
                 }
                 Err(Error::Redis(err)) if is_transient(&err.error) => {
@@ -120,8 +120,7 @@ impl Lock {
                         return Err(Error::Redis(err));
                     }
                     tracing::debug!(lock = self.name(), error = %err, "waiter: retrying");
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                    backoff
+                    Duration::from_micros(backoff.pause(self.client.inner.jitter()))
                 }
                 Err(err) => return Err(err),
             };
@@ -130,10 +129,9 @@ impl Lock {
             // to 128 ms, plus up to half of it again at random so that spinning waiters
             // spread out, never past the lock's TTL.
             let pause = if listener.denied() {
-                let poll = poll_backoff;
-                poll_backoff = (poll_backoff * 2).min(Duration::from_millis(128));
-                let spread = self.client.inner.jitter() % (poll.as_micros() as u64 / 2 + 1);
-                pause.min(poll + Duration::from_micros(spread))
+                pause.min(Duration::from_micros(
+                    poll_backoff.pause(self.client.inner.jitter()),
+                ))
             } else {
                 pause
             };

@@ -24,6 +24,7 @@
 
 pub mod acquire;
 pub mod attempt;
+pub mod backoff;
 pub mod fair;
 pub mod hold;
 pub mod lane;
@@ -289,11 +290,15 @@ pub trait Env {
     fn next_id(&mut self) -> String;
 }
 
-/// The back-off before retry number `attempt` (1-based): doubling from 25 ms to at most 1 s,
-/// plus up to half of it again from `jitter` (any random number; the core draws none).
+/// The back-off before retry number `attempt` (1-based) of [`backoff::Backoff::RETRY`]:
+/// doubling from 25 ms to at most 1 s, plus up to half of it again from `jitter` (any
+/// random number; the core draws none), in whole ms.
 pub fn backoff(attempt: u32, jitter: u64) -> Millis {
-    let base: Millis = 25u64.saturating_mul(1 << attempt.min(6)).min(1_000);
-    base + jitter % (base / 2 + 1)
+    let mut policy = backoff::Backoff::RETRY;
+    for _ in 0..attempt.min(6) {
+        policy.pause(0);
+    }
+    policy.pause_ms(jitter)
 }
 
 /// The request ids a client hands out: `<client-tag>.<seq>`, unique per request and per

@@ -8,13 +8,9 @@
 //! how long, which send time a grant is confirmed from, whether a retry's "nothing there"
 //! can be believed) are here, not in the driver.
 
+use super::backoff::Backoff;
 use super::planted::{self, Defect};
 use super::{Call, Env, Failure, Machine, Millis, Next, Reply};
-
-/// The first pause before a re-send, doubling up to [`RESEND_MAX_PAUSE`].
-pub const RESEND_FIRST_PAUSE: Millis = 20;
-/// The longest pause between re-sends.
-pub const RESEND_MAX_PAUSE: Millis = 500;
 
 /// A reply to a re-sent call.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -43,7 +39,7 @@ pub struct GaveUp {
 pub struct Resend {
     call: Call,
     give_up_at: Millis,
-    pause: Millis,
+    backoff: Backoff,
     first_sent_at: Option<Millis>,
     after_loss: bool,
 }
@@ -54,7 +50,7 @@ impl Resend {
         Resend {
             call,
             give_up_at,
-            pause: RESEND_FIRST_PAUSE,
+            backoff: Backoff::RESEND,
             first_sent_at: None,
             after_loss: false,
         }
@@ -92,7 +88,10 @@ impl Machine for Resend {
     ) -> Next<Self::Outcome> {
         let retry = !matches!(failure, Failure::Permanent(_));
         let now = env.now();
-        if !retry || now.saturating_add(self.pause) > self.give_up_at {
+        // The bound is checked against the pause without its random part, so a re-send
+        // that fits is never dropped for the jitter's sake.
+        let base_ms = self.backoff.base().div_ceil(1_000);
+        if !retry || now.saturating_add(base_ms) > self.give_up_at {
             let after_loss = self.after_loss || failure.may_have_run();
             return Next::Done(Err(GaveUp {
                 failure,
@@ -100,9 +99,8 @@ impl Machine for Resend {
             }));
         }
         self.after_loss |= failure.may_have_run();
-        let at = now + self.pause;
-        self.pause = (self.pause * 2).min(RESEND_MAX_PAUSE);
-        Next::SleepUntil(at)
+        let pause = self.backoff.pause_ms(env.jitter());
+        Next::SleepUntil(now + pause)
     }
 
     fn resume(&mut self, env: &mut dyn Env, _cx: &mut ()) -> Next<Self::Outcome> {

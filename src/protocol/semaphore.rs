@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::planted::{self, Defect};
 use super::renew::RenewItem;
 use super::{Call, Millis, Reply, ScriptId};
 
@@ -68,6 +69,9 @@ pub fn decode_acquire(reply: &Reply) -> Result<SemAcquired, String> {
     };
     match items.as_slice() {
         [Reply::Int(1), Reply::Int(_)] => Ok(SemAcquired::Granted),
+        [Reply::Int(0), Reply::Int(_)] if planted::is(Defect::SemWaitReadAsGrant) => {
+            Ok(SemAcquired::Granted)
+        }
         [Reply::Int(0), Reply::Int(wait)] => Ok(SemAcquired::Wait((*wait).max(1) as Millis)),
         [Reply::Int(2), Reply::Bulk(what)] => Ok(SemAcquired::NotASemaphore(
             String::from_utf8_lossy(what).into_owned(),
@@ -130,7 +134,12 @@ pub fn renew_call(lease_ms: Millis, items: &[RenewItem], sizes: &[u32]) -> (Call
     args.push(renewing.to_string().into());
     for i in &order {
         args.push(items[*i].hold.clone());
-        args.push(sizes[*i].to_string().into());
+        let n = if planted::is(Defect::SemRenewsOnePermit) {
+            1
+        } else {
+            sizes[*i]
+        };
+        args.push(n.to_string().into());
     }
     let call = Call {
         script: ScriptId::SemRenew,

@@ -1,0 +1,189 @@
+//! Teeth for the semaphore's checker (`tests/sem_check.rs`): each test plants one known
+//! defect, in a copy of a real script or in the Rust core, and asserts that the checker
+//! finds a counterexample to the property the defect breaks.
+
+#[path = "protocol/keyspace.rs"]
+mod keyspace;
+#[path = "protocol/lua.rs"]
+mod lua;
+#[path = "protocol/semmodel.rs"]
+mod semmodel;
+
+use redis_locks::protocol::ScriptId;
+use semmodel::Scripts;
+
+/// Explores every default configuration with `scripts` until one finds a violation:
+/// (property, message, depth, replay spec).
+fn counterexample(scripts: Scripts, depth: usize) -> Option<(&'static str, String, usize, String)> {
+    for config in semmodel::configs() {
+        let report = semmodel::explore(&config, scripts.clone(), depth, 3_000_000);
+        assert!(!report.truncated, "{}: state bound hit", config.name);
+        if let Some((property, message, path)) = report.violation {
+            let replay = format!("{}:{}", config.name, semmodel::path_text(&path));
+            return Some((property, message, report.depth_reached, replay));
+        }
+    }
+    None
+}
+
+fn expect(scripts: Scripts, depth: usize, properties: &[&str]) {
+    let found = counterexample(scripts, depth);
+    println!("{found:?}");
+    let (property, message, _, replay) = found.expect("the checker found no counterexample");
+    assert!(
+        properties.contains(&property),
+        "found {property} ({message}; {replay}), expected one of {properties:?}"
+    );
+}
+
+/// A grant that counts one permit too many as free.
+#[test]
+fn an_acquire_past_the_size_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemAcquire,
+        "if used + reserved + n <= size then",
+        "if used + reserved + n <= size + 1 then",
+    );
+    expect(scripts, 8, &["never more permits than the size"]);
+}
+
+/// A retried acquire that does not look for the permits an earlier copy took: it takes
+/// them again, with a later deadline.
+#[test]
+fn an_acquire_that_forgets_its_earlier_copy_is_caught() {
+    let scripts = Scripts::real().planted(ScriptId::SemAcquire, "if mine then", "if false then");
+    expect(scripts, 8, &["no permit counted twice"]);
+}
+
+/// A grant that leaves the permits set without a TTL.
+#[test]
+fn an_acquire_without_expiry_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemAcquire,
+        "redis.call('PEXPIRE', permits, lease)",
+        "local _ = lease",
+    );
+    expect(scripts, 6, &["no orphans, no garbage"]);
+}
+
+/// A give-back that removes whichever permit comes first in the set, once it found its
+/// own.
+#[test]
+fn a_release_of_another_ids_permits_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRelease,
+        "removed = removed + redis.call('ZREM', permits, ARGV[1] .. ':' .. k)",
+        "local first = redis.call('ZRANGE', permits, 0, 0)[1]\n\
+         removed = removed + redis.call('ZREM', permits, first)",
+    );
+    expect(
+        scripts,
+        10,
+        &[
+            "a call takes only its own permits and reservation",
+            "belief is true",
+        ],
+    );
+}
+
+/// A give-back of an acquisition of n that removes only its first permit.
+#[test]
+fn a_release_of_one_permit_of_two_is_caught() {
+    let scripts =
+        Scripts::real().planted(ScriptId::SemRelease, "for k = 1, n do", "for k = 1, 1 do");
+    expect(
+        scripts,
+        8,
+        &["no permit counted twice", "no orphans, no garbage"],
+    );
+}
+
+/// A waiter that stops waiting drops whoever's reservation is there.
+#[test]
+fn a_leave_that_drops_another_waiters_reservation_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRelease,
+        "local unreserve = ARGV[5] == '1' and redis.call('HGET', sem, 'resv') == ARGV[1]",
+        "local unreserve = ARGV[5] == '1'",
+    );
+    expect(
+        scripts,
+        10,
+        &["a call takes only its own permits and reservation"],
+    );
+}
+
+/// A renewal that finds an expired permit still in the set renews it instead of telling
+/// the loss.
+#[test]
+fn a_renewal_that_revives_an_expired_permit_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRenew,
+        "if type(score) ~= 'string' or tonumber(score) <= now then",
+        "if type(score) ~= 'string' then",
+    );
+    expect(scripts, 11, &["losses are told"]);
+}
+
+/// Sanity: the real scripts pass at a small bound.
+#[test]
+fn the_real_scripts_pass_at_a_small_bound() {
+    assert_eq!(counterexample(Scripts::real(), 9), None);
+}
+
+/// Defects planted in the Rust core (`redis_locks::protocol::planted`) that the semaphore
+/// checker runs: the hold bookkeeping, the re-send machine, the give-back reading (shared
+/// with the other kinds), and the semaphore's own reply reader and renewal call. Each must
+/// be found at the default bound. Needs the `planted-defects` feature.
+#[cfg(feature = "planted-defects")]
+mod rust_core {
+    use super::*;
+    use redis_locks::protocol::planted::{Defect, plant};
+
+    /// The default bound of `tests/sem_check.rs` in a release build.
+    const DEFAULT_DEPTH: usize = 12;
+
+    fn expect_core(defect: Defect, properties: &[&str]) {
+        plant(Some(defect));
+        let found = counterexample(Scripts::real(), DEFAULT_DEPTH);
+        plant(None);
+        println!("{defect:?}: {found:?}");
+        let (property, message, _, replay) = found.expect("the checker found no counterexample");
+        assert!(
+            properties.contains(&property),
+            "found {property} ({message}; {replay}), expected one of {properties:?}"
+        );
+    }
+
+    #[test]
+    fn the_drift_margin_added_is_caught() {
+        expect_core(Defect::DriftAdded, &["belief is true"]);
+    }
+
+    #[test]
+    fn a_resend_that_moves_the_send_time_is_caught() {
+        expect_core(Defect::ResendMovesSendTime, &["belief is true"]);
+    }
+
+    #[test]
+    fn a_give_back_that_claims_a_gone_hold_is_caught() {
+        expect_core(Defect::GiveBackClaimsGoneHold, &["release is true"]);
+    }
+
+    #[test]
+    fn a_wait_read_as_a_grant_is_caught() {
+        expect_core(
+            Defect::SemWaitReadAsGrant,
+            &["never more permits than the size", "belief is true"],
+        );
+    }
+
+    #[test]
+    fn a_renewal_of_one_permit_of_two_is_caught() {
+        // The renewed permit and its sibling part: caught as soon as their deadlines differ.
+        expect_core(
+            Defect::SemRenewsOnePermit,
+            &["no permit counted twice", "belief is true"],
+        );
+    }
+}
