@@ -15,6 +15,8 @@ cargo test --release --locked --test rw_check
 cargo test --release --locked --test latch_check
 # The semaphore's checker (sem_*.lua): default depth 12, ~15 s.
 cargo test --release --locked --test sem_check
+# The fair lock's checker (fair_*.lua, sem_renew.lua): default depth 12, ~25 s.
+cargo test --release --locked --test fair_check
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
@@ -23,3 +25,4 @@ cargo test --release --locked --features planted-defects --test protocol_teeth -
 cargo test --release --locked --features planted-defects --test rw_teeth
 cargo test --release --locked --features planted-defects --test latch_teeth
 cargo test --release --locked --features planted-defects --test sem_teeth
+cargo test --release --locked --features planted-defects --test fair_teeth

@@ -312,6 +312,50 @@ async fn reentrancy_fencing_and_lost_signals() {
     assert!(matches!(next.release().await, Err(Error::LockLost { .. })));
 }
 
+/// Found by the fair lock's checker (`tests/fair_check.rs`): with one explicit owner on
+/// two clients, a waiter of that owner granted as a re-entry (the owner already held
+/// through the other client) kept its entry in the queue, and once both let go every other
+/// owner stood behind that stale head for a whole waiter lease.
+#[tokio::test]
+async fn a_waiter_granted_as_a_reentry_leaves_the_queue() {
+    let server = RedisServer::start();
+    let (c1, c2, c3) = (
+        server.client(5 * SEC).await,
+        server.client(5 * SEC).await,
+        server.client(5 * SEC).await,
+    );
+    let other = c3.fair_lock("shared").unwrap();
+    let held = other.acquire().await.unwrap();
+    let first = c1.fair_lock("shared").unwrap().with_owner("a").unwrap();
+    let second = c2.fair_lock("shared").unwrap().with_owner("a").unwrap();
+    let t1 = tokio::spawn(async move { first.acquire().await });
+    until_waiters(&other, 1).await;
+    let t2 = tokio::spawn(async move { second.acquire().await });
+    until_waiters(&other, 2).await;
+    held.release().await.unwrap();
+    let g1 = tokio::time::timeout(10 * SEC, t1)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let g2 = tokio::time::timeout(10 * SEC, t2)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(other.state().await.unwrap().holds, 2, "owner a holds twice");
+    assert_eq!(waiters(&other).await, 0, "nobody is left in the queue");
+    g2.release().await.unwrap();
+    g1.release().await.unwrap();
+    // The lock is free and nobody queues: another owner's single attempt gets it (with the
+    // stale entry it was refused: a queue stood in its way).
+    let taken = other.try_acquire().await.unwrap();
+    assert!(
+        taken.is_some(),
+        "a free lock with no live waiter is granted"
+    );
+}
+
 #[tokio::test]
 async fn bad_input_and_wrong_types_are_typed_errors() {
     let server = RedisServer::start();

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::planted::{self, Defect};
 use super::{Call, Millis, Reply, ScriptId};
 
 /// The keys and channels of one fair lock (all in the name's hash slot).
@@ -80,7 +81,7 @@ impl FairAcquire {
     pub fn call(&self, keys: &FairKeys) -> Call {
         let mut declared = vec![keys.holds.clone(), keys.queue.clone(), keys.alive.clone()];
         let mut flags = String::new();
-        if self.waits {
+        if self.waits && !planted::is(Defect::FairQueueFlagDropped) {
             flags.push('q');
         }
         if self.fenced {
@@ -111,6 +112,9 @@ pub fn decode_acquire(reply: &Reply, fenced: bool) -> Result<FairAcquired, Strin
         [Reply::Int(1), Reply::Int(token)] => Ok(FairAcquired::Granted(
             (fenced && *token > 0).then_some(*token as u64),
         )),
+        [Reply::Int(0), Reply::Int(_)] if planted::is(Defect::FairWaitReadAsGrant) => {
+            Ok(FairAcquired::Granted(None))
+        }
         [Reply::Int(0), Reply::Int(wait)] => Ok(FairAcquired::Wait((*wait).max(1) as Millis)),
         [Reply::Int(2), what] => Ok(FairAcquired::NotALock(what.text().unwrap_or_default())),
         _ => Err(bad()),

@@ -1,0 +1,186 @@
+//! Teeth for the fair lock's checker (`tests/fair_check.rs`): each test plants one known
+//! defect, in a copy of a real script or in the Rust core, and asserts that the checker
+//! finds a counterexample to the property the defect breaks, at the default bound.
+
+#[path = "protocol/fairmodel.rs"]
+mod fairmodel;
+#[path = "protocol/keyspace.rs"]
+mod keyspace;
+#[path = "protocol/lua.rs"]
+mod lua;
+
+use fairmodel::{DEFAULT_DEPTH, Scripts};
+use redis_locks::protocol::ScriptId;
+
+/// Explores every default configuration with `scripts` until one finds a violation.
+fn counterexample(scripts: Scripts, depth: usize) -> Option<(&'static str, String, String)> {
+    for config in fairmodel::configs() {
+        let report = fairmodel::explore(&config, scripts.clone(), depth, 3_000_000);
+        if let Some((property, message, path)) = report.violation {
+            let replay = format!("{}:{}", config.name, fairmodel::path_text(&path));
+            return Some((property, message, replay));
+        }
+    }
+    None
+}
+
+fn expect(scripts: Scripts, properties: &[&str]) {
+    let found = counterexample(scripts, DEFAULT_DEPTH);
+    println!("{found:?}");
+    let (property, message, replay) = found.expect("the checker found no counterexample");
+    assert!(
+        properties.contains(&property),
+        "found {property} ({message}; {replay}), expected one of {properties:?}"
+    );
+}
+
+/// The gate that keeps a newcomer out of a free lock with a queue lets a `try_acquire`
+/// through.
+#[test]
+fn a_try_acquire_that_jumps_the_queue_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::FairAcquire,
+        "if head and head ~= id then",
+        "if head and head ~= id and string.find(flags, 'q', 1, true) then",
+    );
+    expect(scripts, &["no queue jumping"]);
+}
+
+/// Any queued waiter that asks on a free lock is granted, not only the head.
+#[test]
+fn a_grant_to_a_waiter_behind_the_head_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::FairAcquire,
+        "if head and head ~= id then",
+        "if head and head ~= id and not redis.call('ZSCORE', Q, id) then",
+    );
+    expect(scripts, &["FIFO among live waiters"]);
+}
+
+/// An attempt no longer drops the waiters whose alive deadline passed: a dead waiter
+/// stays queued, and once a queue keeps it alive it is granted (or blocks) ahead of the live
+/// waiters behind it.
+#[test]
+fn a_dead_waiter_that_is_never_dropped_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::FairAcquire,
+        "for _, key in ipairs({H, A}) do",
+        "for _, key in ipairs({H}) do",
+    );
+    expect(
+        scripts,
+        &["a dead waiter leaves", "FIFO among live waiters"],
+    );
+}
+
+/// A waiter's alive deadline is set twice as far as the waiter lease: a dead one holds the
+/// queue up twice as long.
+#[test]
+fn a_waiter_kept_alive_too_long_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::FairAcquire,
+        "redis.call('ZADD', A, now + waiter_lease, id)",
+        "redis.call('ZADD', A, now + 2 * waiter_lease, id)",
+    );
+    expect(scripts, &["a dead waiter leaves"]);
+}
+
+/// A waiter that leaves takes its place out of the queue but not its alive deadline.
+#[test]
+fn a_leave_that_keeps_the_alive_entry_is_caught() {
+    let scripts =
+        Scripts::real().planted(ScriptId::FairRelease, "  redis.call('ZREM', A, id)\n", "");
+    expect(scripts, &["no orphans, no garbage"]);
+}
+
+/// A release wakes the last waiter in the queue instead of the head: the head sleeps until
+/// its recheck.
+#[test]
+fn a_wake_up_to_the_wrong_waiter_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::FairRelease,
+        "local head = redis.call('ZRANGE', Q, 0, 0)[1]",
+        "local head = redis.call('ZRANGE', Q, -1, -1)[1]",
+    );
+    expect(scripts, &["a dead waiter leaves"]);
+}
+
+/// The gap the checker found (see `fairmodel::shared_owner`), planted back: with one
+/// explicit owner on two clients, a queued waiter granted as a re-entry keeps its place in
+/// the queue.
+#[test]
+fn a_reentry_that_keeps_its_place_in_the_queue_is_caught() {
+    let config = fairmodel::shared_owner();
+    let unfixed = Scripts::real().planted(
+        ScriptId::FairAcquire,
+        "    redis.call('ZREM', Q, id)\n    redis.call('ZREM', A, id)\n    return grant(current_token())",
+        "    return grant(current_token())",
+    );
+    let report = fairmodel::explore(&config, unfixed, DEFAULT_DEPTH, 3_000_000);
+    let (property, message, path) = report.violation.expect("the gap is found");
+    println!("{property}: {message} ({})", fairmodel::path_text(&path));
+    assert_eq!(property, "no orphans, no garbage");
+}
+
+/// Sanity: the real scripts pass at the same bound (a debug build, as plain `cargo test`
+/// runs it, explores less: `tests/fair_check.rs` runs the full bound).
+#[test]
+fn the_real_scripts_pass() {
+    let depth = if cfg!(debug_assertions) {
+        8
+    } else {
+        DEFAULT_DEPTH
+    };
+    assert_eq!(counterexample(Scripts::real(), depth), None);
+}
+
+/// Defects planted in the Rust core (`redis_locks::protocol::planted`), which the fair
+/// lock's checker runs: the hold bookkeeping, the re-send machine and the give-back
+/// reading it shares with the other sorted-set kinds, and the fair lock's own call builder
+/// and reply reader. Each must be found at the default bound. Needs the
+/// `planted-defects` feature.
+#[cfg(feature = "planted-defects")]
+mod rust_core {
+    use super::*;
+    use redis_locks::protocol::planted::{Defect, plant};
+
+    fn expect_core(defect: Defect, properties: &[&str]) {
+        plant(Some(defect));
+        let found = counterexample(Scripts::real(), DEFAULT_DEPTH);
+        plant(None);
+        println!("{defect:?}: {found:?}");
+        let (property, message, replay) = found.expect("the checker found no counterexample");
+        assert!(
+            properties.contains(&property),
+            "found {property} ({message}; {replay}), expected one of {properties:?}"
+        );
+    }
+
+    #[test]
+    fn the_drift_margin_added_is_caught() {
+        expect_core(Defect::DriftAdded, &["belief is true"]);
+    }
+
+    #[test]
+    fn a_resend_that_moves_the_send_time_is_caught() {
+        expect_core(Defect::ResendMovesSendTime, &["belief is true"]);
+    }
+
+    #[test]
+    fn a_give_back_that_claims_a_gone_hold_is_caught() {
+        expect_core(Defect::GiveBackClaimsGoneHold, &["release is true"]);
+    }
+
+    #[test]
+    fn a_wait_read_as_a_grant_is_caught() {
+        expect_core(
+            Defect::FairWaitReadAsGrant,
+            &["belief is true", "never two holders"],
+        );
+    }
+
+    #[test]
+    fn a_waiter_that_does_not_queue_is_caught() {
+        expect_core(Defect::FairQueueFlagDropped, &["FIFO among live waiters"]);
+    }
+}

@@ -1,0 +1,1147 @@
+//! The fair lock's protocol model: clients take the lock with waiting attempts (they
+//! queue, ask again, give up or die) and with single attempts (`try_acquire`), cancel
+//! attempts, give holds back, renew them (`lua/sem_renew.lua`, as the watchdog does) and
+//! lose replies, while the clock moves past leases and waiter leases. Every call is built
+//! and every reply read by the library's own `protocol::fair`, `resend::Resend` /
+//! `given_back`, `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`;
+//! every call runs the real `lua/fair_*.lua` / `lua/sem_renew.lua` in the embedded Lua
+//! against the keyspace model. A small breadth-first explorer checks the properties in
+//! every state.
+//!
+//! Assumptions (as the read-write lock's checker): one lock, one Redis, no restart; a
+//! request runs when it is sent (the clock does not move in between, and another client's
+//! run before it is the same as one after its send), so sending and running are one step;
+//! a request whose reply was lost is re-sent as it was, and a copy given up on (a lost
+//! reply's, or a cancelled attempt's) never runs after the next call. Unfenced holds only;
+//! wake-ups are checked as published, nobody listens. A waiter asks again whenever the
+//! model chooses, or never (it died, between asks and holding nothing): one that lets the
+//! waiter lease pass without asking is dead to Redis and so to the properties (the library
+//! asks every `WAITER_RECHECK`, well within `FAIR_WAITER_LEASE`). Each client has its own
+//! owner unless a configuration names one twice (explicit owners).
+//!
+//! The queue's oracle is each waiter's place as `fair_acquire.lua` documents it: the Redis
+//! time of the run that queued it (its arrival; ties within a millisecond go by id, as the
+//! sorted set orders them) and of its last ask, alive until that plus the waiter lease. It
+//! is built from what the model did (which attempts ran when, and whether Redis then had
+//! their hold), never from the library's reading of a reply.
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use redis_locks::protocol::fair::{
+    FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call,
+};
+use redis_locks::protocol::hold::HoldState;
+use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
+use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
+use redis_locks::protocol::rwlock::hold_id;
+use redis_locks::protocol::semaphore::renew_call;
+use redis_locks::protocol::{
+    Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds, ScriptId,
+};
+
+use crate::keyspace::{Keyspace, zset_order};
+use crate::lua::ScriptRunner;
+
+/// The lease of every hold (the watchdog's), in ms.
+pub const LEASE: Millis = 100;
+/// How far the clock moves in one step: one step leaves a hold or a waiter 40 ms, two end
+/// it (so a waiter that asks again after one step keeps its place).
+pub const ADVANCE: Millis = 60;
+/// How long a queued waiter counts as alive without asking again.
+pub const WAITER_LEASE: Millis = 100;
+/// The model's clock at the start (Redis's TIME answers from it).
+const START: Millis = 1_000_000;
+/// How long an attempt or a give-back keeps re-sending (the model's faults run out first).
+const GIVE_UP_AFTER: Millis = 10 * LEASE;
+/// The bound (steps per run) of a release build: `tests/fair_check.rs` runs it and
+/// `tests/fair_teeth.rs` must find every planted defect within it.
+pub const DEFAULT_DEPTH: usize = 12;
+
+/// The properties, checked in every state (and the queue's after every run). As the
+/// scripts promise them:
+/// 1. No two owners both believe they hold, and Redis never has two owners' live holds.
+/// 2. A believed hold is live in Redis until at least the believed deadline; what a
+///    renewal reports is true (belief rests on it).
+/// 3. A fresh grant never goes ahead of a live waiter that queued earlier (by arrival,
+///    then id), and a live waiter keeps its arrival. "Live": it asked within the waiter
+///    lease (the script's contract; one that did not is dead, whatever its process does).
+///    A re-entry is exempt: the script lets the holding owner in without queueing.
+/// 4. A `try_acquire` is never granted while a live waiter is queued (re-entries exempt).
+/// 5. A waiter that stopped asking is out of the queue at the first run a waiter lease
+///    after its last ask (the scripts drop the dead when they run; the keys' TTL bounds
+///    the rest), and blocks nobody meanwhile beyond that: an attempt with no live hold of
+///    another owner and no live waiter ahead is granted; one told to wait behind a live
+///    waiter on a free lock comes back by that waiter's alive deadline; a give-back that
+///    frees the lock wakes the first live waiter alone.
+/// 6. What `given_back` and the reply report is what the copies did, and nothing but a
+///    give-back of its own ends or shortens a live hold.
+/// 7. With nothing in flight every live hold is a guard's; after every run the queue and
+///    the alive set hold exactly the live waiters (one granted or gone leaves); every key
+///    has a TTL: the holds' set until its latest deadline, the queue and the alive set
+///    from the latest alive deadline to at most a waiter lease ahead.
+pub const PROPERTIES: [&str; 7] = [
+    "never two holders",
+    "belief is true",
+    "FIFO among live waiters",
+    "no queue jumping",
+    "a dead waiter leaves",
+    "release is true",
+    "no orphans, no garbage",
+];
+
+/// What runs reach (each configuration names those it must reach, else it is vacuous);
+/// the first eight need neither lost replies nor renewals.
+pub const MILESTONES: [&str; 11] = [
+    "a queued waiter granted in order",
+    "a try_acquire refused because of a queue",
+    "a dead waiter left the queue",
+    "a waiter granted after a dead head left",
+    "a waiter kept its place across time",
+    "a waiter gave up and left",
+    "a cancelled grant was given back",
+    "an owner re-entered",
+    "a retried acquire found its hold",
+    "a retried release",
+    "a renewal kept a hold past its first lease",
+];
+
+/// The scripts the model runs: the files of `lua/`, or copies with a planted defect.
+#[derive(Clone)]
+pub struct Scripts {
+    sources: Vec<(ScriptId, String)>,
+}
+
+impl Scripts {
+    pub fn real() -> Self {
+        let sources = ScriptId::ALL.iter().map(|&id| (id, id.source().to_owned()));
+        Scripts {
+            sources: sources.collect(),
+        }
+    }
+
+    /// A copy with `from` replaced by `to` in one script; panics if `from` is not there.
+    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
+        for (script, source) in &mut self.sources {
+            if *script == id {
+                assert!(source.contains(from), "{id:?} has no {from:?}");
+                *source = source.replacen(from, to, 1);
+            }
+        }
+        self
+    }
+
+    fn source(&self, id: ScriptId) -> &str {
+        let found = self.sources.iter().find(|(script, _)| *script == id);
+        found.map_or("", |(_, source)| source.as_str())
+    }
+}
+
+/// The parties and bounds of one exploration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub name: &'static str,
+    /// One owner per client (a name given twice: two clients with one explicit owner).
+    pub owners: Vec<&'static str>,
+    /// New attempts, asks again, clock advances, lost replies and renewals, in all.
+    pub acquires: u8,
+    pub asks: u8,
+    pub advances: u8,
+    pub faults: u8,
+    pub renewals: u8,
+    /// The milestones it must reach at the default bound.
+    pub required: Vec<&'static str>,
+}
+
+pub fn keys() -> FairKeys {
+    FairKeys::new("p", 0, false, "n")
+}
+
+/// The core's view of a model client: the model clock, no randomness, no request ids
+/// (a re-sent call carries its own).
+struct ModelEnv(Millis);
+
+impl Env for ModelEnv {
+    fn now(&self) -> Millis {
+        self.0
+    }
+    fn jitter(&mut self) -> u64 {
+        0
+    }
+    fn next_id(&mut self) -> String {
+        String::new()
+    }
+}
+
+/// A call in flight. Attempts and give-backs are re-sent by the library's own [`Resend`]
+/// (one per ask, as `held::acquire_until` makes one per turn of its loop).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Acquire {
+        request: FairAcquire,
+        resend: Resend,
+    },
+    /// `leaving`: a waiter that gives up, with whatever its attempt may hold, as
+    /// `held::Cleanup` does; else `Held::release`.
+    Release {
+        hold: Arc<str>,
+        leaving: bool,
+        resend: Resend,
+    },
+    Renew {
+        items: Vec<RenewItem>,
+        order: Vec<usize>,
+        sent_at: Millis,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InFlight {
+    pub op: Op,
+    /// The last run's reply; `None` while the machine sleeps before a re-send (the clock
+    /// may move meanwhile).
+    pub reply: Option<Reply>,
+    pub retried: bool,
+    /// The last run found the attempt's hold already there (an earlier copy took it).
+    pub existed: bool,
+    /// The last run / some run of this give-back took the hold out.
+    pub removed_now: bool,
+    pub removed: bool,
+    /// For each renewal item, whether its hold was live when the renewal ran.
+    pub live: Vec<bool>,
+}
+
+/// A waiting acquisition between asks (the library's loop asleep until a wake-up or a
+/// recheck); `dead`: it stopped asking for good.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Waiting {
+    pub request: FairAcquire,
+    pub dead: bool,
+}
+
+/// The oracle: a waiter's place in the queue (Redis ms of its arrival and its last ask).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub id: Arc<str>,
+    pub arrival: Millis,
+    pub last: Millis,
+}
+
+impl Place {
+    fn alive(&self, now: Millis) -> bool {
+        now < self.last + WAITER_LEASE
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Client {
+    pub owner: Arc<str>,
+    pub ids: RequestIds,
+    /// The holds it believes in (its guards).
+    pub guards: Vec<HoldState>,
+    pub flight: Option<InFlight>,
+    pub waiting: Option<Waiting>,
+    pub place: Option<Place>,
+}
+
+impl Client {
+    fn dead(&self) -> bool {
+        self.waiting.as_ref().is_some_and(|w| w.dead)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub ks: Keyspace,
+    pub now: Millis,
+    pub clients: Vec<Client>,
+    pub acquires: u8,
+    pub asks: u8,
+    pub advances: u8,
+    pub faults: u8,
+    pub renewals: u8,
+}
+
+/// One step. Every call is sent and run in the step that starts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A new attempt: `true` waits (flag 'q'), `false` is a `try_acquire`.
+    Acquire(usize, bool),
+    /// A waiter asks again (woken, or its recheck came).
+    Ask(usize),
+    /// A waiter gives up (timed out or cancelled), or an attempt is cancelled in flight:
+    /// what it may hold and its place are given back (`held::Cleanup`).
+    GiveUp(usize),
+    /// A waiter dies: it never asks again.
+    Die(usize),
+    Release(usize, usize),
+    Renew(usize),
+    Deliver(usize),
+    LoseReply(usize),
+    /// A re-sending machine's pause is over.
+    Resume(usize),
+    Advance,
+}
+
+/// A step's outcome: milestones reached and the first violation.
+#[derive(Default)]
+pub struct Effects {
+    pub milestones: Vec<usize>,
+    pub violation: Option<(&'static str, String)>,
+}
+
+impl Effects {
+    fn fail(&mut self, property: &'static str, message: String) {
+        debug_assert!(PROPERTIES.contains(&property));
+        if self.violation.is_none() {
+            self.violation = Some((property, message));
+        }
+    }
+
+    fn reach(&mut self, milestone: &str) {
+        let index = MILESTONES.iter().position(|m| *m == milestone).unwrap();
+        self.milestones.push(index);
+    }
+}
+
+/// The script runner, the scripts and the keys.
+pub struct World {
+    runner: ScriptRunner,
+    scripts: Scripts,
+    keys: FairKeys,
+}
+
+impl World {
+    pub fn new(scripts: Scripts) -> Self {
+        let runner = ScriptRunner::new();
+        World {
+            runner,
+            scripts,
+            keys: keys(),
+        }
+    }
+
+    /// Runs `call`: its reply and what it published.
+    fn run(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> (Reply, Published) {
+        let keys: Vec<Vec<u8>> = call.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let source = self.scripts.source(call.script);
+        let reply = self.runner.eval(source, &keys, &args, ks, now);
+        (reply, std::mem::take(&mut ks.published))
+    }
+}
+
+type Published = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A sorted set's members and scores in Redis's order, expired members included.
+type Members = Vec<(Vec<u8>, f64)>;
+
+pub fn members(ks: &Keyspace, key: &str, now: Millis) -> Members {
+    let Some(zset) = ks.zset(key.as_bytes(), now) else {
+        return Vec::new();
+    };
+    zset_order(zset)
+        .into_iter()
+        .map(|(m, s)| (m.to_vec(), s))
+        .collect()
+}
+
+/// The live holds in Redis: score > now.
+fn live_holds(ks: &Keyspace, keys: &FairKeys, now: Millis) -> Members {
+    let mut live = members(ks, &keys.holds, now);
+    live.retain(|(_, score)| *score > now as f64);
+    live
+}
+
+fn member_of(hold: &str) -> Vec<u8> {
+    format!("{hold}:1").into_bytes()
+}
+
+/// A member's owner as the script reads it: up to the last `\x01`.
+fn owner_of(member: &[u8]) -> &[u8] {
+    let end = member.iter().rposition(|b| *b == 1).unwrap_or(member.len());
+    &member[..end]
+}
+
+fn score_of(list: &Members, member: &[u8]) -> Option<f64> {
+    list.iter().find(|(m, _)| m == member).map(|(_, s)| *s)
+}
+
+pub fn show(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).replace('\u{1}', "/")
+}
+
+/// Model time as the traces show it (from the start).
+pub fn t(at: Millis) -> i64 {
+    at as i64 - START as i64
+}
+
+/// What the model saw around one attempt's run.
+struct Seen {
+    /// The live holds before and after it.
+    before: Members,
+    after: Members,
+    /// The live places ahead of it by the oracle, the head first.
+    ahead: Vec<Place>,
+    /// The queue's head before it was a waiter that had died.
+    dead_head: bool,
+}
+
+impl State {
+    pub fn initial(config: &Config) -> Self {
+        let client = |(i, owner): (usize, &&str)| Client {
+            owner: (*owner).into(),
+            ids: RequestIds::new(format!("c{i}")),
+            guards: Vec::new(),
+            flight: None,
+            waiting: None,
+            place: None,
+        };
+        State {
+            ks: Keyspace::default(),
+            now: START,
+            clients: config.owners.iter().enumerate().map(client).collect(),
+            acquires: config.acquires,
+            asks: config.asks,
+            advances: config.advances,
+            faults: config.faults,
+            renewals: config.renewals,
+        }
+    }
+
+    pub fn steps(&self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for (c, client) in self.clients.iter().enumerate() {
+            match (&client.flight, &client.waiting) {
+                (Some(flight), _) => {
+                    if flight.reply.is_none() {
+                        steps.push(Step::Resume(c));
+                    } else {
+                        steps.push(Step::Deliver(c));
+                        if self.faults > 0 {
+                            steps.push(Step::LoseReply(c));
+                        }
+                    }
+                    // Cancelled once it ran (cancelled before, it never ran: the same as
+                    // no attempt; during a re-send's pause: the same as once it ran).
+                    if flight.reply.is_some() && matches!(flight.op, Op::Acquire { .. }) {
+                        steps.push(Step::GiveUp(c));
+                    }
+                }
+                (None, Some(waiting)) if !waiting.dead => {
+                    if self.asks > 0 {
+                        steps.push(Step::Ask(c));
+                    }
+                    steps.push(Step::GiveUp(c));
+                    if client.guards.is_empty() {
+                        steps.push(Step::Die(c));
+                    }
+                }
+                (None, Some(_)) => {}
+                (None, None) => {
+                    if self.acquires > 0 {
+                        steps.push(Step::Acquire(c, true));
+                        steps.push(Step::Acquire(c, false));
+                    }
+                    steps.extend((0..client.guards.len()).map(|g| Step::Release(c, g)));
+                    if self.renewals > 0 && client.guards.iter().any(|g| g.is_active()) {
+                        steps.push(Step::Renew(c));
+                    }
+                }
+            }
+        }
+        if self.advances > 0 {
+            steps.push(Step::Advance);
+        }
+        steps
+    }
+
+    pub fn apply(&mut self, step: &Step, world: &World) -> Effects {
+        let mut fx = Effects::default();
+        let keys = &world.keys;
+        let now = self.now;
+        let resend = |call: Call| Resend::new(call, now + GIVE_UP_AFTER);
+        match *step {
+            Step::Acquire(c, waits) => {
+                self.acquires -= 1;
+                let client = &mut self.clients[c];
+                let request = FairAcquire {
+                    hold: hold_id(&client.owner, &client.ids.next_id()),
+                    owner: client.owner.clone(),
+                    lease_ms: LEASE,
+                    waits,
+                    fenced: false,
+                    waiter_lease_ms: WAITER_LEASE,
+                };
+                let resend = resend(request.call(keys));
+                self.send(c, Op::Acquire { request, resend }, world, &mut fx);
+            }
+            Step::Ask(c) => {
+                self.asks -= 1;
+                let request = self.clients[c].waiting.take().expect("a waiter").request;
+                let resend = resend(request.call(keys));
+                self.send(c, Op::Acquire { request, resend }, world, &mut fx);
+            }
+            Step::GiveUp(c) | Step::Release(c, _) => {
+                let client = &mut self.clients[c];
+                let (hold, leaving) = match (*step, client.flight.take()) {
+                    (Step::Release(_, g), _) => (client.guards.remove(g).hold().clone(), false),
+                    // Cancelled in flight: the copy given up on never runs again.
+                    (
+                        _,
+                        Some(InFlight {
+                            op: Op::Acquire { request, .. },
+                            ..
+                        }),
+                    ) => (request.hold, true),
+                    _ => (client.waiting.take().expect("a waiter").request.hold, true),
+                };
+                let resend = resend(release_call(keys, &hold, true, leaving));
+                let op = Op::Release {
+                    hold,
+                    leaving,
+                    resend,
+                };
+                self.send(c, op, world, &mut fx);
+            }
+            Step::Die(c) => self.clients[c].waiting.as_mut().expect("a waiter").dead = true,
+            Step::Renew(c) => {
+                self.renewals -= 1;
+                let active = self.clients[c].guards.iter().filter(|g| g.is_active());
+                let items: Vec<RenewItem> = active
+                    .map(|g| RenewItem {
+                        key: keys.holds.clone(),
+                        hold: g.hold().clone(),
+                        renew: g.renews(),
+                    })
+                    .collect();
+                let (_, order) = renew_call(LEASE, &items, &vec![1; items.len()]);
+                let op = Op::Renew {
+                    items,
+                    order,
+                    sent_at: now,
+                };
+                self.send(c, op, world, &mut fx);
+            }
+            Step::Deliver(c) => self.deliver(c, &mut fx),
+            Step::LoseReply(c) => {
+                self.faults -= 1;
+                let client = &mut self.clients[c];
+                let flight = client.flight.as_mut().expect("a call in flight");
+                match &mut flight.op {
+                    // The watchdog does not re-send a renewal: the next tick renews.
+                    Op::Renew { .. } => client.flight = None,
+                    Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                        match resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost) {
+                            Next::SleepUntil(_) => {
+                                flight.reply = None;
+                                flight.retried = true;
+                            }
+                            other => panic!("the re-send gave up within the model: {other:?}"),
+                        }
+                    }
+                }
+            }
+            Step::Resume(c) => {
+                let flight = self.clients[c].flight.as_mut().expect("a call in flight");
+                let (Op::Acquire { resend, .. } | Op::Release { resend, .. }) = &mut flight.op
+                else {
+                    unreachable!("renewals are not re-sent")
+                };
+                match resend.resume(&mut ModelEnv(now), &mut ()) {
+                    Next::Send(call) => self.run(c, &call, world, &mut fx),
+                    other => panic!("a resumed re-send that does not send: {other:?}"),
+                }
+            }
+            Step::Advance => {
+                self.advances -= 1;
+                self.now += ADVANCE;
+                self.ks.expire(self.now);
+                for client in &mut self.clients {
+                    for guard in &mut client.guards {
+                        guard.on_clock(self.now);
+                    }
+                }
+            }
+        }
+        self.check(keys, &mut fx);
+        fx
+    }
+
+    /// Starts `op` (its machine's first call, or the renewal) and runs it.
+    fn send(&mut self, c: usize, mut op: Op, world: &World, fx: &mut Effects) {
+        let call = match &mut op {
+            Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                match resend.start(&mut ModelEnv(self.now), &mut ()) {
+                    Next::Send(call) => call,
+                    other => panic!("a re-send that does not send first: {other:?}"),
+                }
+            }
+            Op::Renew { items, .. } => renew_call(LEASE, items, &vec![1; items.len()]).0,
+        };
+        self.clients[c].flight = Some(InFlight {
+            op,
+            reply: None,
+            retried: false,
+            existed: false,
+            removed_now: false,
+            removed: false,
+            live: Vec::new(),
+        });
+        self.run(c, &call, world, fx);
+    }
+
+    /// The live places (by the oracle) of the waiters other than `c` that are ahead of
+    /// `c`'s attempt, head first: those before its own live place, or all when it has none.
+    fn ahead(&self, c: usize) -> Vec<Place> {
+        let key = |p: &Place| (p.arrival, p.id.clone());
+        let mine = self.clients[c]
+            .place
+            .as_ref()
+            .filter(|p| p.alive(self.now))
+            .map(key);
+        let mut ahead: Vec<Place> = (self.clients.iter().enumerate())
+            .filter(|(w, _)| *w != c)
+            .filter_map(|(_, w)| w.place.clone().filter(|p| p.alive(self.now)))
+            .filter(|p| mine.as_ref().is_none_or(|m| key(p) < *m))
+            .collect();
+        ahead.sort_by_key(key);
+        ahead
+    }
+
+    fn run(&mut self, c: usize, call: &Call, world: &World, fx: &mut Effects) {
+        let keys = &world.keys;
+        let now = self.now;
+        let before = live_holds(&self.ks, keys, now);
+        let queued_before = members(&self.ks, &keys.queue, now);
+        let dead_head = queued_before.first().is_some_and(|(head, _)| {
+            let of = |w: &Client| w.place.as_ref().is_some_and(|p| p.id.as_bytes() == head);
+            self.clients.iter().any(|w| w.dead() && of(w))
+        });
+        let ahead = self.ahead(c);
+        let (reply, published) = world.run(call, &mut self.ks, now);
+        let after = live_holds(&self.ks, keys, now);
+        let mut flight = self.clients[c].flight.take().expect("a call in flight");
+        let own = match &flight.op {
+            Op::Release { hold, .. } => Some(member_of(hold)),
+            _ => None,
+        };
+        // Nothing but the caller's own give-back takes a live hold out or shortens one.
+        for (member, score) in &before {
+            if own.as_ref() != Some(member) && score_of(&after, member).is_none_or(|s| s < *score) {
+                let what = format!("{:?} of client {c} ended or shortened", call.script);
+                fx.fail("release is true", format!("{what} {}", show(member)));
+            }
+        }
+        let mut freed = false;
+        match &flight.op {
+            Op::Acquire { request, .. } => {
+                flight.existed = score_of(&before, &member_of(&request.hold)).is_some();
+                let seen = Seen {
+                    before,
+                    after: after.clone(),
+                    ahead,
+                    dead_head,
+                };
+                self.on_attempt_ran(c, request, &reply, seen, fx);
+            }
+            Op::Release { hold, leaving, .. } => {
+                let member = member_of(hold);
+                flight.removed_now =
+                    score_of(&before, &member).is_some() && score_of(&after, &member).is_none();
+                flight.removed |= flight.removed_now;
+                freed = flight.removed_now;
+                if *leaving && flight.removed_now {
+                    fx.reach("a cancelled grant was given back");
+                }
+                // A live waiter that leaves frees its place (a stale one was dropped).
+                let place = self.clients[c].place.take().filter(|p| p.alive(now));
+                if *leaving && place.is_some() {
+                    fx.reach("a waiter gave up and left");
+                    freed = true;
+                }
+            }
+            Op::Renew { items, .. } => {
+                let live = items.iter().map(|i| score_of(&before, &member_of(&i.hold)));
+                flight.live = live.map(|score| score.is_some()).collect();
+            }
+        }
+        if !matches!(flight.op, Op::Renew { .. }) {
+            self.check_queue(c, &queued_before, keys, fx);
+            // Only the head is woken, once the lock is free: the first live waiter (the
+            // dead were dropped first), so that it does not wait for its recheck.
+            let head = self.ahead(c).first().map(|p| keys.wake_channel(&p.id));
+            let expected: Vec<String> = (head.iter())
+                .filter(|_| freed && after.is_empty())
+                .map(|channel| show(channel.as_bytes()))
+                .collect();
+            let woken: Vec<String> = published.iter().map(|(ch, _)| show(ch)).collect();
+            if woken != expected {
+                let message = format!("woke {woken:?}, not {expected:?}");
+                fx.fail("a dead waiter leaves", message);
+            }
+        }
+        flight.reply = Some(reply);
+        self.clients[c].flight = Some(flight);
+    }
+
+    /// The checks of one attempt's run against the oracle (the places before it), and the
+    /// oracle's update: a waiting attempt that was not granted has a place.
+    fn on_attempt_ran(
+        &mut self,
+        c: usize,
+        request: &FairAcquire,
+        reply: &Reply,
+        seen: Seen,
+        fx: &mut Effects,
+    ) {
+        let now = self.now;
+        let member = member_of(&request.hold);
+        let (owner, name) = (request.owner.as_bytes(), show(&member));
+        // The script's documented exception: the owner of the current hold re-enters
+        // without queueing, so a re-entry neither keeps FIFO nor respects the queue.
+        let reentry = seen.before.iter().any(|(m, _)| owner_of(m) == owner);
+        let blocked = seen.before.iter().any(|(m, _)| owner_of(m) != owner);
+        let mine = self.clients[c]
+            .place
+            .take()
+            .filter(|p| p.alive(now) && p.id == request.hold);
+        if score_of(&seen.after, &member).is_some() {
+            if score_of(&seen.before, &member).is_some() {
+                // A copy whose reply was lost took it: checked when that copy ran.
+            } else if blocked {
+                fx.fail(
+                    "never two holders",
+                    format!("{name} granted over another owner's hold"),
+                );
+            } else if reentry {
+                fx.reach("an owner re-entered");
+            } else if let Some(head) = seen.ahead.first() {
+                let (property, what) = match request.waits {
+                    true => ("FIFO among live waiters", "waiting attempt"),
+                    false => ("no queue jumping", "try_acquire"),
+                };
+                let message = format!(
+                    "{what} {name} granted ahead of live waiter {}",
+                    show(head.id.as_bytes())
+                );
+                fx.fail(property, message);
+            } else if mine.is_some() {
+                if self
+                    .clients
+                    .iter()
+                    .any(|w| w.place.as_ref().is_some_and(|p| p.alive(now)))
+                {
+                    fx.reach("a queued waiter granted in order");
+                }
+                if seen.dead_head {
+                    fx.reach("a waiter granted after a dead head left");
+                }
+            }
+            return;
+        }
+        if !blocked {
+            // Nothing live stands in its way but the waiters ahead: dead ones must not.
+            let Some(head) = seen.ahead.first() else {
+                let message = format!("{name} refused ({reply:?}) with nothing live ahead");
+                return fx.fail("a dead waiter leaves", message);
+            };
+            // Told to come back by the head's alive deadline, when it is gone unless it
+            // asked again.
+            let until = head.last + WAITER_LEASE;
+            if let Reply::Array(items) = reply
+                && let [Reply::Int(0), Reply::Int(wait)] = items.as_slice()
+                && (*wait < 1 || now + *wait as Millis > until)
+            {
+                let head = show(head.id.as_bytes());
+                let message = format!(
+                    "{name} told to wait {wait} ms behind {head}, alive until t={}",
+                    t(until)
+                );
+                fx.fail("a dead waiter leaves", message);
+            }
+            if !request.waits && seen.before.is_empty() {
+                fx.reach("a try_acquire refused because of a queue");
+            }
+        }
+        if request.waits {
+            let place = match mine {
+                Some(place) => {
+                    if now > place.arrival {
+                        fx.reach("a waiter kept its place across time");
+                    }
+                    Place { last: now, ..place }
+                }
+                None => Place {
+                    id: request.hold.clone(),
+                    arrival: now,
+                    last: now,
+                },
+            };
+            self.clients[c].place = Some(place);
+        }
+    }
+
+    /// After a run of a fair script: the queue is exactly the live places, each at its
+    /// arrival (Redis µs) and alive until its last ask plus the waiter lease; a waiter that
+    /// stopped asking a waiter lease ago is out (and leaves the oracle).
+    fn check_queue(
+        &mut self,
+        c: usize,
+        queued_before: &Members,
+        keys: &FairKeys,
+        fx: &mut Effects,
+    ) {
+        let now = self.now;
+        let queue = members(&self.ks, &keys.queue, now);
+        let alive = members(&self.ks, &keys.alive, now);
+        let mut expected: Vec<&[u8]> = Vec::new();
+        for (w, client) in self.clients.iter_mut().enumerate() {
+            let Some(place) = &client.place else {
+                continue;
+            };
+            let id = place.id.as_bytes();
+            let (arrival, until) = (score_of(&queue, id), score_of(&alive, id));
+            let (last, name) = (t(place.last), show(id));
+            if !place.alive(now) {
+                if arrival.is_some() || until.is_some() {
+                    let message = format!(
+                        "{name} last asked at t={last}, still queued at t={}",
+                        t(now)
+                    );
+                    fx.fail("a dead waiter leaves", message);
+                } else if w != c
+                    && client.waiting.as_ref().is_some_and(|w| w.dead)
+                    && score_of(queued_before, id).is_some()
+                {
+                    fx.reach("a dead waiter left the queue");
+                }
+                client.place = None;
+                continue;
+            }
+            if arrival != Some((place.arrival * 1000) as f64) {
+                let message = format!(
+                    "{name} arrived at t={}, queued at {arrival:?}",
+                    t(place.arrival)
+                );
+                fx.fail("FIFO among live waiters", message);
+            }
+            if until != Some((place.last + WAITER_LEASE) as f64) {
+                let until = until.map(|u| t(u as Millis));
+                let message = format!("{name} last asked at t={last}, alive until {until:?}");
+                fx.fail("a dead waiter leaves", message);
+            }
+            expected.push(client.place.as_ref().expect("a place").id.as_bytes());
+        }
+        if let Some((member, _)) = queue
+            .iter()
+            .chain(&alive)
+            .find(|(m, _)| !expected.contains(&m.as_slice()))
+        {
+            let message = format!("queue entry {} belongs to no live waiter", show(member));
+            fx.fail("no orphans, no garbage", message);
+        }
+    }
+
+    fn deliver(&mut self, c: usize, fx: &mut Effects) {
+        let now = self.now;
+        let flight = self.clients[c].flight.take().expect("a call in flight");
+        let reply = flight.reply.expect("delivered after it ran");
+        let resent = |mut resend: Resend| match resend.on_reply(&mut ModelEnv(now), &mut (), &reply)
+        {
+            Next::Done(Ok(resent)) => resent,
+            other => panic!("a re-send that got a reply: {other:?}"),
+        };
+        let client = &mut self.clients[c];
+        match flight.op {
+            Op::Acquire { request, resend } => match decode_acquire(&reply, false) {
+                Ok(FairAcquired::Granted(_)) => {
+                    if flight.retried && flight.existed {
+                        fx.reach("a retried acquire found its hold");
+                    }
+                    // Confirmed from the send time the library's machine says.
+                    let sent_at = resent(resend).first_sent_at;
+                    client
+                        .guards
+                        .push(HoldState::new(request.hold, sent_at, LEASE, true));
+                }
+                Ok(FairAcquired::Wait(_)) if request.waits => {
+                    client.waiting = Some(Waiting {
+                        request,
+                        dead: false,
+                    });
+                }
+                Ok(FairAcquired::Wait(_)) => {}
+                other => fx.fail("belief is true", format!("an attempt read as {other:?}")),
+            },
+            Op::Release { hold, resend, .. } => {
+                if flight.retried {
+                    fx.reach("a retried release");
+                }
+                // What the library reports, read by its own `given_back` (both give-backs
+                // name the hold: `hold_too`), and what the reply says, must be true.
+                let claim = match given_back(&resent(resend), true) {
+                    Ok(GivenBack::Removed) if !flight.removed => {
+                        Some("it removed the hold, but no copy did")
+                    }
+                    Ok(GivenBack::NotHeld) if flight.removed => {
+                        Some("nothing there, but a copy removed it")
+                    }
+                    Ok(_) => match reply {
+                        Reply::Int(1) if !flight.removed_now => Some("1, but took nothing out"),
+                        Reply::Int(0) if flight.removed_now => Some("0, but took it out"),
+                        Reply::Int(0 | 1) => None,
+                        _ => Some("an unknown reply"),
+                    },
+                    Err(_) => Some("an unreadable reply"),
+                };
+                if let Some(claim) = claim {
+                    let message = format!(
+                        "give-back of {} said {claim} ({reply:?})",
+                        show(hold.as_bytes())
+                    );
+                    fx.fail("release is true", message);
+                }
+            }
+            Op::Renew {
+                items,
+                order,
+                sent_at,
+            } => {
+                // Belief rests on what renewals say: a renewal must tell the truth.
+                let status = match decode_renew(&reply, items.len()) {
+                    Ok(status) => status,
+                    Err(err) => return fx.fail("belief is true", err),
+                };
+                for (status, &i) in status.iter().zip(&order) {
+                    let item = &items[i];
+                    if (*status == Renewed::Current) != flight.live[i] {
+                        let message =
+                            format!("renewal said {status:?} of {}", show(item.hold.as_bytes()));
+                        fx.fail("belief is true", message);
+                    }
+                    let Some(guard) = client.guards.iter_mut().find(|g| g.hold() == &item.hold)
+                    else {
+                        continue; // released since
+                    };
+                    if *status == Renewed::Current {
+                        guard.on_renewal(item.renew, sent_at, LEASE);
+                        if now > START + LEASE {
+                            fx.reach("a renewal kept a hold past its first lease");
+                        }
+                    } else {
+                        guard.on_gone();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The properties that hold in every state.
+    fn check(&self, keys: &FairKeys, fx: &mut Effects) {
+        let now = self.now;
+        let live = live_holds(&self.ks, keys, now);
+        // Exclusive in Redis: every live hold is one owner's (re-entries nest).
+        if let Some((first, _)) = live.first()
+            && let Some((other, _)) = live.iter().find(|(m, _)| owner_of(m) != owner_of(first))
+        {
+            let message = format!("Redis holds {} and {} at once", show(first), show(other));
+            fx.fail("never two holders", message);
+        }
+        // Who believes what: (client, owner, hold), each believed hold live in Redis with a
+        // deadline (on Redis's clock, the model's, scored in ms) no earlier than believed.
+        let mut believers = Vec::new();
+        for (c, client) in self.clients.iter().enumerate() {
+            for guard in &client.guards {
+                if guard.lost().is_some() || now >= guard.deadline() {
+                    continue;
+                }
+                believers.push((c, &client.owner, guard.hold()));
+                let member = member_of(guard.hold());
+                let score = score_of(&live, &member);
+                if score.is_none_or(|s| (guard.deadline() as f64) > s) {
+                    let until = score.map(|s| t(s as Millis));
+                    let message = format!(
+                        "client {c} believes in {} until t={}, Redis has it until {until:?}",
+                        show(&member),
+                        t(guard.deadline())
+                    );
+                    fx.fail("belief is true", message);
+                }
+            }
+        }
+        for (i, a) in believers.iter().enumerate() {
+            if let Some(b) = believers[i + 1..].iter().find(|b| b.1 != a.1) {
+                let message = format!(
+                    "client {} holds {} while client {} holds {}",
+                    a.0,
+                    show(a.2.as_bytes()),
+                    b.0,
+                    show(b.2.as_bytes())
+                );
+                fx.fail("never two holders", message);
+            }
+        }
+        // No orphans: with nothing in flight, every live hold is some guard's.
+        if self.clients.iter().all(|c| c.flight.is_none()) {
+            let guarded = |m: &Vec<u8>| {
+                self.clients
+                    .iter()
+                    .any(|c| c.guards.iter().any(|g| member_of(g.hold()) == *m))
+            };
+            if let Some((member, _)) = live.iter().find(|(m, _)| !guarded(m)) {
+                let message = format!("live hold {} belongs to no guard", show(member));
+                fx.fail("no orphans, no garbage", message);
+            }
+        }
+        // No garbage: only the lock's keys, each with a TTL. The holds' set expires with its
+        // latest deadline; the queue and the alive set (which name the same waiters after
+        // every run: `check_queue`) expire no earlier than the latest alive deadline (a
+        // live waiter keeps its place) and within a waiter lease (an emptied queue does not
+        // linger).
+        let alive = members(&self.ks, &keys.alive, now);
+        let latest = |list: &Members| list.iter().map(|(_, s)| *s).fold(f64::MIN, f64::max);
+        for key in self.ks.keys(now) {
+            let expiry = self.ks.pexpire_at(&key, now).flatten();
+            let problem = if key == keys.holds.as_bytes() {
+                let latest = latest(&members(&self.ks, &keys.holds, now));
+                (expiry.map(|at| at as f64) != Some(latest))
+                    .then(|| format!("expires at {expiry:?}, its latest hold at {latest}"))
+            } else if key == keys.queue.as_bytes() || key == keys.alive.as_bytes() {
+                let latest = latest(&alive);
+                let fits = expiry.is_some_and(|at| at as f64 >= latest && at <= now + WAITER_LEASE);
+                (!fits).then(|| format!("expires at {expiry:?}, its latest waiter at {latest}"))
+            } else {
+                Some("is not the lock's".into())
+            };
+            if let Some(problem) = problem {
+                fx.fail(
+                    "no orphans, no garbage",
+                    format!("{} {problem}", show(&key)),
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The explorer: breadth-first, states deduplicated by a 64-bit fingerprint.
+// ---------------------------------------------------------------------------------------
+
+pub struct Report {
+    pub states: usize,
+    pub depth_reached: usize,
+    pub milestones: [bool; MILESTONES.len()],
+    pub violation: Option<(&'static str, String, Vec<u8>)>,
+    /// The state bound was hit: the run is not exhaustive to its depth.
+    pub truncated: bool,
+}
+
+fn fingerprint(state: &State) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    state.hash(&mut hasher);
+    hasher.finish()
+}
+
+pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
+    let world = World::new(scripts);
+    let initial = State::initial(config);
+    let mut seen = HashSet::new();
+    seen.insert(fingerprint(&initial));
+    let mut frontier = vec![(initial, Vec::new())];
+    let mut report = Report {
+        states: 1,
+        depth_reached: 0,
+        milestones: [false; MILESTONES.len()],
+        violation: None,
+        truncated: false,
+    };
+    for level in 0..depth {
+        let mut next = Vec::new();
+        for (state, path) in &frontier {
+            for (index, step) in state.steps().iter().enumerate() {
+                let mut successor = state.clone();
+                let effects = successor.apply(step, &world);
+                for m in effects.milestones {
+                    report.milestones[m] = true;
+                }
+                let mut successor_path: Vec<u8> = path.clone();
+                successor_path.push(index as u8);
+                if let Some((property, message)) = effects.violation {
+                    report.violation = Some((property, message, successor_path));
+                    report.depth_reached = level + 1;
+                    return report;
+                }
+                if seen.insert(fingerprint(&successor)) {
+                    report.states += 1;
+                    report.truncated |= report.states >= max_states;
+                    next.push((successor, successor_path));
+                }
+            }
+            if report.truncated {
+                break;
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        report.depth_reached = level + 1;
+        frontier = next;
+        if report.truncated {
+            break;
+        }
+    }
+    report
+}
+
+pub fn path_text(path: &[u8]) -> String {
+    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The default configurations.
+pub fn configs() -> Vec<Config> {
+    vec![
+        Config {
+            name: "fair: three owners queue, give up and die",
+            owners: vec!["a", "b", "c"],
+            acquires: 3,
+            asks: 3,
+            advances: 3,
+            faults: 0,
+            renewals: 0,
+            required: MILESTONES[..8].to_vec(),
+        },
+        Config {
+            name: "fair: two owners, lost replies, expiry and renewal",
+            owners: vec!["a", "b"],
+            acquires: 3,
+            asks: 2,
+            advances: 3,
+            faults: 1,
+            renewals: 1,
+            required: MILESTONES.to_vec(),
+        },
+        shared_owner(),
+    ]
+}
+
+/// Two clients with one explicit owner (`FairLock::with_owner`) and a third. It found a gap
+/// of `fair_acquire.lua` (now fixed): the re-entry path granted without taking the waiter
+/// out of the queue, so a queued waiter granted as a re-entry kept its place, and once its
+/// owner let go that stale place (the head) held every other waiter back until its waiter
+/// lease ran out.
+pub fn shared_owner() -> Config {
+    Config {
+        name: "fair: one explicit owner on two clients",
+        owners: vec!["a", "a", "b"],
+        acquires: 3,
+        asks: 2,
+        advances: 1,
+        faults: 0,
+        renewals: 0,
+        required: vec!["an owner re-entered", "a queued waiter granted in order"],
+    }
+}
