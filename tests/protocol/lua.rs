@@ -2,12 +2,12 @@
 //! against the in-memory keyspace model (`crate::keyspace`).
 //!
 //! What is modelled: `redis.call` / `redis.pcall` / `redis.error_reply` /
-//! `redis.status_reply` / `redis.log` / `redis.acl_check_cmd` (always true: there is no
-//! ACL), KEYS and ARGV, the data type conversions in both directions (RESP2), Redis's
-//! `%.17g` rendering of Lua numbers passed as command arguments, Redis's `pcall` (which
-//! hands a caught error table's `err` string to the script), and global protection
-//! (reading an undefined global or creating one is an error). Time is frozen for the
-//! whole script, as on the server.
+//! `redis.status_reply` / `redis.log` / `redis.acl_check_cmd` (true, unless a test made the
+//! runner refuse the command, as an ACL would: `ScriptRunner::refuse`), KEYS and ARGV, the
+//! data type conversions in both directions (RESP2), Redis's `%.17g` rendering of Lua
+//! numbers passed as command arguments, Redis's `pcall` (which hands a caught error table's
+//! `err` string to the script), and global protection (reading an undefined global or
+//! creating one is an error). Time is frozen for the whole script, as on the server.
 //!
 //! Not modelled: the " script: <sha>, on @user_script:<line>." suffix Redis appends to the
 //! message of an error that escapes the script (compare errors by their first word), the
@@ -25,7 +25,7 @@ use crate::keyspace::{self, Keyspace, Reply};
 /// Defines the `redis` table and returns the function that runs one script.
 /// `...` is the Rust command function: it returns the reply and whether it is an error.
 const PRELUDE: &str = r#"
-local command = ...
+local command, acl_allows = ...
 local base = {}
 for name, value in pairs(_G) do base[name] = value end
 
@@ -62,9 +62,15 @@ function redis.error_reply(...)
   text = text:gsub('^[\r\n]+', ''):gsub('[\r\n]+$', '')
   return { err = code .. ' ' .. text }
 end
--- Every command is allowed here (no ACL): the scripts' checks before their first write
--- always pass.
-function redis.acl_check_cmd() return true end
+-- Every command is allowed unless the test refuses it (ScriptRunner::refuse, standing in
+-- for an ACL rule `-<command>`); as in Redis 7.0, a command that does not exist is an error.
+function redis.acl_check_cmd(name)
+  local allowed = acl_allows(name)
+  if allowed == nil then
+    error({ err = 'ERR Invalid command passed to redis.acl_check_cmd()' })
+  end
+  return allowed
+end
 function redis.log() end
 function redis.replicate_commands() return true end
 function redis.set_repl() end
@@ -111,6 +117,15 @@ struct Session {
     now_ms: u64,
 }
 
+/// The commands an ACL refuses to the script's user (`ScriptRunner::refuse`), lowercase.
+struct Refused(Vec<String>);
+
+/// Whether the test made the runner refuse `command` (lowercase).
+fn refused(lua: &Lua, command: &str) -> bool {
+    lua.app_data_ref::<Refused>()
+        .is_some_and(|refused| refused.0.iter().any(|c| c == command))
+}
+
 /// A script body and its compiled chunk.
 type Compiled = (String, Function);
 
@@ -137,16 +152,31 @@ impl ScriptRunner {
         let command = lua
             .create_function(|lua, args: Variadic<Value>| redis_command(lua, &args))
             .expect("create redis.call");
+        // redis.acl_check_cmd's answer: nil for a command that does not exist.
+        let acl_allows = lua
+            .create_function(|lua, name: mlua::LuaString| {
+                let name = name.to_string_lossy().to_ascii_lowercase();
+                Ok(keyspace::arity(&name).map(|_| !refused(lua, &name)))
+            })
+            .expect("create redis.acl_check_cmd");
         let run = lua
             .load(PRELUDE)
             .set_name("=prelude")
-            .call::<Function>(command)
+            .call::<Function>((command, acl_allows))
             .expect("run the prelude");
         ScriptRunner {
             lua,
             run,
             compiled: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// Makes the next scripts run as a user whose ACL refuses `commands` (names, any case;
+    /// `&[]`: nothing refused, the default): `redis.call` / `redis.pcall` of one of them
+    /// fails with Redis 7.0's error, and `redis.acl_check_cmd` answers false for it.
+    pub fn refuse(&self, commands: &[&str]) {
+        let commands = commands.iter().map(|c| c.to_ascii_lowercase()).collect();
+        self.lua.set_app_data(Refused(commands));
     }
 
     /// EVAL semantics: runs `body` with KEYS and ARGV against `ks` at `now_ms`, and returns
@@ -250,6 +280,10 @@ fn redis_command(lua: &Lua, args: &[Value]) -> mlua::Result<(Value, bool)> {
             return failure("ERR Wrong number of args calling Redis command from script");
         }
         Some(_) => {}
+    }
+    // After the arity check, as Redis 7.0's scriptCall checks the ACL.
+    if refused(lua, &String::from_utf8_lossy(&argv[0]).to_ascii_lowercase()) {
+        return failure("ERR The user executing the script can't run this command or subcommand");
     }
     let reply = {
         let mut session = lua
