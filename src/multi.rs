@@ -6,6 +6,7 @@
 //! named the locks in (the classic lock-ordering rule). A failed or timed-out attempt
 //! gives back every member it took before returning, so nothing is left held.
 
+use crate::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_order};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,22 +49,20 @@ impl MultiLock {
     /// server twice is an [`Error::InvalidConfig`], since a member would wait for itself).
     /// Each member keeps its own options (lease, fencing, owner).
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<Self> {
-        let mut members: Vec<Lock> = locks.into_iter().collect();
-        if members.is_empty() {
+        let named: Vec<Lock> = locks.into_iter().collect();
+        if named.is_empty() {
             return Err(Error::InvalidConfig(
                 "a multi-lock needs at least one lock".into(),
             ));
         }
-        members.sort_by_key(order_key);
-        if let Some(pair) = members
-            .windows(2)
-            .find(|pair| order_key(&pair[0]) == order_key(&pair[1]))
-        {
-            return Err(Error::InvalidConfig(format!(
+        let keys: Vec<OrderKey> = named.iter().map(order_key).collect();
+        let order = global_order(&keys).map_err(|twice| {
+            Error::InvalidConfig(format!(
                 "lock {:?} is named twice in one multi-lock",
-                pair[0].name()
-            )));
-        }
+                named[twice].name()
+            ))
+        })?;
+        let members: Vec<Lock> = order.into_iter().map(|i| named[i].clone()).collect();
         Ok(MultiLock {
             members: members.into(),
         })
@@ -121,7 +120,26 @@ impl MultiLock {
 
     async fn acquire_until(&self, deadline: Option<Instant>) -> Result<Option<MultiGuard>> {
         let mut guards: Vec<LockGuard> = Vec::with_capacity(self.members.len());
-        for lock in self.members.iter() {
+        let mut walk = MultiAcquire::new(self.members.len());
+        let mut step = walk.start();
+        let mut failure = None;
+        loop {
+            let lock = match step {
+                MultiStep::Take(i) => &self.members[i],
+                MultiStep::Held => return Ok(Some(MultiGuard::new(guards))),
+                MultiStep::GiveBack(keep) => {
+                    // All or none: the core names how many of the members taken are given
+                    // back (all of them; fewer only with a planted defect, whose kept
+                    // members are left to their lease).
+                    let kept = guards.split_off(keep.min(guards.len()));
+                    give_back(guards).await;
+                    kept.into_iter().for_each(LockGuard::detach);
+                    return match failure {
+                        Some(err) => Err(err),
+                        None => Ok(None),
+                    };
+                }
+            };
             let got = match deadline {
                 None => lock.acquire().await.map(Some),
                 Some(deadline) => {
@@ -133,19 +151,18 @@ impl MultiLock {
                     }
                 }
             };
-            match got {
-                Ok(Some(guard)) => guards.push(guard),
-                Ok(None) => {
-                    give_back(guards).await;
-                    return Ok(None);
+            step = match got {
+                Ok(Some(guard)) => {
+                    guards.push(guard);
+                    walk.on_member(true)
                 }
+                Ok(None) => walk.on_member(false),
                 Err(err) => {
-                    give_back(guards).await;
-                    return Err(err);
+                    failure = Some(err);
+                    walk.on_member(false)
                 }
-            }
+            };
         }
-        Ok(Some(MultiGuard::new(guards)))
     }
 }
 

@@ -29,6 +29,7 @@ pub mod fair;
 pub mod hold;
 pub mod lane;
 pub mod latch;
+pub mod multi;
 pub mod planted;
 pub mod redlock;
 pub mod release;

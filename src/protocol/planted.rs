@@ -48,6 +48,10 @@ pub enum Defect {
     RedlockHalfIsAMajority,
     /// RedLock's validity leaves out the clock-drift margin.
     RedlockDriftIgnored,
+    /// The multi-lock takes its members in the order they were named, not the global one.
+    MultiOrderAsNamed,
+    /// The multi-lock keeps the members it took when a later one cannot be taken.
+    MultiKeepsPartial,
     // --- semaphore defects (tests/sem_teeth.rs) go below this line ---
     /// The semaphore reads a "wait" reply as a grant.
     SemWaitReadAsGrant,
