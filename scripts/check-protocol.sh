@@ -17,6 +17,8 @@ cargo test --release --locked --test latch_check
 cargo test --release --locked --test sem_check
 # The fair lock's checker (fair_*.lua, sem_renew.lua): default depth 12, ~25 s.
 cargo test --release --locked --test fair_check
+# RedLock's checker (3 and 2 servers, outages, restarts, drift): default depth 12, ~40 s.
+cargo test --release --locked --test redlock_check
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
@@ -26,3 +28,4 @@ cargo test --release --locked --features planted-defects --test rw_teeth
 cargo test --release --locked --features planted-defects --test latch_teeth
 cargo test --release --locked --features planted-defects --test sem_teeth
 cargo test --release --locked --features planted-defects --test fair_teeth
+cargo test --release --locked --features planted-defects --test redlock_teeth

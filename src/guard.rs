@@ -244,6 +244,12 @@ impl LockGuard {
         self.entry.remaining_lease()
     }
 
+    /// How long ago, in ms, the lease as last confirmed started (RedLock's validity
+    /// counts from the oldest of its members').
+    pub(crate) fn confirmed_age(&self) -> crate::protocol::Millis {
+        self.entry.confirmed_age()
+    }
+
     /// Resolves when the lock is lost. Resolves at once if it already is.
     ///
     /// # Cancel safety

@@ -267,8 +267,12 @@ impl RedLock {
                 .min()
                 .unwrap_or_default();
             let now = Instant::now();
-            // Elapsed time rounded up, so the validity errs short.
-            let elapsed = (now - attempt).as_micros().div_ceil(1_000) as Millis;
+            // Elapsed time rounded up, so the validity errs short; from the start of the
+            // oldest granted lease if that is earlier (an adopted hold).
+            let elapsed = redlock::elapsed(
+                (now - attempt).as_micros().div_ceil(1_000) as Millis,
+                holds.iter().flatten().map(LockGuard::confirmed_age),
+            );
             if let Won::Acquired { validity_ms } =
                 redlock::decide(granted, self.servers, lease.as_millis() as Millis, elapsed)
             {

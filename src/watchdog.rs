@@ -145,6 +145,12 @@ impl HoldEntry {
         false
     }
 
+    /// How long ago the lease as last confirmed started (see
+    /// [`HoldState::confirmed_age`]).
+    pub(crate) fn confirmed_age(&self) -> Millis {
+        self.state.lock().confirmed_age(self.clock.now())
+    }
+
     /// The time left on the lease as last confirmed by Redis, or zero once lost.
     pub(crate) fn remaining_lease(&self) -> Duration {
         Duration::from_millis(self.state.lock().remaining(self.clock.now()))

@@ -235,6 +235,13 @@ impl HoldState {
         self.confirmed_until.saturating_sub(drift(self.lease_ms))
     }
 
+    /// How long ago, at `now`, the lease as last confirmed started: the send time of the
+    /// acquire or renewal that confirmed it (a hold adopted from a lost request started
+    /// before the attempt that adopted it).
+    pub fn confirmed_age(&self, now: Millis) -> Millis {
+        now.saturating_sub(self.confirmed_until.saturating_sub(self.lease_ms))
+    }
+
     /// The lease left at `now` as last confirmed (0 once lost). The hold is declared lost
     /// a drift margin before this runs out.
     pub fn remaining(&self, now: Millis) -> Millis {

@@ -48,6 +48,9 @@ pub enum Defect {
     RedlockHalfIsAMajority,
     /// RedLock's validity leaves out the clock-drift margin.
     RedlockDriftIgnored,
+    /// RedLock counts the time spent from the attempt's start only, ignoring holds adopted
+    /// from an earlier attempt's lost request, whose leases started earlier.
+    RedlockElapsedFromAttempt,
     /// The multi-lock takes its members in the order they were named, not the global one.
     MultiOrderAsNamed,
     /// The multi-lock keeps the members it took when a later one cannot be taken.

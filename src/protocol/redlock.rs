@@ -27,6 +27,23 @@ pub fn server_limit(lease_ms: Millis, response_timeout_ms: Millis) -> Millis {
     (lease_ms / 10).max(50).min(response_timeout_ms)
 }
 
+/// The time an attempt spent, as far as its validity goes: since it started
+/// (`attempt_elapsed_ms`), or since the lease of a granted hold started, whichever is
+/// longer. A hold adopted from an earlier attempt's lost request was taken before this
+/// attempt started, and its lease runs out that much earlier (found by the RedLock
+/// checker, `tests/redlock_check.rs`).
+pub fn elapsed(
+    attempt_elapsed_ms: Millis,
+    granted_ages_ms: impl IntoIterator<Item = Millis>,
+) -> Millis {
+    if planted::is(Defect::RedlockElapsedFromAttempt) {
+        return attempt_elapsed_ms;
+    }
+    granted_ages_ms
+        .into_iter()
+        .fold(attempt_elapsed_ms, Millis::max)
+}
+
 /// What an attempt over every server won.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Won {

@@ -1,0 +1,1803 @@
+//! The RedLock model: one lock over N independent Redis servers (3 by default), two
+//! clients with different owners, one clock.
+//!
+//! Every server's hold is an ordinary reentrant-lock hold, taken, probed and given back by
+//! the library's own sans-IO core exactly as `src/redlock.rs` does it through
+//! `Lock::try_acquire` and `LockGuard::release`: one [`AttemptOp`] per server in that
+//! server's (lock, owner) [`Lane`], one [`ReleaseFlow`] per hold, the background
+//! [`ReconcileRound`]s of an acquire whose reply was lost, the [`HoldState`] of each hold.
+//! When every server's attempt has an outcome, the client asks the core's RedLock decision
+//! (`redis_locks::protocol::redlock::decide`) whether it won, with the time spent since
+//! the attempt started. Every call runs the real `lua/*.lua` in the embedded Lua against
+//! that server's own in-memory keyspace (`keyspace.rs`, `lua.rs`). What the model adds is
+//! only the world: the users, the clock, the servers' outages, restarts and clock drift,
+//! lost replies.
+//!
+//! Time is in model milliseconds; the client's clock is exact, and a request runs at its
+//! send time (so the client's estimate of elapsed time is tight, the hardest case for the
+//! properties). A server's clock may run ahead of the client's by up to the drift margin
+//! over a whole run ([`MAX_SKEW`]): the assumption RedLock's drift margin stands for, spent
+//! at once, its worst case.
+//!
+//! What a step is (and the reductions the model makes, each sound for the properties
+//! checked, or named here as a limit):
+//! * A sent call is, in one step: run and answered ([`Step::Run`]); run with the reply
+//!   still on its way, so the clock may move before it arrives ([`Step::Slow`], then
+//!   [`Step::Deliver`]); run with the reply lost ([`Step::LoseReply`]); lost before it ran
+//!   ([`Step::LoseRequest`]); timed out, having run or not ([`Step::TimeOut`]); or refused,
+//!   while its server is down ([`Step::Refuse`], `Failure::NotSent`). Running and
+//!   answering at once loses no behaviour that matters: a reply only changes its client,
+//!   which commutes with every other step but the clock's, and the clock is covered by
+//!   `Slow`. A request that timed out either ran at its send time or never runs (no late
+//!   stray copy, unlike `model.rs`).
+//! * The clock moves ([`Step::Advance`]) only when no call waits to run, to the next
+//!   instant at which time changes anything (a tick of [`STEP`], a validity's end, a
+//!   hold's deadline, a key's expiry and the millisecond after it, the end of a sleep or of
+//!   a restarted server's exclusion). Sleeps that the core asks for (retries' back-off)
+//!   are honoured: the op waits for the clock.
+//! * The model waits for every server's outcome before deciding; the library may decide
+//!   earlier (once a majority granted, the rest get as long again, at least 5 ms, then are
+//!   left out and a hold they win is given back in the background). Not modelled.
+//! * A client's per-server lanes are entered one operation at a time: a user's attempt or
+//!   release starts only when none of its lanes is busy, and a background reconciliation
+//!   round runs only between them (the library would queue on the lane instead).
+//! * Leases are fixed ([`LEASE`]; one configuration adds [`SHORT_LEASE`]); no watchdog, no
+//!   fencing, no re-entry by the user.
+//! * A background reconciliation round may run at any time while its task lives (the
+//!   library waits a back-off first): more interleavings, not fewer.
+//!
+//! What it found in the shipped code: a RedLock attempt may count a hold that the server's
+//! `AttemptOp` adopted from an earlier attempt's lost request (same owner, same lease).
+//! That hold's lease started when the lost request was sent, before this attempt, but
+//! `src/redlock.rs` counts the validity from this attempt's start, so the validity outlives
+//! the hold, and once such holds make up the majority another client can take it while the
+//! first still believes it holds ("validity never outlives a counted hold", then "never two
+//! holders within validity"). See [`redlock_elapsed`].
+#![allow(dead_code)]
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashSet};
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use redis_locks::protocol::acquire::AcquireRequest;
+use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
+use redis_locks::protocol::hold::HoldState;
+use redis_locks::protocol::lane::Lane;
+use redis_locks::protocol::redlock::{self, Won};
+use redis_locks::protocol::release::{ReleaseFlow, ReleaseOutcome, ReleaseResult};
+use redis_locks::protocol::{
+    Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
+};
+
+use crate::keyspace::Keyspace;
+use crate::lua::ScriptRunner;
+
+/// The fixed lease of every server's hold (model ms).
+pub const LEASE: Millis = 30;
+/// The second lease of the "two leases" configuration (a RedLock `with_lease` of the same
+/// owner on the same clients, whose lanes it shares).
+pub const SHORT_LEASE: Millis = 15;
+/// The clock's tick: it always stops at multiples of this.
+pub const STEP: Millis = 10;
+/// The clients' response timeout: a release retries for at least twice this
+/// (`LockGuard::give_up_at`).
+pub const RESPONSE_TIMEOUT: Millis = STEP;
+/// How far a server's clock may run ahead of the client's over a run: the documented
+/// drift margin of a lease, `1 % + 2 ms` (written out here, not taken from the core, so
+/// that the model does not share a defect of it).
+pub const MAX_SKEW: Millis = LEASE / 100 + 2;
+
+/// The documented majority: N/2 + 1 (the model's own, independent of the core's).
+pub fn documented_quorum(servers: usize) -> usize {
+    servers / 2 + 1
+}
+
+/// The documented drift margin: 1 % of the lease plus 2 ms.
+pub fn documented_drift(lease: Millis) -> Millis {
+    lease / 100 + 2
+}
+
+/// How much time an attempt that started at `start` spent by `now`, as the library's core
+/// says (`redlock::elapsed`): since the attempt started, or since the earliest send of a
+/// request that took a granted hold (`granted_sent_at`: a hold adopted from an earlier
+/// attempt's lost request started its lease before this attempt), whichever is longer.
+/// The checker found the gap that made the library count from the attempt's start only.
+pub fn redlock_elapsed(
+    start: Millis,
+    now: Millis,
+    granted_sent_at: impl IntoIterator<Item = Millis>,
+) -> Millis {
+    redlock::elapsed(
+        now - start,
+        granted_sent_at.into_iter().map(|sent_at| now - sent_at),
+    )
+}
+
+/// The properties, checked in every state.
+pub const PROPERTIES: [&str; 6] = [
+    "never two holders within validity",
+    "validity as documented",
+    "validity never outlives a counted hold",
+    "no orphans",
+    "the lost signal is never late",
+    "replies are understood",
+];
+/// (1) Two clients never both believe they hold the RedLock (acquired, not released,
+/// now < valid_until). One documented exception, see `check`.
+const TWO_HOLDERS: &str = PROPERTIES[0];
+/// (2a) The decision follows the README's rule: acquired exactly when N/2 + 1 granted and
+/// `lease − elapsed − (1 % of the lease + 2 ms)` is positive, with that validity.
+const VALIDITY: &str = PROPERTIES[1];
+/// (2b) While the RedLock is believed, every hold counted for it is current on its server
+/// and its key lives at least until the validity's end (by the client's clock), unless
+/// that server restarted empty since the hold was taken (RedLock promises nothing then).
+const OUTLIVES: &str = PROPERTIES[2];
+/// (3) Once nothing is in flight, no attempt or give-back is under way and no lost acquire
+/// is pending, every hold on every server belongs to a RedGuard that holds it, unless its
+/// give-back failed (it expires with its lease).
+const ORPHANS: &str = PROPERTIES[3];
+/// (4) Each server's guard (its `HoldState`, whose losses make the RedGuard's lost signal)
+/// never believes its hold past the key's expiry, unless that server restarted empty.
+const LOST_SIGNAL: &str = PROPERTIES[4];
+/// Every reply is one the core can read.
+const UNDERSTOOD: &str = PROPERTIES[5];
+
+/// Things a configuration must see (at the default bound), so that it is not vacuous.
+pub const MILESTONES: [&str; 11] = [
+    "acquired with one server failing",
+    "gave back a minority",
+    "acquired after a restart",
+    "a hand-off between the clients",
+    "acquired with time spent (validity < lease - drift)",
+    "a majority too late: given back",
+    "split vote: nobody won",
+    "adopted the hold of a lost acquire",
+    "a background reconciliation gave a hold back",
+    "a give-back failed (the hold expires with its lease)",
+    "two holders after a majority member restarted empty (documented exception)",
+];
+const M_FAILING: usize = 0;
+const M_GAVE_BACK: usize = 1;
+const M_AFTER_RESTART: usize = 2;
+const M_HAND_OFF: usize = 3;
+const M_ELAPSED: usize = 4;
+const M_TOO_LATE: usize = 5;
+const M_SPLIT: usize = 6;
+const M_ADOPTED: usize = 7;
+const M_RECONCILED: usize = 8;
+const M_ABANDONED: usize = 9;
+const M_RESTART_TWICE: usize = 10;
+
+/// The scripts the model runs: the files of `lua/`, or copies with a planted defect.
+#[derive(Clone)]
+pub struct Scripts(Vec<(ScriptId, String)>);
+
+impl Scripts {
+    /// The files of `lua/`, as the library loads them.
+    pub fn real() -> Self {
+        Scripts(ScriptId::ALL.map(|id| (id, id.source().to_owned())).into())
+    }
+
+    /// A copy with `from` replaced by `to` in one script; panics if `from` is not there,
+    /// so a planted defect cannot silently plant nothing.
+    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
+        for (script, source) in self.0.iter_mut().filter(|(script, _)| *script == id) {
+            assert!(source.contains(from), "{script:?} has no {from:?}");
+            *source = source.replacen(from, to, 1);
+        }
+        self
+    }
+
+    fn source(&self, id: ScriptId) -> &str {
+        let found = self.0.iter().find(|(s, _)| *s == id);
+        found.map_or("", |(_, source)| source)
+    }
+}
+
+/// The parties and the bounds of one exploration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Name, for the report and replays.
+    pub name: &'static str,
+    /// How many independent servers (every one a member).
+    pub servers: usize,
+    /// The leases an attempt may use (a RedLock `with_lease` of the same owner).
+    pub leases: Vec<Millis>,
+    /// RedLock attempts (`try_acquire`) per client.
+    pub attempts: u8,
+    /// Server outages (requests refused, `Failure::NotSent`, until it is up again).
+    pub downs: u8,
+    /// Restarts that lose every key (no persistence).
+    pub restarts: u8,
+    /// Whether a restarted server is kept out for a lease before it rejoins (antirez's
+    /// remedy; the library does not do it for you, see the README).
+    pub rejoin_after_lease: bool,
+    /// Lost replies, lost requests and timeouts, in all.
+    pub faults: u8,
+    /// Replies that arrive after the clock moved.
+    pub slow: u8,
+    /// Servers whose clock jumps ahead by [`MAX_SKEW`].
+    pub skews: u8,
+    /// Clock steps.
+    pub advances: u8,
+    /// The milestones this configuration must reach at the default bound.
+    pub must_reach: Vec<&'static str>,
+}
+
+/// The default configurations.
+pub fn configs() -> Vec<Config> {
+    let m = |indices: &[usize]| indices.iter().map(|&i| MILESTONES[i]).collect::<Vec<_>>();
+    vec![
+        Config {
+            name: "3 servers: an outage, a lost reply, slow replies",
+            servers: 3,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 1,
+            restarts: 0,
+            rejoin_after_lease: false,
+            faults: 1,
+            slow: 1,
+            skews: 0,
+            advances: 3,
+            must_reach: m(&[
+                M_FAILING,
+                M_GAVE_BACK,
+                M_HAND_OFF,
+                M_ELAPSED,
+                M_TOO_LATE,
+                M_SPLIT,
+                M_ADOPTED,
+                M_RECONCILED,
+                M_ABANDONED,
+            ]),
+        },
+        Config {
+            name: "3 servers: a restart without persistence",
+            servers: 3,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 1,
+            restarts: 1,
+            rejoin_after_lease: false,
+            faults: 0,
+            slow: 1,
+            skews: 0,
+            advances: 3,
+            must_reach: m(&[
+                M_FAILING,
+                M_GAVE_BACK,
+                M_AFTER_RESTART,
+                M_HAND_OFF,
+                M_ELAPSED,
+                M_SPLIT,
+                M_RESTART_TWICE,
+            ]),
+        },
+        Config {
+            name: "3 servers: a restart kept out for a lease",
+            servers: 3,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 1,
+            restarts: 1,
+            rejoin_after_lease: true,
+            faults: 0,
+            slow: 1,
+            skews: 0,
+            advances: 4,
+            must_reach: m(&[
+                M_FAILING,
+                M_AFTER_RESTART,
+                M_HAND_OFF,
+                M_ELAPSED,
+                M_TOO_LATE,
+            ]),
+        },
+        Config {
+            name: "3 servers: clock drift and expiry",
+            servers: 3,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 1,
+            restarts: 0,
+            rejoin_after_lease: false,
+            faults: 0,
+            slow: 1,
+            skews: 2,
+            advances: 4,
+            must_reach: m(&[M_FAILING, M_HAND_OFF, M_ELAPSED, M_TOO_LATE, M_SPLIT]),
+        },
+        Config {
+            name: "3 servers: timeouts, lost replies, two leases",
+            servers: 3,
+            leases: vec![SHORT_LEASE, LEASE],
+            attempts: 2,
+            downs: 0,
+            restarts: 0,
+            rejoin_after_lease: false,
+            faults: 2,
+            slow: 0,
+            skews: 0,
+            advances: 2,
+            must_reach: m(&[
+                M_FAILING,
+                M_GAVE_BACK,
+                M_HAND_OFF,
+                M_ADOPTED,
+                M_RECONCILED,
+                M_ABANDONED,
+            ]),
+        },
+        Config {
+            name: "2 servers (an even count): an outage",
+            servers: 2,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 1,
+            restarts: 0,
+            rejoin_after_lease: false,
+            faults: 1,
+            slow: 0,
+            skews: 0,
+            advances: 3,
+            must_reach: m(&[
+                M_HAND_OFF,
+                M_TOO_LATE,
+                M_SPLIT,
+                M_ADOPTED,
+                M_RECONCILED,
+                M_ABANDONED,
+            ]),
+        },
+    ]
+}
+
+/// The lock's keys on every server.
+pub fn keys() -> LockKeys {
+    LockKeys {
+        hash: "L:{x}".into(),
+        fence: "L:{x}:fence".into(),
+        channel: "L:{x}:db0:released".into(),
+        sharded: false,
+    }
+}
+
+/// Runs calls against a server's keyspace with the model's scripts.
+pub struct World {
+    runner: ScriptRunner,
+    scripts: Scripts,
+    keys: LockKeys,
+}
+
+impl World {
+    pub fn new(scripts: Scripts) -> Self {
+        World {
+            runner: ScriptRunner::new(),
+            scripts,
+            keys: keys(),
+        }
+    }
+
+    fn run(&self, call: &Call, ks: &mut Keyspace, server_now: Millis) -> Reply {
+        let keys: Vec<Vec<u8>> = call.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let reply = self.runner.eval(
+            self.scripts.source(call.script),
+            &keys,
+            &args,
+            ks,
+            server_now,
+        );
+        ks.published.clear();
+        reply
+    }
+}
+
+/// One step of the world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// A client's user makes one RedLock attempt (`try_acquire`) with `leases[lease]`.
+    Attempt { client: usize, lease: usize },
+    /// A client's user releases the RedLock it holds (`RedGuard::release`).
+    Release { client: usize },
+    /// A client's background task runs a reconciliation round on a server.
+    Reconcile { client: usize, server: usize },
+    /// The server runs the call and the reply arrives at once.
+    Run { client: usize, server: usize },
+    /// The server runs the call; its reply arrives later (the clock may move first).
+    Slow { client: usize, server: usize },
+    /// A slow reply arrives.
+    Deliver { client: usize, server: usize },
+    /// The server runs the call; the reply is lost (`Failure::Lost`).
+    LoseReply { client: usize, server: usize },
+    /// The request is lost before it runs (`Failure::Lost`).
+    LoseRequest { client: usize, server: usize },
+    /// No reply within the response timeout (`Failure::TimedOut`); the call ran or not.
+    TimeOut {
+        client: usize,
+        server: usize,
+        ran: bool,
+    },
+    /// A down server refuses the call (`Failure::NotSent`).
+    Refuse { client: usize, server: usize },
+    /// A server goes down (keeps its data).
+    Down { server: usize },
+    /// A down server comes back.
+    Up { server: usize },
+    /// A server restarts and loses every key.
+    Restart { server: usize },
+    /// A server's clock jumps ahead by [`MAX_SKEW`].
+    ClockAhead { server: usize },
+    /// The clock moves to the next instant that matters.
+    Advance,
+}
+
+impl Step {
+    fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            Step::LoseReply { .. } | Step::LoseRequest { .. } | Step::TimeOut { .. }
+        )
+    }
+}
+
+/// The core's view of a model client on one server: the model clock, no randomness, that
+/// server's client's request ids.
+struct ModelEnv<'a> {
+    now: Millis,
+    ids: &'a mut RequestIds,
+}
+
+impl Env for ModelEnv<'_> {
+    fn now(&self) -> Millis {
+        self.now
+    }
+    fn jitter(&mut self) -> u64 {
+        0
+    }
+    fn next_id(&mut self) -> String {
+        self.ids.next_id()
+    }
+}
+
+/// What an operation is fed.
+enum Event<'a> {
+    Start,
+    Reply(&'a Reply),
+    Failure(Failure),
+    Resume,
+}
+
+/// Feeds `event` to `machine`, exactly as the library's driver (`src/drive.rs`) would,
+/// and returns what it asks for next.
+fn feed<M: Machine<Ctx = Lane>>(
+    machine: &mut M,
+    env: &mut ModelEnv,
+    lane: &mut Lane,
+    event: Event,
+) -> Next<M::Outcome> {
+    match event {
+        Event::Start => machine.start(env, lane),
+        Event::Reply(reply) => machine.on_reply(env, lane, reply),
+        Event::Failure(failure) => machine.on_failure(env, lane, failure),
+        Event::Resume => machine.resume(env, lane),
+    }
+}
+
+/// One server's hold, as the client's `LockGuard` for it knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Hold {
+    hold: Arc<str>,
+    state: HoldState,
+    /// When the request that took it was sent, and its lease.
+    sent_at: Millis,
+    lease: Millis,
+    /// The server's restart count when the call that found it ran: a later restart lost it.
+    epoch: u8,
+    adopted: bool,
+}
+
+/// What a server's attempt ended with.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Outcome {
+    Granted,
+    Held,
+    Failed,
+}
+
+/// A client's operation in one server's lane: one of the library's own machines.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum OpKind {
+    Acquire(AttemptOp),
+    Release {
+        flow: ReleaseFlow,
+        hold: Hold,
+        /// Giving back the hold of an attempt that lost (not a user's release).
+        lost_attempt: bool,
+    },
+    Reconcile(ReconcileRound),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Flight {
+    /// Sent, not run yet.
+    Sent(Call),
+    /// Run when the server's restart count was `epoch`; the reply is on its way.
+    Replied { reply: Reply, epoch: u8 },
+    /// Sleeping until then (a retry's back-off).
+    Sleeping(Millis),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Op {
+    kind: OpKind,
+    flight: Flight,
+}
+
+/// What the RedLock client is doing.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    Idle,
+    /// An attempt started at `start` with `lease`: each server's outcome, once known.
+    Attempting {
+        start: Millis,
+        lease: Millis,
+        outcomes: Vec<Option<Outcome>>,
+    },
+    /// Acquired: the RedLock is believed held until `valid_until`.
+    Holding {
+        valid_until: Millis,
+    },
+    /// Giving back (an attempt that lost, or a release): every hold's release runs.
+    Releasing,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Client {
+    owner: Arc<str>,
+    /// Per server: that server's client's lane and request ids.
+    lanes: Vec<Lane>,
+    ids: Vec<RequestIds>,
+    ops: Vec<Option<Op>>,
+    /// Per server: a background reconciliation task is running.
+    background: Vec<bool>,
+    /// Per server: the hold the current attempt got, or the RedGuard holds.
+    holds: Vec<Option<Hold>>,
+    phase: Phase,
+    attempts_left: u8,
+}
+
+/// A server's current hold id and each owner's hold count.
+type CurrentHold = (Arc<str>, Vec<(String, u64)>);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Server {
+    ks: Keyspace,
+    up: bool,
+    /// A restarted server kept out rejoins at this time.
+    out_until: Option<Millis>,
+    /// Restarts so far.
+    epoch: u8,
+    /// How far its clock is ahead of the client's.
+    skew: Millis,
+}
+
+impl Server {
+    fn now(&self, now: Millis) -> Millis {
+        now + self.skew
+    }
+
+    /// The current hold id and the owners' counts, at client time `now`.
+    fn current(&self, now: Millis) -> Option<CurrentHold> {
+        let hash = self.ks.hash(b"L:{x}", self.now(now))?;
+        let hold = hash.get(b"\x01h".as_slice())?;
+        let hold: Arc<str> = String::from_utf8_lossy(hold).into_owned().into();
+        let counts = hash
+            .iter()
+            .filter(|(field, _)| !field.starts_with(b"\x01"))
+            .map(|(field, value)| {
+                (
+                    String::from_utf8_lossy(field).into_owned(),
+                    String::from_utf8_lossy(value).parse().unwrap_or(0),
+                )
+            })
+            .collect();
+        Some((hold, counts))
+    }
+
+    /// The last client-clock instant at which the lock key still exists (it exists at its
+    /// server-clock expiry time and is gone a millisecond later).
+    fn expiry(&self, now: Millis) -> Option<Millis> {
+        match self.ks.pexpire_at(b"L:{x}", self.now(now)) {
+            Some(Some(at)) => Some(at.saturating_sub(self.skew)),
+            Some(None) => Some(Millis::MAX),
+            None => None,
+        }
+    }
+}
+
+/// The whole world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub now: Millis,
+    servers: Vec<Server>,
+    clients: Vec<Client>,
+    downs_left: u8,
+    restarts_left: u8,
+    faults_left: u8,
+    slow_left: u8,
+    skews_left: u8,
+    advances_left: u8,
+    /// (server, hold) whose give-back failed or went unconfirmed: it expires with its
+    /// lease.
+    abandoned: BTreeSet<(usize, Arc<str>)>,
+    /// Which clients have acquired the RedLock so far (a bit each).
+    acquired_by: u8,
+}
+
+/// What a step did that the checker reports on.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Milestones reached (indices into [`MILESTONES`]).
+    pub milestones: Vec<usize>,
+    /// The properties violated, each once, with why, in the order found.
+    pub violations: Vec<(&'static str, String)>,
+}
+
+impl Effects {
+    fn violate(&mut self, property: &'static str, message: String) {
+        if !self.violations.iter().any(|(p, _)| *p == property) {
+            self.violations.push((property, message));
+        }
+    }
+
+    /// The first violation of a property not in `ignore`.
+    pub fn violation(&self, ignore: &[&str]) -> Option<(&'static str, String)> {
+        self.violations
+            .iter()
+            .find(|(p, _)| !ignore.contains(p))
+            .cloned()
+    }
+}
+
+impl State {
+    pub fn initial(config: &Config) -> Self {
+        let n = config.servers;
+        let clients = ["a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(c, owner)| Client {
+                owner: (*owner).into(),
+                lanes: vec![Lane::default(); n],
+                // Each server's client hands out its own ids; one tag per model client on
+                // every server keeps the servers interchangeable (see `fingerprint`).
+                ids: vec![RequestIds::new(format!("c{c}")); n],
+                ops: vec![None; n],
+                background: vec![false; n],
+                holds: vec![None; n],
+                phase: Phase::Idle,
+                attempts_left: config.attempts,
+            })
+            .collect();
+        State {
+            now: 0,
+            servers: vec![
+                Server {
+                    ks: Keyspace::default(),
+                    up: true,
+                    out_until: None,
+                    epoch: 0,
+                    skew: 0,
+                };
+                n
+            ],
+            clients,
+            downs_left: config.downs,
+            restarts_left: config.restarts,
+            faults_left: config.faults,
+            slow_left: config.slow,
+            skews_left: config.skews,
+            advances_left: config.advances,
+            abandoned: BTreeSet::new(),
+            acquired_by: 0,
+        }
+    }
+
+    fn any_sent(&self) -> bool {
+        self.clients.iter().any(|c| {
+            c.ops.iter().any(|op| {
+                matches!(
+                    op,
+                    Some(Op {
+                        flight: Flight::Sent(_),
+                        ..
+                    })
+                )
+            })
+        })
+    }
+
+    /// Every step enabled in this state, in a fixed order (replays name steps by index).
+    pub fn steps(&self, config: &Config) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for (i, c) in self.clients.iter().enumerate() {
+            let lanes_free = c.ops.iter().all(Option::is_none);
+            match c.phase {
+                Phase::Idle if lanes_free && c.attempts_left > 0 => {
+                    for lease in 0..config.leases.len() {
+                        steps.push(Step::Attempt { client: i, lease });
+                    }
+                }
+                Phase::Holding { .. } if lanes_free => steps.push(Step::Release { client: i }),
+                _ => {}
+            }
+            if matches!(c.phase, Phase::Idle | Phase::Holding { .. }) {
+                for (s, running) in c.background.iter().enumerate() {
+                    if *running && c.ops[s].is_none() {
+                        steps.push(Step::Reconcile {
+                            client: i,
+                            server: s,
+                        });
+                    }
+                }
+            }
+            for (s, op) in c.ops.iter().enumerate() {
+                let (client, server) = (i, s);
+                match op.as_ref().map(|op| &op.flight) {
+                    Some(Flight::Sent(_)) if !self.servers[s].up => {
+                        steps.push(Step::Refuse { client, server });
+                    }
+                    Some(Flight::Sent(_)) => {
+                        steps.push(Step::Run { client, server });
+                        if self.slow_left > 0 {
+                            steps.push(Step::Slow { client, server });
+                        }
+                        if self.faults_left > 0 {
+                            steps.push(Step::LoseReply { client, server });
+                            steps.push(Step::LoseRequest { client, server });
+                            for ran in [false, true] {
+                                steps.push(Step::TimeOut {
+                                    client,
+                                    server,
+                                    ran,
+                                });
+                            }
+                        }
+                    }
+                    Some(Flight::Replied { .. }) => steps.push(Step::Deliver { client, server }),
+                    Some(Flight::Sleeping(_)) | None => {}
+                }
+            }
+        }
+        for (s, server) in self.servers.iter().enumerate() {
+            if server.up {
+                if self.downs_left > 0 {
+                    steps.push(Step::Down { server: s });
+                }
+                if self.restarts_left > 0 {
+                    steps.push(Step::Restart { server: s });
+                }
+            } else if server.out_until.is_none_or(|at| self.now >= at) {
+                steps.push(Step::Up { server: s });
+            }
+            if self.skews_left > 0 && server.skew == 0 {
+                steps.push(Step::ClockAhead { server: s });
+            }
+        }
+        if self.advances_left > 0 && !self.any_sent() {
+            steps.push(Step::Advance);
+        }
+        steps
+    }
+
+    /// Applies one step and checks every property afterwards.
+    pub fn apply(&mut self, step: &Step, world: &World, config: &Config) -> Effects {
+        let mut fx = Effects::default();
+        if step.is_fault() {
+            self.faults_left -= 1;
+        }
+        match *step {
+            Step::Attempt { client, lease } => {
+                self.start_attempt(client, config.leases[lease], world, &mut fx);
+            }
+            Step::Release { client } => {
+                self.give_back(client, world, false, &mut fx);
+            }
+            Step::Reconcile { client, server } => {
+                let round = ReconcileRound::new(world.keys.clone());
+                let epoch = self.servers[server].epoch;
+                self.drive(
+                    client,
+                    server,
+                    OpKind::Reconcile(round),
+                    Event::Start,
+                    epoch,
+                    world,
+                    &mut fx,
+                );
+            }
+            Step::Run { client, server } => {
+                let (reply, epoch) = self.execute(client, server, world, &mut fx);
+                self.feed_op(client, server, Event::Reply(&reply), epoch, world, &mut fx);
+            }
+            Step::Slow { client, server } => {
+                self.slow_left -= 1;
+                let (reply, epoch) = self.execute(client, server, world, &mut fx);
+                if let Some(op) = self.clients[client].ops[server].as_mut() {
+                    op.flight = Flight::Replied { reply, epoch };
+                }
+            }
+            Step::Deliver { client, server } => {
+                let Some(Op {
+                    flight: Flight::Replied { reply, epoch },
+                    ..
+                }) = self.clients[client].ops[server].clone()
+                else {
+                    return fx;
+                };
+                self.feed_op(client, server, Event::Reply(&reply), epoch, world, &mut fx);
+            }
+            Step::LoseReply { client, server } => {
+                let (_, epoch) = self.execute(client, server, world, &mut fx);
+                self.feed_op(
+                    client,
+                    server,
+                    Event::Failure(Failure::Lost),
+                    epoch,
+                    world,
+                    &mut fx,
+                );
+            }
+            Step::LoseRequest { client, server } => {
+                let epoch = self.servers[server].epoch;
+                self.feed_op(
+                    client,
+                    server,
+                    Event::Failure(Failure::Lost),
+                    epoch,
+                    world,
+                    &mut fx,
+                );
+            }
+            Step::TimeOut {
+                client,
+                server,
+                ran,
+            } => {
+                let epoch = if ran {
+                    self.execute(client, server, world, &mut fx).1
+                } else {
+                    self.servers[server].epoch
+                };
+                self.feed_op(
+                    client,
+                    server,
+                    Event::Failure(Failure::TimedOut),
+                    epoch,
+                    world,
+                    &mut fx,
+                );
+            }
+            Step::Refuse { client, server } => {
+                let epoch = self.servers[server].epoch;
+                self.feed_op(
+                    client,
+                    server,
+                    Event::Failure(Failure::NotSent),
+                    epoch,
+                    world,
+                    &mut fx,
+                );
+            }
+            Step::Down { server } => {
+                self.downs_left -= 1;
+                self.servers[server].up = false;
+            }
+            Step::Up { server } => {
+                self.servers[server].up = true;
+                self.servers[server].out_until = None;
+            }
+            Step::Restart { server } => {
+                self.restarts_left -= 1;
+                let now = self.now;
+                let s = &mut self.servers[server];
+                s.ks.flush_all();
+                s.epoch += 1;
+                if config.rejoin_after_lease {
+                    // Kept out for as long as any hold it had could have lasted.
+                    s.up = false;
+                    s.out_until = Some(now + config.leases.iter().copied().max().unwrap_or(0));
+                }
+            }
+            Step::ClockAhead { server } => {
+                self.skews_left -= 1;
+                let now = self.now;
+                let s = &mut self.servers[server];
+                s.skew = MAX_SKEW;
+                let server_now = s.now(now);
+                s.ks.expire(server_now);
+            }
+            Step::Advance => {
+                self.advances_left -= 1;
+                self.now = self.next_event();
+                let now = self.now;
+                for s in &mut self.servers {
+                    let server_now = s.now(now);
+                    s.ks.expire(server_now);
+                }
+                // Sleeps that are over end now (in a fixed order).
+                for c in 0..self.clients.len() {
+                    for s in 0..self.servers.len() {
+                        let due = matches!(
+                            self.clients[c].ops[s],
+                            Some(Op { flight: Flight::Sleeping(at), .. }) if at <= now
+                        );
+                        if due {
+                            let epoch = self.servers[s].epoch;
+                            self.feed_op(c, s, Event::Resume, epoch, world, &mut fx);
+                        }
+                    }
+                }
+            }
+        }
+        self.check(config, &mut fx);
+        fx
+    }
+
+    /// The next instant at which the passing of time changes anything.
+    fn next_event(&self) -> Millis {
+        let now = self.now;
+        let mut next = (now / STEP + 1) * STEP;
+        let mut consider = |at: Millis| {
+            if at > now {
+                next = next.min(at);
+            }
+        };
+        for c in &self.clients {
+            if let Phase::Holding { valid_until } = c.phase {
+                consider(valid_until);
+            }
+            for hold in c.holds.iter().flatten() {
+                consider(hold.state.deadline());
+            }
+            for op in c.ops.iter().flatten() {
+                if let Flight::Sleeping(at) = op.flight {
+                    consider(at);
+                }
+            }
+        }
+        for s in &self.servers {
+            if let Some(at) = s.expiry(now)
+                && at != Millis::MAX
+            {
+                consider(at);
+                consider(at + 1);
+            }
+            if let Some(at) = s.out_until {
+                consider(at);
+            }
+        }
+        next
+    }
+
+    /// Runs the call in flight on `server` now; returns the reply and the server's restart
+    /// count.
+    fn execute(
+        &mut self,
+        client: usize,
+        server: usize,
+        world: &World,
+        fx: &mut Effects,
+    ) -> (Reply, u8) {
+        let Some(Op {
+            kind,
+            flight: Flight::Sent(call),
+        }) = &self.clients[client].ops[server]
+        else {
+            return (Reply::Nil, self.servers[server].epoch);
+        };
+        let now = self.now;
+        let s = &mut self.servers[server];
+        let server_now = s.now(now);
+        let reply = world.run(call, &mut s.ks, server_now);
+        // A background round's give-back that gave a lost acquire's hold back.
+        if matches!(kind, OpKind::Reconcile(_))
+            && call.script == ScriptId::Release
+            && matches!(reply, Reply::Int(n) if n >= 0)
+        {
+            fx.milestones.push(M_RECONCILED);
+        }
+        (reply, s.epoch)
+    }
+
+    /// Feeds an event to the op in flight on `server`.
+    #[allow(clippy::too_many_arguments)]
+    fn feed_op(
+        &mut self,
+        client: usize,
+        server: usize,
+        event: Event,
+        epoch: u8,
+        world: &World,
+        fx: &mut Effects,
+    ) {
+        let Some(op) = self.clients[client].ops[server].take() else {
+            return;
+        };
+        self.drive(client, server, op.kind, event, epoch, world, fx);
+    }
+
+    /// Feeds an event to a client's operation on one server (the library's own machine,
+    /// exactly as its driver does) and acts on what it answers: a call to put in flight, a
+    /// sleep, or an outcome. `epoch`: the server's restart count when the reply's call ran.
+    #[allow(clippy::too_many_arguments)]
+    fn drive(
+        &mut self,
+        client: usize,
+        server: usize,
+        kind: OpKind,
+        event: Event,
+        epoch: u8,
+        world: &World,
+        fx: &mut Effects,
+    ) {
+        let now = self.now;
+        let c = &mut self.clients[client];
+        let mut env = ModelEnv {
+            now,
+            ids: &mut c.ids[server],
+        };
+        let lane = &mut c.lanes[server];
+        let (kind, next) = match kind {
+            OpKind::Acquire(mut op) => {
+                let next = feed(&mut op, &mut env, lane, event);
+                if let Some(hold) = op.abandoned() {
+                    self.abandon(server, hold.clone(), fx);
+                }
+                match next {
+                    Next::Done(outcome) => {
+                        self.attempt_done(client, server, outcome, epoch, world, fx);
+                        return;
+                    }
+                    Next::Send(call) => (OpKind::Acquire(op), Flight::Sent(call)),
+                    Next::SleepUntil(at) => (OpKind::Acquire(op), Flight::Sleeping(at)),
+                }
+            }
+            OpKind::Release {
+                mut flow,
+                hold,
+                lost_attempt,
+            } => {
+                let next = feed(&mut flow, &mut env, lane, event);
+                if let Some(given) = flow.abandoned() {
+                    self.abandon(server, given.clone(), fx);
+                }
+                let kind = |flow| OpKind::Release {
+                    flow,
+                    hold: hold.clone(),
+                    lost_attempt,
+                };
+                match next {
+                    Next::Done(outcome) => {
+                        self.release_done(client, server, &hold, lost_attempt, outcome, fx);
+                        return;
+                    }
+                    Next::Send(call) => (kind(flow), Flight::Sent(call)),
+                    Next::SleepUntil(at) => (kind(flow), Flight::Sleeping(at)),
+                }
+            }
+            OpKind::Reconcile(mut round) => {
+                let next = feed(&mut round, &mut env, lane, event);
+                if let Some(hold) = round.abandoned() {
+                    self.abandon(server, hold.clone(), fx);
+                }
+                match next {
+                    Next::Done(outcome) => {
+                        // As the library's background task: it goes on only when told to
+                        // ask again; resolved or given up, it ends.
+                        if !matches!(outcome, RoundOutcome::RetryAt(_)) {
+                            self.clients[client].background[server] = false;
+                        }
+                        return;
+                    }
+                    Next::Send(call) => (OpKind::Reconcile(round), Flight::Sent(call)),
+                    Next::SleepUntil(at) => (OpKind::Reconcile(round), Flight::Sleeping(at)),
+                }
+            }
+        };
+        self.clients[client].ops[server] = Some(Op { kind, flight: next });
+    }
+
+    fn abandon(&mut self, server: usize, hold: Arc<str>, fx: &mut Effects) {
+        if self.abandoned.insert((server, hold)) {
+            fx.milestones.push(M_ABANDONED);
+        }
+    }
+
+    fn start_attempt(&mut self, client: usize, lease: Millis, world: &World, fx: &mut Effects) {
+        let n = self.servers.len();
+        let now = self.now;
+        let c = &mut self.clients[client];
+        c.attempts_left -= 1;
+        c.phase = Phase::Attempting {
+            start: now,
+            lease,
+            outcomes: vec![None; n],
+        };
+        for server in 0..n {
+            let c = &mut self.clients[client];
+            let request = AcquireRequest {
+                owner: c.owner.clone(),
+                lease_ms: lease,
+                request: c.ids[server].next_id(),
+                fenced: false,
+                others_waiting: false,
+            };
+            // As `Lock::attempt_in_lane`: the client tracks no live hold of the owner on
+            // this server when a RedLock attempt starts (the user re-enters nothing).
+            let op = AttemptOp::new(world.keys.clone(), request).may_reenter(false);
+            let epoch = self.servers[server].epoch;
+            self.drive(
+                client,
+                server,
+                OpKind::Acquire(op),
+                Event::Start,
+                epoch,
+                world,
+                fx,
+            );
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attempt_done(
+        &mut self,
+        client: usize,
+        server: usize,
+        outcome: AttemptOutcome,
+        epoch: u8,
+        world: &World,
+        fx: &mut Effects,
+    ) {
+        let result = match outcome {
+            AttemptOutcome::Granted {
+                granted,
+                sent_at,
+                lease_ms,
+                adopted,
+            } => {
+                if adopted {
+                    fx.milestones.push(M_ADOPTED);
+                }
+                // As `Lock::guard_for`: a fixed-lease guard credited from `sent_at`.
+                self.clients[client].holds[server] = Some(Hold {
+                    state: HoldState::new(granted.hold.clone(), sent_at, lease_ms, false),
+                    hold: granted.hold,
+                    sent_at,
+                    lease: lease_ms,
+                    epoch,
+                    adopted,
+                });
+                Outcome::Granted
+            }
+            AttemptOutcome::Held { .. } => Outcome::Held,
+            AttemptOutcome::Failed {
+                reconcile_in_background,
+                ..
+            } => {
+                if reconcile_in_background {
+                    self.clients[client].background[server] = true;
+                }
+                Outcome::Failed
+            }
+            AttemptOutcome::NotALock(found) => {
+                fx.violate(UNDERSTOOD, format!("server {server}: not a lock: {found}"));
+                Outcome::Failed
+            }
+            AttemptOutcome::Unreadable(err) => {
+                fx.violate(UNDERSTOOD, format!("server {server}: unreadable: {err}"));
+                Outcome::Failed
+            }
+        };
+        let c = &mut self.clients[client];
+        let Phase::Attempting { outcomes, .. } = &mut c.phase else {
+            return;
+        };
+        outcomes[server] = Some(result);
+        if outcomes.iter().all(Option::is_some) {
+            self.decide(client, world, fx);
+        }
+    }
+
+    /// Every server answered: the core's RedLock decision, as `RedLock::acquire_until`
+    /// takes it.
+    fn decide(&mut self, client: usize, world: &World, fx: &mut Effects) {
+        let now = self.now;
+        let n = self.servers.len();
+        let c = &mut self.clients[client];
+        let Phase::Attempting {
+            start,
+            lease,
+            outcomes,
+        } = c.phase.clone()
+        else {
+            return;
+        };
+        let granted = outcomes
+            .iter()
+            .filter(|o| **o == Some(Outcome::Granted))
+            .count();
+        let failed = outcomes
+            .iter()
+            .filter(|o| **o == Some(Outcome::Failed))
+            .count();
+        let sent: Vec<Millis> = c.holds.iter().flatten().map(|h| h.sent_at).collect();
+        let elapsed = redlock_elapsed(start, now, sent);
+        let won = redlock::decide(granted, n, lease, elapsed);
+        // "Validity as documented": the decision itself, against the README's rule,
+        // written out here (N/2 + 1; lease − elapsed − (1 % + 2 ms), > 0).
+        let documented = lease as i64 - elapsed as i64 - documented_drift(lease) as i64;
+        let should_win = granted >= documented_quorum(n) && documented > 0;
+        match won {
+            Won::Acquired { validity_ms } => {
+                if !should_win || validity_ms as i64 != documented {
+                    fx.violate(
+                        VALIDITY,
+                        format!(
+                            "client {client}: {granted} of {n} granted, {elapsed} ms spent, lease {lease}: \
+                             acquired with validity {validity_ms}, documented: {}",
+                            if should_win {
+                                format!("validity {documented}")
+                            } else {
+                                "give back".into()
+                            }
+                        ),
+                    );
+                }
+                c.phase = Phase::Holding {
+                    valid_until: now + validity_ms,
+                };
+                if failed > 0 {
+                    fx.milestones.push(M_FAILING);
+                }
+                if validity_ms < lease - documented_drift(lease) {
+                    fx.milestones.push(M_ELAPSED);
+                }
+                if self.servers.iter().any(|s| s.epoch > 0) {
+                    fx.milestones.push(M_AFTER_RESTART);
+                }
+                if self.acquired_by & !(1 << client) != 0 {
+                    fx.milestones.push(M_HAND_OFF);
+                }
+                self.acquired_by |= 1 << client;
+            }
+            Won::GiveBack => {
+                if should_win {
+                    fx.violate(
+                        VALIDITY,
+                        format!(
+                            "client {client}: {granted} of {n} granted, {elapsed} ms spent, lease {lease}: \
+                             gave back, documented: acquired with validity {documented}"
+                        ),
+                    );
+                }
+                if granted >= documented_quorum(n) {
+                    fx.milestones.push(M_TOO_LATE);
+                }
+                let held = outcomes
+                    .iter()
+                    .filter(|o| **o == Some(Outcome::Held))
+                    .count();
+                let anyone_holds = self
+                    .clients
+                    .iter()
+                    .any(|c| matches!(c.phase, Phase::Holding { .. }));
+                if granted > 0 && held > 0 && failed == 0 && !anyone_holds {
+                    // It got a minority, the others were held, and nobody holds the RedLock.
+                    fx.milestones.push(M_SPLIT);
+                }
+                self.give_back(client, world, true, fx);
+            }
+        }
+    }
+
+    /// Gives back every hold of the client (`give_back` after a lost attempt,
+    /// `RedGuard::release`): one `LockGuard::release` per hold, in that server's lane.
+    fn give_back(&mut self, client: usize, world: &World, lost_attempt: bool, fx: &mut Effects) {
+        let now = self.now;
+        let n = self.servers.len();
+        self.clients[client].phase = Phase::Releasing;
+        for server in 0..n {
+            let c = &mut self.clients[client];
+            let Some(mut hold) = c.holds[server].take() else {
+                continue;
+            };
+            // As `LockGuard::release`: the retry bound first, then the guard leaves (the
+            // last one: nothing to re-arm).
+            let give_up_at = hold.state.release_until(now, 2 * RESPONSE_TIMEOUT);
+            hold.state.leave(false, Some(hold.state_fixed_end()));
+            let flow = ReleaseFlow::new(
+                world.keys.clone(),
+                c.owner.clone(),
+                hold.hold.clone(),
+                give_up_at,
+                None,
+            );
+            let epoch = self.servers[server].epoch;
+            self.drive(
+                client,
+                server,
+                OpKind::Release {
+                    flow,
+                    hold,
+                    lost_attempt,
+                },
+                Event::Start,
+                epoch,
+                world,
+                fx,
+            );
+        }
+        self.maybe_idle(client);
+    }
+
+    fn release_done(
+        &mut self,
+        client: usize,
+        server: usize,
+        hold: &Hold,
+        lost_attempt: bool,
+        outcome: ReleaseResult,
+        fx: &mut Effects,
+    ) {
+        match outcome {
+            Ok(ReleaseOutcome::Released { .. }) => {
+                if lost_attempt {
+                    fx.milestones.push(M_GAVE_BACK);
+                }
+            }
+            Ok(ReleaseOutcome::NotHeld) => {}
+            Ok(ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed) => {
+                self.abandon(server, hold.hold.clone(), fx);
+            }
+            Ok(ReleaseOutcome::NotALock) => {
+                fx.violate(
+                    UNDERSTOOD,
+                    format!("server {server}: release found no lock"),
+                );
+            }
+            Err(err) => fx.violate(UNDERSTOOD, format!("server {server}: {err}")),
+        }
+        self.maybe_idle(client);
+    }
+
+    /// A client giving back is idle once every release is over.
+    fn maybe_idle(&mut self, client: usize) {
+        let c = &mut self.clients[client];
+        let releasing = c
+            .ops
+            .iter()
+            .flatten()
+            .any(|op| matches!(op.kind, OpKind::Release { .. }));
+        if c.phase == Phase::Releasing && !releasing {
+            c.phase = Phase::Idle;
+        }
+    }
+
+    /// Checks every property in this state.
+    fn check(&self, config: &Config, fx: &mut Effects) {
+        let now = self.now;
+        // (2b) The validity never outlives a counted hold, and (4) no hold's guard believes
+        // past its key: for every hold the client's RedGuard (or its attempt) counts, on a
+        // server that has not restarted since, Redis has that very hold, and its key lives
+        // at least until the validity's end and the hold's own deadline.
+        //
+        // EXCEPTION (documented, README "A server that restarts without its data can give
+        // the lock twice"): a hold on a server that restarted empty since it was taken is
+        // gone, and RedLock guarantees nothing about it. Nothing else is excused.
+        for (ci, c) in self.clients.iter().enumerate() {
+            let believes_until = match c.phase {
+                Phase::Holding { valid_until } if now < valid_until => Some(valid_until),
+                _ => None,
+            };
+            for (s, hold) in c.holds.iter().enumerate() {
+                let Some(hold) = hold else { continue };
+                let server = &self.servers[s];
+                if server.epoch != hold.epoch {
+                    continue;
+                }
+                let current = server.current(now).map(|(h, _)| h);
+                let expiry = server.expiry(now);
+                let guard_believes = hold.state.lost().is_none() && now < hold.state.deadline();
+                if guard_believes
+                    && (current.as_ref() != Some(&hold.hold)
+                        || expiry.is_none_or(|e| e < hold.state.deadline()))
+                {
+                    fx.violate(
+                        LOST_SIGNAL,
+                        format!(
+                            "client {ci}: server {s}'s guard believes it holds {} until t={}, \
+                             but the server has {:?} until t={:?}",
+                            hold.hold,
+                            hold.state.deadline(),
+                            current,
+                            expiry
+                        ),
+                    );
+                }
+                if let Some(valid_until) = believes_until
+                    && (current.as_ref() != Some(&hold.hold)
+                        || expiry.is_none_or(|e| e < valid_until))
+                {
+                    fx.violate(
+                        OUTLIVES,
+                        format!(
+                            "client {ci}: the RedLock is valid until t={valid_until}, but its \
+                             counted hold {} on server {s} (sent at t={}, lease {}{}) is {}",
+                            hold.hold,
+                            hold.sent_at,
+                            hold.lease,
+                            if hold.adopted { ", adopted" } else { "" },
+                            match (&current, expiry) {
+                                (Some(h), Some(e)) if *h == hold.hold =>
+                                    format!("there only until t={e}"),
+                                (other, _) => format!("not there (the server has {other:?})"),
+                            }
+                        ),
+                    );
+                }
+            }
+        }
+
+        // (1) Never two holders within validity.
+        let believers: Vec<usize> = self
+            .clients
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c.phase, Phase::Holding { valid_until } if now < valid_until))
+            .map(|(i, _)| i)
+            .collect();
+        if let [a, b] = believers[..] {
+            // EXCEPTION (documented in the README: "A server that restarts without its data
+            // can give the lock twice"): allowed only when every server that both majorities
+            // count restarted empty between the two grants, and the configuration lets a
+            // restarted server rejoin at once. With the remedy (kept out for a lease) the
+            // property holds without exception.
+            let (ha, hb) = (&self.clients[a].holds, &self.clients[b].holds);
+            let shared: Vec<usize> = (0..self.servers.len())
+                .filter(|s| ha[*s].is_some() && hb[*s].is_some())
+                .collect();
+            let all_restarted = !shared.is_empty()
+                && shared
+                    .iter()
+                    .all(|s| ha[*s].as_ref().map(|h| h.epoch) != hb[*s].as_ref().map(|h| h.epoch));
+            if all_restarted && !config.rejoin_after_lease {
+                fx.milestones.push(M_RESTART_TWICE);
+            } else {
+                fx.violate(
+                    TWO_HOLDERS,
+                    format!(
+                        "clients {a} and {b} both believe they hold the RedLock (until t={:?} and t={:?}); \
+                         servers both count: {shared:?}",
+                        valid(&self.clients[a].phase),
+                        valid(&self.clients[b].phase),
+                    ),
+                );
+            }
+        }
+
+        // (3) No orphans: once nothing is in flight, no attempt or give-back is under way
+        // and no lost acquire is pending, every hold on every server belongs to a RedGuard
+        // that holds it, once per guard, unless its give-back failed (it expires with its
+        // lease).
+        let quiet = self.clients.iter().all(|c| {
+            c.ops.iter().all(Option::is_none)
+                && matches!(c.phase, Phase::Idle | Phase::Holding { .. })
+                && c.lanes.iter().all(|lane| !lane.is_pending())
+        });
+        if quiet {
+            for (s, server) in self.servers.iter().enumerate() {
+                let Some((hold, counts)) = server.current(now) else {
+                    continue;
+                };
+                if self.abandoned.contains(&(s, hold.clone())) {
+                    continue;
+                }
+                for (owner, count) in counts {
+                    let guards = self
+                        .clients
+                        .iter()
+                        .filter(|c| *c.owner == *owner)
+                        .filter(|c| c.holds[s].as_ref().is_some_and(|h| h.hold == hold))
+                        .count() as u64;
+                    if count > guards {
+                        fx.violate(
+                            ORPHANS,
+                            format!(
+                                "server {s} counts {count} holds of {owner} on {hold}, but only \
+                                 {guards} RedGuard holds it"
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A readable picture of the state, for traces.
+    pub fn describe(&self) -> String {
+        let now = self.now;
+        let mut out = format!("t={now}");
+        for (s, server) in self.servers.iter().enumerate() {
+            let _ = write!(out, " | s{s}");
+            if !server.up {
+                out.push_str(" DOWN");
+            }
+            if server.epoch > 0 {
+                let _ = write!(out, " restarted x{}", server.epoch);
+            }
+            if server.skew > 0 {
+                let _ = write!(out, " clock +{}", server.skew);
+            }
+            match (server.current(now), server.expiry(now)) {
+                (Some((hold, counts)), expiry) => {
+                    let counts: Vec<String> =
+                        counts.iter().map(|(o, n)| format!("{o}={n}")).collect();
+                    let _ = write!(
+                        out,
+                        ": {hold} [{}] until t={}",
+                        counts.join(","),
+                        expiry.map_or("?".into(), |e| e.to_string())
+                    );
+                }
+                (None, _) => out.push_str(": free"),
+            }
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            let _ = write!(out, "\n      client {i} ({}): ", c.owner);
+            match &c.phase {
+                Phase::Idle => out.push_str("idle"),
+                Phase::Attempting {
+                    start,
+                    lease,
+                    outcomes,
+                } => {
+                    let _ = write!(
+                        out,
+                        "attempting since t={start} (lease {lease}) {outcomes:?}"
+                    );
+                }
+                Phase::Holding { valid_until } => {
+                    let _ = write!(out, "HOLDS the RedLock, valid until t={valid_until}");
+                }
+                Phase::Releasing => out.push_str("giving back"),
+            }
+            for (s, hold) in c.holds.iter().enumerate() {
+                if let Some(h) = hold {
+                    let _ = write!(
+                        out,
+                        " [s{s}: {} sent t={} lease {}{} deadline t={}]",
+                        h.hold,
+                        h.sent_at,
+                        h.lease,
+                        if h.adopted { " adopted" } else { "" },
+                        h.state.deadline()
+                    );
+                }
+            }
+            for (s, op) in c.ops.iter().enumerate() {
+                if let Some(op) = op {
+                    let what = match &op.kind {
+                        OpKind::Acquire(_) => "attempt",
+                        OpKind::Release { .. } => "release",
+                        OpKind::Reconcile(_) => "reconcile",
+                    };
+                    let flight = match &op.flight {
+                        Flight::Sent(call) => {
+                            format!("sent {:?} {}", call.script, call.args.join(" "))
+                        }
+                        Flight::Replied { reply, .. } => format!("ran, reply {reply:?} on its way"),
+                        Flight::Sleeping(at) => format!("sleeping until t={at}"),
+                    };
+                    let _ = write!(out, " [s{s} {what}: {flight}]");
+                }
+            }
+            for (s, lane) in c.lanes.iter().enumerate() {
+                if lane.is_pending() {
+                    let _ = write!(out, " [s{s}: lost acquire pending]");
+                }
+            }
+        }
+        out
+    }
+}
+
+fn valid(phase: &Phase) -> Option<Millis> {
+    match phase {
+        Phase::Holding { valid_until } => Some(*valid_until),
+        _ => None,
+    }
+}
+
+impl Hold {
+    /// The end of its fixed lease (`LockGuard`'s `fixed_end`).
+    fn state_fixed_end(&self) -> Millis {
+        self.sent_at + self.lease
+    }
+}
+
+/// What one exploration found.
+pub struct Report {
+    pub states: usize,
+    pub depth_reached: usize,
+    pub milestones: [bool; MILESTONES.len()],
+    /// The first violation: property, message, and the path (step indices) to it.
+    pub violation: Option<(&'static str, String, Vec<u8>)>,
+    /// Whether the bound on states stopped the search before the depth did.
+    pub truncated: bool,
+}
+
+/// A state's fingerprint, the same for states that differ only by a permutation of the
+/// servers (they are interchangeable: same scripts, same budgets, and no property or step
+/// treats one server differently from another). Everything that belongs to one server (its
+/// keyspace and status, and every client's lane, ids, operation, background task, hold and
+/// attempt outcome there, and its abandoned holds) is hashed as one column; the columns
+/// are hashed as a sorted multiset.
+fn fingerprint(state: &State) -> u64 {
+    let mut columns: Vec<u64> = (0..state.servers.len())
+        .map(|s| {
+            let mut h = DefaultHasher::new();
+            state.servers[s].hash(&mut h);
+            for c in &state.clients {
+                c.lanes[s].hash(&mut h);
+                c.ids[s].hash(&mut h);
+                c.ops[s].hash(&mut h);
+                c.background[s].hash(&mut h);
+                c.holds[s].hash(&mut h);
+                if let Phase::Attempting { outcomes, .. } = &c.phase {
+                    outcomes[s].hash(&mut h);
+                }
+            }
+            for (server, hold) in &state.abandoned {
+                if *server == s {
+                    hold.hash(&mut h);
+                }
+            }
+            h.finish()
+        })
+        .collect();
+    columns.sort_unstable();
+    let mut h = DefaultHasher::new();
+    columns.hash(&mut h);
+    state.now.hash(&mut h);
+    (
+        state.downs_left,
+        state.restarts_left,
+        state.faults_left,
+        state.slow_left,
+        state.skews_left,
+        state.advances_left,
+        state.acquired_by,
+    )
+        .hash(&mut h);
+    for c in &state.clients {
+        c.attempts_left.hash(&mut h);
+        match &c.phase {
+            Phase::Idle => 0u8.hash(&mut h),
+            Phase::Attempting { start, lease, .. } => (1u8, start, lease).hash(&mut h),
+            Phase::Holding { valid_until } => (2u8, valid_until).hash(&mut h),
+            Phase::Releasing => 3u8.hash(&mut h),
+        }
+    }
+    h.finish()
+}
+
+/// Explores `config` breadth-first to `depth` steps (at most `max_states` states). A
+/// violation of a property named in `ignore` is not reported (the teeth use this to show
+/// that a defect caught early by one property is also caught, deeper, by another).
+pub fn explore(
+    config: &Config,
+    scripts: Scripts,
+    depth: usize,
+    max_states: usize,
+    ignore: &[&str],
+) -> Report {
+    let world = World::new(scripts);
+    let initial = State::initial(config);
+    let mut seen = HashSet::from([fingerprint(&initial)]);
+    let mut frontier = vec![(initial, Vec::new())];
+    let mut report = Report {
+        states: 1,
+        depth_reached: 0,
+        milestones: [false; MILESTONES.len()],
+        violation: None,
+        truncated: false,
+    };
+    for level in 1..=depth {
+        let mut next = Vec::new();
+        for (state, path) in &frontier {
+            if report.truncated {
+                break;
+            }
+            for (index, step) in state.steps(config).iter().enumerate() {
+                let mut successor = state.clone();
+                let effects = successor.apply(step, &world, config);
+                for &m in &effects.milestones {
+                    report.milestones[m] = true;
+                }
+                let path = [path.as_slice(), &[index as u8]].concat();
+                // A violation of an ignored property lets the path go on.
+                if let Some((property, message)) = effects.violation(ignore) {
+                    report.violation = Some((property, message, path));
+                    report.depth_reached = level;
+                    return report;
+                }
+                if seen.insert(fingerprint(&successor)) {
+                    report.states += 1;
+                    report.truncated |= report.states >= max_states;
+                    next.push((successor, path));
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        (report.depth_reached, frontier) = (level, next);
+        if report.truncated {
+            break;
+        }
+    }
+    report
+}
+
+/// A replayed path: each step with the state after it, and the violation it ended in.
+pub type Replayed = (Vec<(Step, String)>, Option<(&'static str, String)>);
+
+/// Replays a path (step indices) to its first violation of a property not in `ignore`.
+pub fn replay(
+    config: &Config,
+    scripts: Scripts,
+    path: &[u8],
+    ignore: &[&str],
+) -> Result<Replayed, String> {
+    let world = World::new(scripts);
+    let mut state = State::initial(config);
+    let mut trace = Vec::new();
+    for (n, &index) in path.iter().enumerate() {
+        let steps = state.steps(config);
+        let step = steps
+            .get(index as usize)
+            .cloned()
+            .ok_or_else(|| format!("step {n}: index {index}, {} enabled", steps.len()))?;
+        let effects = state.apply(&step, &world, config);
+        trace.push((step, state.describe()));
+        if let Some(violation) = effects.violation(ignore) {
+            return Ok((trace, Some(violation)));
+        }
+    }
+    Ok((trace, None))
+}
+
+/// A numbered, readable trace.
+pub fn format_trace(config: &Config, trace: &[(Step, String)]) -> String {
+    let mut out = format!("   0. start: {}\n", State::initial(config).describe());
+    for (n, (step, after)) in trace.iter().enumerate() {
+        let _ = writeln!(out, "  {:>2}. {step:?}\n      -> {after}", n + 1);
+    }
+    out
+}
+
+/// `2,0,13` <-> path.
+pub fn path_text(path: &[u8]) -> String {
+    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+}
+
+pub fn parse_path(text: &str) -> Result<Vec<u8>, String> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim().parse::<u8>().map_err(|e| format!("{s:?}: {e}")))
+        .collect()
+}

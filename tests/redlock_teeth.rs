@@ -1,0 +1,260 @@
+//! Teeth for the RedLock checker (`tests/redlock_check.rs`): each test plants one known
+//! defect, in a copy of a real script or in the Rust core, and asserts that the checker
+//! finds a counterexample to a property the defect breaks, at the default bound.
+//!
+//! A counterexample counts only if it is the defect's: the real code's own first
+//! violation in that configuration (the checker finds one in the configurations with lost
+//! replies and timeouts: a RedLock's validity is counted from the attempt's start while a
+//! hold adopted from an earlier attempt's lost request was taken before it; see
+//! `redmodel::redlock_elapsed`) must be deeper, or absent. The real code has no violation
+//! shallower than that, so a shallower one is the defect's.
+
+#[path = "protocol/keyspace.rs"]
+mod keyspace;
+#[path = "protocol/lua.rs"]
+mod lua;
+#[path = "protocol/redmodel.rs"]
+mod redmodel;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use redis_locks::protocol::ScriptId;
+use redmodel::{Config, Scripts};
+
+/// The default bound of `tests/redlock_check.rs` in a release build.
+const DEFAULT_DEPTH: usize = 12;
+const MAX_STATES: usize = 2_000_000;
+
+const TWO_HOLDERS: &str = "never two holders within validity";
+#[cfg_attr(not(feature = "planted-defects"), allow(dead_code))]
+const VALIDITY: &str = "validity as documented";
+const OUTLIVES: &str = "validity never outlives a counted hold";
+const ORPHANS: &str = "no orphans";
+const LOST_SIGNAL: &str = "the lost signal is never late";
+
+const OUTAGE: &str = "3 servers: an outage, a lost reply, slow replies";
+const RESTART: &str = "3 servers: a restart without persistence";
+const KEPT_OUT: &str = "3 servers: a restart kept out for a lease";
+const DRIFT: &str = "3 servers: clock drift and expiry";
+const LEASES: &str = "3 servers: timeouts, lost replies, two leases";
+const EVEN: &str = "2 servers (an even count): an outage";
+
+fn config(name: &str) -> Config {
+    redmodel::configs()
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no configuration {name:?}"))
+}
+
+/// The depth of the real code's first violation in `name` at the default bound (ignoring
+/// `ignore`), once per test binary. Must be called with no defect planted.
+fn baseline(name: &str, ignore: &[&str]) -> Option<usize> {
+    static BASELINES: Mutex<Option<HashMap<String, Option<usize>>>> = Mutex::new(None);
+    let key = format!("{name}|{ignore:?}");
+    let mut cache = BASELINES.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(depth) = cache.get(&key) {
+        return *depth;
+    }
+    let report = redmodel::explore(
+        &config(name),
+        Scripts::real(),
+        DEFAULT_DEPTH,
+        MAX_STATES,
+        ignore,
+    );
+    assert!(!report.truncated, "{name}: state bound hit");
+    let depth = report.violation.map(|_| report.depth_reached);
+    cache.insert(key, depth);
+    depth
+}
+
+/// A counterexample: property, message, depth, replay spec.
+type Found = (&'static str, String, usize, String);
+
+/// Explores the named configurations with `scripts` (and whatever defect is planted) until
+/// one finds a violation (of a property not in `ignore`) shallower than the real code's
+/// first one there (`baselines`, in the same order).
+fn caught(
+    scripts: &Scripts,
+    names: &[&str],
+    baselines: &[Option<usize>],
+    ignore: &[&str],
+) -> Option<Found> {
+    for (name, baseline) in names.iter().zip(baselines) {
+        let report = redmodel::explore(
+            &config(name),
+            scripts.clone(),
+            DEFAULT_DEPTH,
+            MAX_STATES,
+            ignore,
+        );
+        assert!(!report.truncated, "{name}: state bound hit");
+        if let Some((property, message, path)) = report.violation
+            && baseline.is_none_or(|real| report.depth_reached < real)
+        {
+            let replay = format!("{name}:{}", redmodel::path_text(&path));
+            return Some((property, message, report.depth_reached, replay));
+        }
+    }
+    None
+}
+
+fn judge(label: &str, found: Option<Found>, properties: &[&str]) {
+    println!("{label}: {found:?}");
+    let (property, message, depth, replay) = found.expect("the checker found no counterexample");
+    assert!(
+        properties.contains(&property),
+        "{label}: found {property} at depth {depth} ({message}; {replay}), expected one of {properties:?}"
+    );
+}
+
+fn expect(scripts: Scripts, names: &[&str], ignore: &[&str], properties: &[&str]) {
+    let baselines: Vec<Option<usize>> = names.iter().map(|n| baseline(n, ignore)).collect();
+    judge(
+        "planted in lua/",
+        caught(&scripts, names, &baselines, ignore),
+        properties,
+    );
+}
+
+/// Sanity: the configurations without lost replies or timeouts hold every property with
+/// the real code at the default bound (the restart exception included, as documented).
+#[test]
+fn the_real_code_passes_the_configurations_without_lost_replies() {
+    for name in [RESTART, KEPT_OUT, DRIFT] {
+        assert_eq!(baseline(name, &[]), None, "{name}");
+    }
+}
+
+/// An acquire that grants while another owner holds (handing out the holder's hold, whose
+/// key keeps its expiry). The new holder's guard believes past that expiry at once; past
+/// that, two RedLock holders. Searched first in the restart configuration, to show that
+/// the documented restart exception excuses nothing else.
+#[test]
+fn an_acquire_that_grants_over_another_owner_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
+        "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
+    );
+    expect(
+        scripts.clone(),
+        &[RESTART, DRIFT],
+        &[],
+        &[LOST_SIGNAL, OUTLIVES, TWO_HOLDERS],
+    );
+    expect(
+        scripts,
+        &[RESTART, DRIFT],
+        &[LOST_SIGNAL, OUTLIVES],
+        &[TWO_HOLDERS],
+    );
+}
+
+/// A fresh hold whose expiry is set 5 ms shorter than the lease it was asked for: the
+/// server's guard, and the RedLock's validity, outlive the key.
+#[test]
+fn an_acquire_that_sets_a_shorter_expiry_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "local expiry = redis.pcall('PEXPIRE', lock, lease)",
+        "local expiry = redis.pcall('PEXPIRE', lock, lease - 5)",
+    );
+    expect(scripts, &[DRIFT], &[], &[LOST_SIGNAL, OUTLIVES]);
+}
+
+/// A probe that never finds what a lost acquire took: the attempt sends a fresh request,
+/// which re-enters the hold the lost one took, and one of its two counts is orphaned.
+#[test]
+fn a_probe_that_finds_nothing_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Probe,
+        "if held[2] == request or held[3] == seq then",
+        "if false then",
+    );
+    expect(scripts, &[OUTAGE, EVEN, LEASES], &[], &[ORPHANS]);
+}
+
+/// Defects planted in the Rust core (`redis_locks::protocol::planted`), in the decisions
+/// the model runs. Needs the `planted-defects` feature.
+#[cfg(feature = "planted-defects")]
+mod rust_core {
+    use super::*;
+    use redis_locks::protocol::planted::{Defect, plant};
+
+    fn expect_core(defect: Defect, names: &[&str], ignore: &[&str], properties: &[&str]) {
+        // The real code's baselines first, with nothing planted on this thread.
+        plant(None);
+        let baselines: Vec<Option<usize>> = names.iter().map(|n| baseline(n, ignore)).collect();
+        plant(Some(defect));
+        let found = caught(&Scripts::real(), names, &baselines, ignore);
+        plant(None);
+        judge(
+            &format!("{defect:?} ignoring {ignore:?}"),
+            found,
+            properties,
+        );
+    }
+
+    /// Half of an even number of servers counted as a majority: with 2 servers, 1 grant
+    /// wins. The decision breaks the documented rule at once; past it, two clients hold.
+    #[test]
+    fn half_is_a_majority_is_caught() {
+        expect_core(Defect::RedlockHalfIsAMajority, &[EVEN], &[], &[VALIDITY]);
+        expect_core(
+            Defect::RedlockHalfIsAMajority,
+            &[EVEN],
+            &[VALIDITY],
+            &[TWO_HOLDERS],
+        );
+    }
+
+    /// The validity without the drift margin. The decision breaks the documented rule at
+    /// once; past it, a server whose clock runs ahead (within the margin) expires a counted
+    /// hold before the validity ends.
+    #[test]
+    fn drift_ignored_is_caught() {
+        expect_core(Defect::RedlockDriftIgnored, &[DRIFT], &[], &[VALIDITY]);
+        expect_core(
+            Defect::RedlockDriftIgnored,
+            &[DRIFT],
+            &[VALIDITY],
+            &[OUTLIVES, TWO_HOLDERS],
+        );
+    }
+
+    /// A server's guard that adds the drift margin to its deadline: it believes its hold
+    /// past the key's expiry, so the RedLock's lost signal would come late.
+    #[test]
+    fn drift_added_is_caught() {
+        expect_core(Defect::DriftAdded, &[DRIFT], &[], &[LOST_SIGNAL]);
+    }
+
+    /// A lost acquire's hold adopted on other terms and credited with the caller's lease:
+    /// a 15 ms hold taken by an earlier attempt's lost request, adopted by a 30 ms attempt
+    /// of the same owner, is believed for 30 ms.
+    #[test]
+    fn adoption_that_ignores_the_lease_is_caught() {
+        expect_core(
+            Defect::AdoptionIgnoresLease,
+            &[LEASES],
+            &[],
+            &[LOST_SIGNAL, OUTLIVES, TWO_HOLDERS],
+        );
+    }
+
+    /// The gap the checker found, planted back: the time spent counted from the attempt's
+    /// start only, so a hold adopted from an earlier attempt's lost request (its lease
+    /// started before) is outlived by the validity.
+    #[test]
+    fn elapsed_from_the_attempt_only_is_caught() {
+        expect_core(
+            Defect::RedlockElapsedFromAttempt,
+            &[EVEN, OUTAGE, LEASES],
+            &[],
+            &[OUTLIVES, TWO_HOLDERS],
+        );
+    }
+}
