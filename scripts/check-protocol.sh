@@ -19,6 +19,8 @@ cargo test --release --locked --test sem_check
 cargo test --release --locked --test fair_check
 # RedLock's checker (3 and 2 servers, outages, restarts, drift): default depth 12, ~40 s.
 cargo test --release --locked --test redlock_check
+# The multi-lock's checker (opposite orders, cycles, lost replies): default depth 22, ~25 s.
+cargo test --release --locked --test multi_check
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
@@ -29,3 +31,4 @@ cargo test --release --locked --features planted-defects --test latch_teeth
 cargo test --release --locked --features planted-defects --test sem_teeth
 cargo test --release --locked --features planted-defects --test fair_teeth
 cargo test --release --locked --features planted-defects --test redlock_teeth
+cargo test --release --locked --features planted-defects --test multi_teeth

@@ -1,0 +1,137 @@
+//! Teeth for the multi-lock's checker (`tests/multi_check.rs`): each test plants one known
+//! defect, in a copy of a script or in the Rust core, and asserts that the checker finds a
+//! counterexample to the property it breaks, at the default bound. A checker that passed
+//! these would not be checking anything.
+
+#[path = "protocol/keyspace.rs"]
+mod keyspace;
+#[path = "protocol/lua.rs"]
+mod lua;
+#[path = "protocol/multimodel.rs"]
+mod multimodel;
+
+use multimodel::Scripts;
+use redis_locks::protocol::ScriptId;
+
+/// The default bound of `tests/multi_check.rs` in a release build.
+const DEFAULT_DEPTH: usize = 22;
+const MAX_STATES: usize = 3_000_000;
+
+/// Explores every default configuration with `scripts` until one finds a violation:
+/// the property, its message, and the replay (`<config>:<path>`, at `depth` steps).
+fn counterexample(scripts: Scripts) -> Option<(&'static str, String, String)> {
+    for config in multimodel::configs() {
+        let report = multimodel::explore(&config, scripts.clone(), DEFAULT_DEPTH, MAX_STATES);
+        assert!(!report.truncated, "{}: NOT exhaustive", config.name);
+        if let Some((property, message, path)) = report.violation {
+            let replay = format!(
+                "{}:{} (depth {})",
+                config.name,
+                multimodel::path_text(&path),
+                path.len()
+            );
+            return Some((property, message, replay));
+        }
+    }
+    None
+}
+
+fn expect(scripts: Scripts, properties: &[&str]) {
+    let found = counterexample(scripts);
+    println!("{found:?}");
+    let (property, message, replay) = found.expect("the checker found no counterexample");
+    assert!(
+        properties.contains(&property),
+        "found {property} ({message}; {replay}), expected one of {properties:?}"
+    );
+}
+
+/// An acquire that grants while another owner holds (the text of
+/// `tests/protocol_teeth.rs`): two owners believe they hold one member.
+#[test]
+fn an_acquire_that_grants_over_another_owner_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
+        "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
+    );
+    expect(scripts, &["never two holders of one lock"]);
+}
+
+/// A release that gives back any owner's hold (no owner or hold check): a give-back or
+/// a stale release frees a member another client holds.
+#[test]
+fn a_release_that_ignores_the_owner_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Release,
+        "if not held[1] or held[2] ~= hold then\n  return -1\nend",
+        "",
+    );
+    expect(scripts, &["never two holders of one lock", "all or none"]);
+}
+
+/// Sanity: the real scripts pass at the same bound (the teeth above bite on the defect,
+/// not on the model).
+#[test]
+fn the_real_scripts_pass() {
+    let found = counterexample(Scripts::real());
+    assert!(found.is_none(), "{found:?}");
+}
+
+/// Defects planted in the Rust core (`redis_locks::protocol::planted`): the model runs
+/// the library's own decisions, so a defect in them must be found too, at the default
+/// bound. Needs the `planted-defects` feature.
+#[cfg(feature = "planted-defects")]
+mod rust_core {
+    use super::*;
+    use redis_locks::protocol::planted::{Defect, plant};
+
+    fn expect_core(defect: Defect, properties: &[&str]) {
+        plant(Some(defect));
+        let found = counterexample(Scripts::real());
+        plant(None);
+        println!("{defect:?}: {found:?}");
+        let (property, message, replay) = found.expect("the checker found no counterexample");
+        assert!(
+            properties.contains(&property),
+            "found {property} ({message}; {replay}), expected one of {properties:?}"
+        );
+    }
+
+    /// Members taken in the order the user named them: two users naming two locks in
+    /// opposite orders each take one and wait for the other.
+    #[test]
+    fn members_taken_as_named_are_caught() {
+        expect_core(Defect::MultiOrderAsNamed, &["no deadlock"]);
+    }
+
+    /// The same defect with three users naming three locks in a cycle (a before b, b
+    /// before c, c before a): a wait-for cycle through all three.
+    #[test]
+    fn members_taken_as_named_are_caught_in_a_cycle_of_three() {
+        let config = multimodel::by_name("multi: three clients in a named cycle")
+            .expect("a default configuration");
+        plant(Some(Defect::MultiOrderAsNamed));
+        let report = multimodel::explore(&config, Scripts::real(), DEFAULT_DEPTH, MAX_STATES);
+        plant(None);
+        let (property, message, path) = report
+            .violation
+            .expect("the checker found no counterexample");
+        println!("{property}: {message} (depth {})", path.len());
+        assert_eq!(property, "no deadlock", "{message}");
+        assert_eq!(message.matches("waits for").count(), 3, "{message}");
+    }
+
+    /// A failed acquisition keeps the members it took.
+    #[test]
+    fn a_failed_acquisition_that_keeps_its_members_is_caught() {
+        expect_core(Defect::MultiKeepsPartial, &["all or none"]);
+    }
+
+    /// The drift margin added instead of subtracted: a member is believed past the
+    /// expiry Redis has for it.
+    #[test]
+    fn the_drift_margin_added_instead_of_subtracted_is_caught() {
+        expect_core(Defect::DriftAdded, &["never two holders of one lock"]);
+    }
+}

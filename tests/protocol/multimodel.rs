@@ -1,0 +1,1409 @@
+//! The multi-lock's protocol model: a few clients, each taking several reentrant locks all
+//! or none, in one Redis.
+//!
+//! Every decision is the library's own: the order members are taken in comes from
+//! `protocol::multi::global_order`, the all-or-none walk from `MultiAcquire`, each member
+//! is taken by the core's `AttemptOp` in that lock's (lock, owner) lane and given back by
+//! its `ReleaseFlow`, a lost acquire is reconciled by its `ReconcileRound`, and what a
+//! client believes about a hold is its `HoldState`. Every call runs the real `lua/*.lua`
+//! in the embedded Lua against the keyspace model. What the model adds is what
+//! `src/multi.rs` and the async runtime do around the core (which member next, waiting,
+//! giving back in reverse) and the world: users, lost replies and the clock.
+//!
+//! Assumptions and reductions (each keeps every behaviour the properties can see):
+//! * One server: every member's `OrderKey` has the same server part.
+//! * Fixed leases ([`LEASE`]), no watchdog: a holder that stops loses its members when
+//!   their leases run out.
+//! * A call runs in Redis and its reply reaches the client in one step (`Run`), or it is
+//!   lost before running (`LoseRequest`) or after (`LoseReply`). The clock moves only when
+//!   no call is in flight, so a call runs at its send time (the client's lease estimate is
+//!   then exact: the tightest case for "never two holders").
+//! * One operation at a time per client (the user's member calls, and background
+//!   reconciliation rounds in between). One multi-lock acquisition at a time per client.
+//! * A waiting member is retried (`Retry`: the wake-up, or the end of the pttl-bounded
+//!   sleep) only when the lock is not held by another owner in Redis at that moment: a
+//!   retry then would only get "held" again and draw a fresh request id. A retry sent
+//!   just before the holder's release runs is the same as one sent just after, since the
+//!   clock does not move in between.
+//! * A member's first attempt that fails (its request or reply lost, then its probe's)
+//!   ends the member's wait with that error (`on_member(false)`), as the first attempt of
+//!   `Lock::acquire` does; a retry of the waiting loop that fails goes back to waiting, as
+//!   the loop rides out connection errors (until the wait runs out: `GiveUp`).
+#![allow(dead_code)]
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use redis_locks::protocol::acquire::AcquireRequest;
+use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
+use redis_locks::protocol::hold::HoldState;
+use redis_locks::protocol::lane::Lane;
+use redis_locks::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_order};
+use redis_locks::protocol::release::{ReleaseFlow, ReleaseOutcome, ReleaseResult};
+use redis_locks::protocol::{
+    Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
+};
+
+use crate::keyspace::Keyspace;
+use crate::lua::ScriptRunner;
+
+/// The fixed lease of every member.
+pub const LEASE: Millis = 20;
+/// The least time a release keeps retrying (as the guard: two watchdog periods).
+pub const RELEASE_MIN: Millis = 20;
+/// The one server's address (the server part of every `OrderKey`).
+pub const SERVER: &str = "127.0.0.1:6379";
+/// The locks' names.
+pub const NAMES: [&str; 3] = ["a", "b", "c"];
+
+/// The properties, checked in every state.
+pub const PROPERTIES: [&str; 4] = [
+    "never two holders of one lock",
+    "all or none",
+    "no deadlock",
+    "every reply is understood",
+];
+
+/// What the configurations must reach, so that none of them is vacuous.
+pub const MILESTONES: [&str; 8] = [
+    "a multi-lock held",
+    "a waiter took every member after the holder released",
+    "gave back a partial acquisition",
+    "clients named the locks in opposite orders and both completed",
+    "took a member whose holder's lease ran out",
+    "a lost member reply resolved by a probe",
+    "a waiter waited for a holder that itself waits",
+    // Not required anywhere: reported when seen. A fixed lease can run out while a later
+    // member is waited for; the multi-lock is then held with a member told lost, so its
+    // lost signal fires at once (`MultiGuard::is_lost`).
+    "held a multi-lock with a member already lost",
+];
+
+/// The script sources the model runs (the real ones, or planted defects).
+#[derive(Clone)]
+pub struct Scripts {
+    sources: Vec<(ScriptId, String)>,
+}
+
+impl Scripts {
+    /// The files of `lua/`, as the library loads them.
+    pub fn real() -> Self {
+        Scripts {
+            sources: ScriptId::ALL
+                .iter()
+                .map(|&id| (id, id.source().to_owned()))
+                .collect(),
+        }
+    }
+
+    /// A copy with `from` replaced by `to` in one script. Panics if `from` is not there,
+    /// so a planted defect cannot silently plant nothing.
+    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
+        for (script, source) in &mut self.sources {
+            if *script == id {
+                assert!(source.contains(from), "{id:?} has no {from:?}");
+                *source = source.replacen(from, to, 1);
+            }
+        }
+        self
+    }
+
+    fn source(&self, id: ScriptId) -> &str {
+        self.sources
+            .iter()
+            .find(|(script, _)| *script == id)
+            .map_or("", |(_, source)| source.as_str())
+    }
+}
+
+/// The parties and the bounds of one exploration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Name of the configuration, for the report.
+    pub name: &'static str,
+    /// How many locks (`L:{a}`, `L:{b}`, ...).
+    pub locks: usize,
+    /// Per client (one owner each): the locks its user names, in the user's own order.
+    pub named: Vec<Vec<usize>>,
+    /// Multi-lock acquisitions each client's user may start.
+    pub acquires: u8,
+    /// Waits that run out ("give up waiting"), in all.
+    pub give_ups: u8,
+    /// Lost requests and lost replies, in all.
+    pub faults: u8,
+    /// Clock steps, in all.
+    pub advances: u8,
+}
+
+/// The default configurations.
+pub fn configs() -> Vec<Config> {
+    vec![
+        Config {
+            name: "multi: two clients, opposite orders, expiry",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 3,
+            give_ups: 2,
+            faults: 0,
+            advances: 6,
+        },
+        Config {
+            name: "multi: two clients, opposite orders, lost replies",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 2,
+            give_ups: 1,
+            faults: 3,
+            advances: 2,
+        },
+        Config {
+            name: "multi: three clients in a named cycle",
+            locks: 3,
+            named: vec![vec![0, 1], vec![1, 2], vec![2, 0]],
+            acquires: 1,
+            give_ups: 2,
+            faults: 1,
+            advances: 2,
+        },
+        Config {
+            name: "multi: two clients, three locks, overlapping sets",
+            locks: 3,
+            named: vec![vec![2, 0, 1], vec![1, 2]],
+            acquires: 2,
+            give_ups: 1,
+            faults: 1,
+            advances: 2,
+        },
+    ]
+}
+
+/// The milestones each default configuration must reach at the default bound: what its
+/// parties, faults and clock steps are there for.
+pub fn must_reach(name: &str) -> Vec<&'static str> {
+    match name {
+        "multi: two clients, opposite orders, expiry" => vec![
+            "a multi-lock held",
+            "a waiter took every member after the holder released",
+            "clients named the locks in opposite orders and both completed",
+            "took a member whose holder's lease ran out",
+        ],
+        "multi: two clients, opposite orders, lost replies" => vec![
+            "a multi-lock held",
+            "gave back a partial acquisition",
+            "clients named the locks in opposite orders and both completed",
+            "a lost member reply resolved by a probe",
+            "a waiter waited for a holder that itself waits",
+        ],
+        "multi: three clients in a named cycle" => vec![
+            "a multi-lock held",
+            "a waiter took every member after the holder released",
+            "gave back a partial acquisition",
+            "took a member whose holder's lease ran out",
+            "a waiter waited for a holder that itself waits",
+        ],
+        "multi: two clients, three locks, overlapping sets" => vec![
+            "a multi-lock held",
+            "a waiter took every member after the holder released",
+            "gave back a partial acquisition",
+            "clients named the locks in opposite orders and both completed",
+            "took a member whose holder's lease ran out",
+            "a lost member reply resolved by a probe",
+        ],
+        _ => Vec::new(),
+    }
+}
+
+pub fn by_name(name: &str) -> Option<Config> {
+    configs().into_iter().find(|c| c.name == name)
+}
+
+/// The keys of lock `lock`.
+pub fn lock_keys(lock: usize) -> LockKeys {
+    let name = NAMES[lock];
+    LockKeys {
+        hash: format!("L:{{{name}}}").into(),
+        fence: format!("L:{{{name}}}:fence").into(),
+        channel: format!("L:{{{name}}}:db0:released").into(),
+        sharded: false,
+    }
+}
+
+/// The core's view of a model client: the model clock, no randomness, its request ids.
+struct ModelEnv<'a> {
+    now: Millis,
+    ids: &'a mut RequestIds,
+}
+
+impl Env for ModelEnv<'_> {
+    fn now(&self) -> Millis {
+        self.now
+    }
+    fn jitter(&mut self) -> u64 {
+        0
+    }
+    fn next_id(&mut self) -> String {
+        self.ids.next_id()
+    }
+}
+
+/// What an operation is fed.
+enum Event<'a> {
+    Start,
+    Reply(&'a Reply),
+    Failure(Failure),
+}
+
+/// Feeds `event` to `machine` until it asks for a call (`Ok`) or is done (`Err`). A sleep
+/// it asks for is taken as over at once: time moves only by the model's own steps.
+fn feed<M: Machine<Ctx = Lane>>(
+    machine: &mut M,
+    env: &mut ModelEnv,
+    lane: &mut Lane,
+    event: Event,
+) -> Result<Call, M::Outcome> {
+    let mut next = match event {
+        Event::Start => machine.start(env, lane),
+        Event::Reply(reply) => machine.on_reply(env, lane, reply),
+        Event::Failure(failure) => machine.on_failure(env, lane, failure),
+    };
+    loop {
+        match next {
+            Next::Send(call) => return Ok(call),
+            Next::SleepUntil(_) => next = machine.resume(env, lane),
+            Next::Done(outcome) => return Err(outcome),
+        }
+    }
+}
+
+/// A member a client took: its guard (one per lock and client in this model).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Member {
+    state: HoldState,
+    fixed_end: Millis,
+}
+
+impl Member {
+    /// Not told lost and its lease left by the client's own clock.
+    fn believed(&self, now: Millis) -> bool {
+        self.state.lost().is_none() && now < self.state.deadline()
+    }
+}
+
+/// One multi-lock acquisition in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Acquisition {
+    /// The locks in the order they are taken (from `global_order`).
+    order: Vec<usize>,
+    walk: MultiAcquire,
+    /// The members taken, in order (the library's `guards`).
+    taken: Vec<usize>,
+    /// It waited for a member at least once.
+    waited: bool,
+    /// The clock moved while it was in progress.
+    advanced: bool,
+    /// The member attempt in flight is a retry of the waiting loop (not the first one).
+    retrying: bool,
+}
+
+/// Where a client's user is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    Idle,
+    /// A member's acquire attempt is in flight.
+    Taking(Acquisition),
+    /// The member `lock` is held by another owner: the client waits.
+    Waiting(Acquisition, usize),
+    /// An acquisition failed: giving back `left` (from the back) of its members `order`.
+    GivingBack {
+        order: Vec<usize>,
+        left: Vec<usize>,
+        /// Some give-back released a member.
+        gave: bool,
+    },
+    /// Every member is held (in `taken` order).
+    Held(Vec<usize>),
+    /// The user releases the multi-lock: `left` (from the back).
+    Releasing(Vec<usize>),
+}
+
+/// A client's operation: one of the library's own machines, in the lane of `lock`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum OpKind {
+    Acquire(AttemptOp),
+    Release { flow: ReleaseFlow, hold: Arc<str> },
+    Reconcile(ReconcileRound),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Op {
+    lock: usize,
+    kind: OpKind,
+    /// The call in flight.
+    call: Call,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Client {
+    owner: Arc<str>,
+    ids: RequestIds,
+    named: Vec<usize>,
+    /// Per lock.
+    lanes: Vec<Lane>,
+    /// Per lock.
+    guards: Vec<Option<Member>>,
+    phase: Phase,
+    op: Option<Op>,
+    acquires_left: u8,
+    /// It held a multi-lock at least once.
+    completed: bool,
+}
+
+/// The whole world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    now: Millis,
+    ks: Keyspace,
+    locks: usize,
+    clients: Vec<Client>,
+    give_ups_left: u8,
+    faults_left: u8,
+    advances_left: u8,
+    /// Hold ids whose give-back or reconciliation gave up (they expire with their lease).
+    abandoned: BTreeSet<Arc<str>>,
+}
+
+/// One step of the world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// A client's user starts a multi-lock acquisition over the locks it names.
+    Acquire(usize),
+    /// A waiting client attempts its member again (woken, or its sleep ended).
+    Retry(usize),
+    /// A waiting client's wait runs out.
+    GiveUp(usize),
+    /// A client's user releases its multi-lock.
+    Release(usize),
+    /// A client's background task resolves a lost acquire of `lock`.
+    Reconcile { client: usize, lock: usize },
+    /// A client's call runs in Redis and its reply arrives.
+    Run(usize),
+    /// A client's call never reaches Redis (the connection dropped).
+    LoseRequest(usize),
+    /// A client's call runs, and its reply is lost.
+    LoseReply(usize),
+    /// The clock moves to the next instant at which anything changes.
+    Advance,
+}
+
+/// What a step did that the checker reports on.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Milestones reached (indices into [`MILESTONES`]).
+    pub milestones: Vec<usize>,
+    /// A property violated: its name and why.
+    pub violation: Option<(&'static str, String)>,
+}
+
+impl Effects {
+    fn fail(&mut self, property: &'static str, message: String) {
+        debug_assert!(PROPERTIES.contains(&property));
+        if self.violation.is_none() {
+            self.violation = Some((property, message));
+        }
+    }
+
+    fn reach(&mut self, milestone: &str) {
+        let index = MILESTONES
+            .iter()
+            .position(|m| *m == milestone)
+            .expect("a known milestone");
+        self.milestones.push(index);
+    }
+}
+
+/// Runs calls against the keyspace with the model's scripts.
+pub struct World {
+    runner: ScriptRunner,
+    scripts: Scripts,
+}
+
+impl World {
+    pub fn new(scripts: Scripts) -> Self {
+        World {
+            runner: ScriptRunner::new(),
+            scripts,
+        }
+    }
+
+    fn run(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> Reply {
+        let keys: Vec<Vec<u8>> = call.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let reply = self
+            .runner
+            .eval(self.scripts.source(call.script), &keys, &args, ks, now);
+        ks.published.clear();
+        reply
+    }
+}
+
+/// Whether two users named two common locks in opposite orders.
+fn opposite(one: &[usize], other: &[usize]) -> bool {
+    let position = |list: &[usize], lock: usize| list.iter().position(|l| *l == lock);
+    one.iter().any(|&x| {
+        one.iter().any(|&y| {
+            match (
+                position(one, x),
+                position(one, y),
+                position(other, x),
+                position(other, y),
+            ) {
+                (Some(a), Some(b), Some(c), Some(d)) => a < b && c > d,
+                _ => false,
+            }
+        })
+    })
+}
+
+/// A lock in Redis: its hold id and each owner's count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct InRedis {
+    hold: Arc<str>,
+    counts: BTreeMap<String, u64>,
+    expires_at: Option<Millis>,
+}
+
+impl State {
+    pub fn initial(config: &Config) -> Self {
+        let clients = config
+            .named
+            .iter()
+            .enumerate()
+            .map(|(i, named)| Client {
+                owner: format!("o{i}").into(),
+                ids: RequestIds::new(format!("c{i}")),
+                named: named.clone(),
+                lanes: vec![Lane::default(); config.locks],
+                guards: vec![None; config.locks],
+                phase: Phase::Idle,
+                op: None,
+                acquires_left: config.acquires,
+                completed: false,
+            })
+            .collect();
+        State {
+            now: 0,
+            ks: Keyspace::default(),
+            locks: config.locks,
+            clients,
+            give_ups_left: config.give_ups,
+            faults_left: config.faults,
+            advances_left: config.advances,
+            abandoned: BTreeSet::new(),
+        }
+    }
+
+    /// Lock `lock` as Redis has it now (`None`: free).
+    fn in_redis(&self, lock: usize) -> Option<InRedis> {
+        let key = lock_keys(lock).hash;
+        let hash = self.ks.hash(key.as_bytes(), self.now)?;
+        let hold = hash.get(b"\x01h".as_slice())?;
+        let counts = hash
+            .iter()
+            .filter(|(field, _)| !field.starts_with(b"\x01"))
+            .map(|(field, value)| {
+                (
+                    String::from_utf8_lossy(field).into_owned(),
+                    String::from_utf8_lossy(value).parse().unwrap_or(0),
+                )
+            })
+            .collect();
+        Some(InRedis {
+            hold: String::from_utf8_lossy(hold).into_owned().into(),
+            counts,
+            expires_at: self.ks.pexpire_at(key.as_bytes(), self.now).flatten(),
+        })
+    }
+
+    /// Whether another owner than `owner` holds `lock` in Redis now.
+    fn held_by_other(&self, lock: usize, owner: &str) -> bool {
+        self.in_redis(lock)
+            .is_some_and(|r| r.counts.keys().any(|o| o != owner))
+    }
+
+    /// Every step enabled in this state, in a fixed order (replays name steps by index).
+    pub fn steps(&self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for (i, c) in self.clients.iter().enumerate() {
+            if c.op.is_some() {
+                steps.push(Step::Run(i));
+                if self.faults_left > 0 {
+                    steps.push(Step::LoseRequest(i));
+                    steps.push(Step::LoseReply(i));
+                }
+                continue;
+            }
+            match &c.phase {
+                Phase::Idle if c.acquires_left > 0 => steps.push(Step::Acquire(i)),
+                Phase::Waiting(_, lock) => {
+                    if !self.held_by_other(*lock, &c.owner) {
+                        steps.push(Step::Retry(i));
+                    }
+                    if self.give_ups_left > 0 {
+                        steps.push(Step::GiveUp(i));
+                    }
+                }
+                Phase::Held(_) => steps.push(Step::Release(i)),
+                _ => {}
+            }
+            for (lock, lane) in c.lanes.iter().enumerate() {
+                if lane.is_pending() {
+                    steps.push(Step::Reconcile { client: i, lock });
+                }
+            }
+        }
+        if self.advances_left > 0
+            && self.clients.iter().all(|c| c.op.is_none())
+            && self.next_event().is_some()
+        {
+            steps.push(Step::Advance);
+        }
+        steps
+    }
+
+    /// The next instant at which the passing of time changes anything: a believed
+    /// member's deadline, a lock key's expiry (gone a millisecond after its expire time).
+    fn next_event(&self) -> Option<Millis> {
+        let deadlines = self.clients.iter().flat_map(|c| {
+            c.guards
+                .iter()
+                .flatten()
+                .filter(|m| m.state.is_active())
+                .map(|m| m.state.deadline())
+        });
+        let expiries = (0..self.locks).filter_map(|lock| {
+            self.ks
+                .pexpire_at(lock_keys(lock).hash.as_bytes(), self.now)
+                .flatten()
+                .map(|at| at + 1)
+        });
+        deadlines.chain(expiries).filter(|t| *t > self.now).min()
+    }
+
+    /// Applies one step and checks every property afterwards.
+    pub fn apply(&mut self, step: &Step, world: &World) -> Effects {
+        let mut fx = Effects::default();
+        match *step {
+            Step::Acquire(c) => self.start_acquisition(c, &mut fx),
+            Step::Retry(c) => {
+                if let Phase::Waiting(mut acq, lock) =
+                    std::mem::replace(&mut self.clients[c].phase, Phase::Idle)
+                {
+                    acq.retrying = true;
+                    self.clients[c].phase = Phase::Taking(acq);
+                    self.start_member(c, lock, &mut fx);
+                }
+            }
+            Step::GiveUp(c) => {
+                self.give_ups_left -= 1;
+                if let Phase::Waiting(mut acq, _) =
+                    std::mem::replace(&mut self.clients[c].phase, Phase::Idle)
+                {
+                    let next = acq.walk.on_member(false);
+                    self.next_member(c, acq, next, &mut fx);
+                }
+            }
+            Step::Release(c) => {
+                if let Phase::Held(taken) =
+                    std::mem::replace(&mut self.clients[c].phase, Phase::Idle)
+                {
+                    // MultiGuard::release: every member, in reverse (popped from the back).
+                    self.clients[c].phase = Phase::Releasing(taken);
+                    self.next_release(c, &mut fx);
+                }
+            }
+            Step::Reconcile { client, lock } => {
+                let round = ReconcileRound::new(lock_keys(lock));
+                self.drive(
+                    client,
+                    lock,
+                    OpKind::Reconcile(round),
+                    Event::Start,
+                    &mut fx,
+                );
+            }
+            Step::Run(c) => {
+                if let Some(op) = self.clients[c].op.take() {
+                    let reply = self.execute(c, &op, world, &mut fx);
+                    self.drive(c, op.lock, op.kind, Event::Reply(&reply), &mut fx);
+                }
+            }
+            Step::LoseRequest(c) => {
+                self.faults_left -= 1;
+                if let Some(op) = self.clients[c].op.take() {
+                    self.drive(c, op.lock, op.kind, Event::Failure(Failure::Lost), &mut fx);
+                }
+            }
+            Step::LoseReply(c) => {
+                self.faults_left -= 1;
+                if let Some(op) = self.clients[c].op.take() {
+                    self.execute(c, &op, world, &mut fx);
+                    self.drive(c, op.lock, op.kind, Event::Failure(Failure::Lost), &mut fx);
+                }
+            }
+            Step::Advance => {
+                self.advances_left -= 1;
+                if let Some(at) = self.next_event() {
+                    self.now = at;
+                }
+                self.ks.expire(self.now);
+                for c in &mut self.clients {
+                    if let Phase::Taking(acq) | Phase::Waiting(acq, _) = &mut c.phase {
+                        acq.advanced = true;
+                    }
+                }
+            }
+        }
+        // Each client's clock declares members lost once their deadline passes.
+        let now = self.now;
+        for c in &mut self.clients {
+            for member in c.guards.iter_mut().flatten() {
+                member.state.on_clock(now);
+            }
+        }
+        self.check(&mut fx);
+        fx
+    }
+
+    fn start_acquisition(&mut self, c: usize, fx: &mut Effects) {
+        let client = &mut self.clients[c];
+        client.acquires_left -= 1;
+        // The order comes from the library: `MultiLock::new` sorts by (key, server).
+        let keys: Vec<OrderKey> = client
+            .named
+            .iter()
+            .map(|&lock| (lock_keys(lock).hash.to_string(), SERVER.to_owned()))
+            .collect();
+        let order = match global_order(&keys) {
+            Ok(order) => order.into_iter().map(|i| client.named[i]).collect(),
+            Err(twice) => {
+                fx.fail(
+                    "every reply is understood",
+                    format!("global_order refused the locks: {twice} named twice"),
+                );
+                return;
+            }
+        };
+        let acq = Acquisition {
+            walk: MultiAcquire::new(client.named.len()),
+            order,
+            taken: Vec::new(),
+            waited: false,
+            advanced: false,
+            retrying: false,
+        };
+        let first = acq.walk.start();
+        self.next_member(c, acq, first, fx);
+    }
+
+    /// Acts on the walk's next step, as `MultiLock::acquire_until` does.
+    fn next_member(&mut self, c: usize, acq: Acquisition, step: MultiStep, fx: &mut Effects) {
+        match step {
+            MultiStep::Take(i) => {
+                let lock = acq.order[i];
+                self.clients[c].phase = Phase::Taking(acq);
+                self.start_member(c, lock, fx);
+            }
+            MultiStep::Held => {
+                fx.reach("a multi-lock held");
+                if acq.waited && !acq.advanced {
+                    // No clock step since it started: the member it waited for was freed
+                    // by its holder's release (or give-back), not by expiry.
+                    fx.reach("a waiter took every member after the holder released");
+                }
+                let client = &mut self.clients[c];
+                if acq.taken.iter().any(|&lock| {
+                    client.guards[lock]
+                        .as_ref()
+                        .is_some_and(|m| !m.believed(self.now))
+                }) {
+                    fx.reach("held a multi-lock with a member already lost");
+                }
+                client.completed = true;
+                client.phase = Phase::Held(acq.taken);
+                let named = &self.clients[c].named;
+                if self
+                    .clients
+                    .iter()
+                    .enumerate()
+                    .any(|(j, other)| j != c && other.completed && opposite(named, &other.named))
+                {
+                    fx.reach("clients named the locks in opposite orders and both completed");
+                }
+            }
+            MultiStep::GiveBack(keep) => {
+                // All or none: give back the first `keep` members taken (in reverse); any
+                // others (only with a planted defect) are detached and left to their lease.
+                let mut give = acq.taken;
+                let kept = give.split_off(keep.min(give.len()));
+                let client = &mut self.clients[c];
+                for lock in kept {
+                    if let Some(mut member) = client.guards[lock].take() {
+                        member.state.leave(false, Some(member.fixed_end));
+                    }
+                }
+                client.phase = Phase::GivingBack {
+                    order: acq.order,
+                    left: give,
+                    gave: false,
+                };
+                self.next_release(c, fx);
+            }
+        }
+    }
+
+    /// Starts an acquire attempt of member `lock` (a fixed lease, no watchdog).
+    fn start_member(&mut self, c: usize, lock: usize, fx: &mut Effects) {
+        let client = &mut self.clients[c];
+        let request = AcquireRequest {
+            owner: client.owner.clone(),
+            lease_ms: LEASE,
+            request: client.ids.next_id(),
+            fenced: false,
+            others_waiting: false,
+        };
+        let holds = client.guards[lock]
+            .as_ref()
+            .is_some_and(|m| m.state.is_active());
+        let op = AttemptOp::new(lock_keys(lock), request).may_reenter(holds);
+        self.drive(c, lock, OpKind::Acquire(op), Event::Start, fx);
+    }
+
+    /// Releases the next member of a give-back or a release, or ends it.
+    fn next_release(&mut self, c: usize, fx: &mut Effects) {
+        let now = self.now;
+        let client = &mut self.clients[c];
+        let next = match &mut client.phase {
+            Phase::GivingBack { left, .. } | Phase::Releasing(left) => left.pop(),
+            _ => return,
+        };
+        let Some(lock) = next else {
+            let phase = std::mem::replace(&mut client.phase, Phase::Idle);
+            if let Phase::GivingBack { order, gave, .. } = phase {
+                if gave {
+                    fx.reach("gave back a partial acquisition");
+                }
+                self.check_given_back(c, &order, fx);
+            }
+            return;
+        };
+        let Some(mut member) = client.guards[lock].take() else {
+            fx.fail(
+                "all or none",
+                format!(
+                    "client {c} gives back {} but has no guard of it",
+                    NAMES[lock]
+                ),
+            );
+            return;
+        };
+        // As the guard does: the retry bound is taken before it leaves.
+        let give_up_at = member.state.release_until(now, RELEASE_MIN);
+        member.state.leave(false, Some(member.fixed_end));
+        let hold = member.state.hold().clone();
+        let flow = ReleaseFlow::new(
+            lock_keys(lock),
+            client.owner.clone(),
+            hold.clone(),
+            give_up_at,
+            None,
+        );
+        self.drive(c, lock, OpKind::Release { flow, hold }, Event::Start, fx);
+    }
+
+    /// Feeds an event to a client's operation (the library's own machine) and acts on
+    /// what it answers: a call to put in flight, or an outcome.
+    fn drive(&mut self, c: usize, lock: usize, kind: OpKind, event: Event, fx: &mut Effects) {
+        let now = self.now;
+        let client = &mut self.clients[c];
+        let mut env = ModelEnv {
+            now,
+            ids: &mut client.ids,
+        };
+        let lane = &mut client.lanes[lock];
+        match kind {
+            OpKind::Acquire(mut op) => {
+                let fed = feed(&mut op, &mut env, lane, event);
+                if let Some(hold) = op.abandoned() {
+                    self.abandoned.insert(hold.clone());
+                }
+                match fed {
+                    Ok(call) => {
+                        client.op = Some(Op {
+                            lock,
+                            kind: OpKind::Acquire(op),
+                            call,
+                        })
+                    }
+                    Err(outcome) => self.member_done(c, lock, outcome, fx),
+                }
+            }
+            OpKind::Release { mut flow, hold } => {
+                let fed = feed(&mut flow, &mut env, lane, event);
+                if let Some(abandoned) = flow.abandoned() {
+                    self.abandoned.insert(abandoned.clone());
+                }
+                match fed {
+                    Ok(call) => {
+                        client.op = Some(Op {
+                            lock,
+                            kind: OpKind::Release { flow, hold },
+                            call,
+                        })
+                    }
+                    Err(outcome) => {
+                        self.released(c, hold, outcome, fx);
+                        self.next_release(c, fx);
+                    }
+                }
+            }
+            OpKind::Reconcile(mut round) => {
+                let fed = feed(&mut round, &mut env, lane, event);
+                if let Some(hold) = round.abandoned() {
+                    self.abandoned.insert(hold.clone());
+                }
+                if let Ok(call) = fed {
+                    if call.script == ScriptId::Release {
+                        fx.reach("a lost member reply resolved by a probe");
+                    }
+                    client.op = Some(Op {
+                        lock,
+                        kind: OpKind::Reconcile(round),
+                        call,
+                    });
+                }
+            }
+        }
+    }
+
+    /// A member's attempt ended.
+    fn member_done(&mut self, c: usize, lock: usize, outcome: AttemptOutcome, fx: &mut Effects) {
+        let Phase::Taking(mut acq) = std::mem::replace(&mut self.clients[c].phase, Phase::Idle)
+        else {
+            fx.fail(
+                "every reply is understood",
+                format!("client {c}: a member attempt ended outside an acquisition"),
+            );
+            return;
+        };
+        match outcome {
+            AttemptOutcome::Granted {
+                granted,
+                sent_at,
+                lease_ms,
+                adopted,
+            } => {
+                if adopted {
+                    fx.reach("a lost member reply resolved by a probe");
+                }
+                let client = &mut self.clients[c];
+                if client.guards[lock].is_some() {
+                    fx.fail(
+                        "all or none",
+                        format!(
+                            "client {c} took {} while it already had a guard of it",
+                            NAMES[lock]
+                        ),
+                    );
+                }
+                client.guards[lock] = Some(Member {
+                    state: HoldState::new(granted.hold, sent_at, lease_ms, false),
+                    fixed_end: sent_at + lease_ms,
+                });
+                acq.taken.push(lock);
+                acq.retrying = false;
+                let next = acq.walk.on_member(true);
+                self.next_member(c, acq, next, fx);
+            }
+            AttemptOutcome::Held { .. } => {
+                // Held by another owner: wait (Lock::acquire's loop), not on_member yet.
+                acq.waited = true;
+                self.clients[c].phase = Phase::Waiting(acq, lock);
+            }
+            // The waiting loop rides out an error (within the outage tolerance; a wait that
+            // runs out is `GiveUp`); the first attempt reports it, and the walk gives back.
+            AttemptOutcome::Failed { .. } if acq.retrying => {
+                self.clients[c].phase = Phase::Waiting(acq, lock);
+            }
+            AttemptOutcome::Failed { .. } => {
+                let next = acq.walk.on_member(false);
+                self.next_member(c, acq, next, fx);
+            }
+            AttemptOutcome::NotALock(found) => fx.fail(
+                "every reply is understood",
+                format!("client {c}: {} is not a lock: {found}", NAMES[lock]),
+            ),
+            AttemptOutcome::Unreadable(err) => fx.fail(
+                "every reply is understood",
+                format!("client {c}: unreadable reply: {err}"),
+            ),
+        }
+    }
+
+    /// A member's release (of a give-back or the user's release) ended.
+    fn released(&mut self, c: usize, hold: Arc<str>, outcome: ReleaseResult, fx: &mut Effects) {
+        match outcome {
+            Ok(ReleaseOutcome::Released { .. }) => {
+                if let Phase::GivingBack { gave, .. } = &mut self.clients[c].phase {
+                    *gave = true;
+                }
+            }
+            Ok(ReleaseOutcome::NotHeld) => {}
+            Ok(ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed) => {
+                self.abandoned.insert(hold);
+            }
+            Ok(ReleaseOutcome::NotALock) => fx.fail(
+                "every reply is understood",
+                format!("client {c}: release found no lock at {hold}"),
+            ),
+            Err(err) => fx.fail(
+                "every reply is understood",
+                format!("client {c}: unreadable release reply: {err}"),
+            ),
+        }
+    }
+
+    /// Runs a client's call in Redis now.
+    fn execute(&mut self, c: usize, op: &Op, world: &World, fx: &mut Effects) -> Reply {
+        let now = self.now;
+        let reply = world.run(&op.call, &mut self.ks, now);
+        // A fresh hold taken while another client still has an unreleased guard of the
+        // lock: that holder stopped, and its lease ran out.
+        if op.call.script == ScriptId::Acquire
+            && reply == Reply::Int(0)
+            && self
+                .clients
+                .iter()
+                .enumerate()
+                .any(|(j, other)| j != c && other.guards[op.lock].is_some())
+        {
+            fx.reach("took a member whose holder's lease ran out");
+        }
+        reply
+    }
+
+    /// A give-back of the members `order` just ended: Redis holds none of them for the
+    /// client's owner, except a hold whose give-back or reconciliation gave up (it
+    /// expires with its lease) and one that a lost acquire may have taken and that the
+    /// lane still has to resolve (the background task gives it back).
+    fn check_given_back(&self, c: usize, order: &[usize], fx: &mut Effects) {
+        let client = &self.clients[c];
+        for &lock in order {
+            if let Some(r) = self.in_redis(lock)
+                && r.counts.contains_key(&*client.owner)
+                && !self.abandoned.contains(&r.hold)
+                && !client.lanes[lock].is_pending()
+            {
+                fx.fail(
+                    "all or none",
+                    format!(
+                        "client {c} gave back a failed acquisition, but Redis still holds {} (hold {}) for {}",
+                        NAMES[lock], r.hold, client.owner
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Checks every property in this state.
+    fn check(&self, fx: &mut Effects) {
+        let now = self.now;
+        // Never two holders of one lock: the clients that believe they hold a lock (a
+        // guard not released, not told lost, lease left by their own clock) have one
+        // owner, their hold is current in Redis for it, and Redis keeps it at least as
+        // long as they believe.
+        for (lock, name) in NAMES.iter().enumerate().take(self.locks) {
+            let believers: Vec<usize> = (0..self.clients.len())
+                .filter(|&c| {
+                    self.clients[c].guards[lock]
+                        .as_ref()
+                        .is_some_and(|m| m.believed(now))
+                })
+                .collect();
+            if let Some(&first) = believers.first()
+                && let Some(&other) = believers
+                    .iter()
+                    .find(|&&c| self.clients[c].owner != self.clients[first].owner)
+            {
+                fx.fail(
+                    "never two holders of one lock",
+                    format!(
+                        "clients {first} ({}) and {other} ({}) both believe they hold {}",
+                        self.clients[first].owner, self.clients[other].owner, name
+                    ),
+                );
+                return;
+            }
+            let redis = self.in_redis(lock);
+            for &c in &believers {
+                let client = &self.clients[c];
+                let state = &client.guards[lock].as_ref().expect("a believer").state;
+                let current = redis.as_ref().is_some_and(|r| {
+                    r.hold == *state.hold() && r.counts.contains_key(&*client.owner)
+                });
+                if !current {
+                    fx.fail(
+                        "never two holders of one lock",
+                        format!(
+                            "client {c} believes it holds {} (hold {}), but Redis has {:?}: anyone may take it",
+                            name,
+                            state.hold(),
+                            redis.as_ref().map(|r| r.hold.clone())
+                        ),
+                    );
+                    return;
+                }
+                if let Some(at) = redis.as_ref().and_then(|r| r.expires_at)
+                    && state.deadline() > at
+                {
+                    fx.fail(
+                        "never two holders of one lock",
+                        format!(
+                            "client {c} believes it holds {} until t={}, but Redis expires it at t={at}",
+                            name,
+                            state.deadline()
+                        ),
+                    );
+                    return;
+                }
+            }
+        }
+
+        // All or none, as the client sees it: between acquisitions it has no member; a
+        // held multi-lock has every member (each believed, or told lost, which fires the
+        // multi-lock's lost signal); during a give-back only the members still to give
+        // back remain.
+        for (c, client) in self.clients.iter().enumerate() {
+            let has: Vec<usize> = (0..self.locks)
+                .filter(|&lock| client.guards[lock].is_some())
+                .collect();
+            // During a give-back or a release, the member being released has left its
+            // guard already: what remains is what is still to be released.
+            let mut expected: Vec<usize> = match &client.phase {
+                Phase::Idle => Vec::new(),
+                Phase::Held(taken) => {
+                    let mut all = client.named.clone();
+                    all.sort_unstable();
+                    let mut taken = taken.clone();
+                    taken.sort_unstable();
+                    if taken != all {
+                        fx.fail(
+                            "all or none",
+                            format!(
+                                "client {c} holds a multi-lock of {:?}, not {:?}",
+                                names(&taken),
+                                names(&all)
+                            ),
+                        );
+                        return;
+                    }
+                    all
+                }
+                Phase::GivingBack { left, .. } | Phase::Releasing(left) => left.clone(),
+                Phase::Taking(acq) | Phase::Waiting(acq, _) => acq.taken.clone(),
+            };
+            expected.sort_unstable();
+            if has != expected {
+                fx.fail(
+                    "all or none",
+                    format!(
+                        "client {c} ({}) has guards of {:?}, expected {:?}",
+                        phase_name(&client.phase),
+                        names(&has),
+                        names(&expected)
+                    ),
+                );
+                return;
+            }
+        }
+
+        // All or none, in Redis: when no call is in flight and no lost acquire is left to
+        // resolve, every hold count in Redis belongs to a client that has a guard of that
+        // hold, or to a hold whose give-back gave up (it expires with its lease).
+        let quiet = self
+            .clients
+            .iter()
+            .all(|c| c.op.is_none() && c.lanes.iter().all(|l| !l.is_pending()));
+        if quiet {
+            for (lock, name) in NAMES.iter().enumerate().take(self.locks) {
+                let Some(r) = self.in_redis(lock) else {
+                    continue;
+                };
+                if self.abandoned.contains(&r.hold) {
+                    continue;
+                }
+                for owner in r.counts.keys() {
+                    let guarded = self.clients.iter().any(|c| {
+                        &*c.owner == owner
+                            && c.guards[lock]
+                                .as_ref()
+                                .is_some_and(|m| *m.state.hold() == r.hold)
+                    });
+                    if !guarded {
+                        fx.fail(
+                            "all or none",
+                            format!(
+                                "Redis holds {} (hold {}) for {owner}, but no client of {owner} has a guard of it",
+                                name, r.hold
+                            ),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+
+        // No deadlock: the wait-for graph over waiting clients. Client i waits for lock X
+        // (its member); X is held by client j when Redis holds X live for j's owner and X
+        // is a member j's acquisition took. A cycle is a deadlock.
+        let waits: Vec<Option<usize>> = self
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, client)| {
+                let Phase::Waiting(_, lock) = &client.phase else {
+                    return None;
+                };
+                let r = self.in_redis(*lock)?;
+                self.clients.iter().enumerate().position(|(j, other)| {
+                    j != i
+                        && r.counts.contains_key(&*other.owner)
+                        && matches!(&other.phase, Phase::Waiting(acq, _) if acq.taken.contains(lock))
+                })
+            })
+            .collect();
+        if waits.iter().any(Option::is_some) {
+            fx.reach("a waiter waited for a holder that itself waits");
+        }
+        for start in 0..waits.len() {
+            let mut at = start;
+            let mut path = vec![start];
+            while let Some(next) = waits[at] {
+                if next == start {
+                    let text: Vec<String> = path
+                        .iter()
+                        .map(|&i| match &self.clients[i].phase {
+                            Phase::Waiting(acq, lock) => format!(
+                                "client {i} holds {:?} and waits for {}",
+                                names(&acq.taken),
+                                NAMES[*lock]
+                            ),
+                            _ => String::new(),
+                        })
+                        .collect();
+                    fx.fail(
+                        "no deadlock",
+                        format!("a wait-for cycle: {}", text.join("; ")),
+                    );
+                    return;
+                }
+                if path.contains(&next) {
+                    break;
+                }
+                path.push(next);
+                at = next;
+            }
+        }
+    }
+
+    /// A readable picture of the state, for traces.
+    pub fn describe(&self) -> String {
+        let mut out = format!("t={}", self.now);
+        for (lock, name) in NAMES.iter().enumerate().take(self.locks) {
+            match self.in_redis(lock) {
+                Some(r) => {
+                    let _ = write!(
+                        out,
+                        " | {}: hold {} {:?} expires t={}",
+                        name,
+                        r.hold,
+                        r.counts,
+                        r.expires_at.map_or("never".into(), |t| t.to_string())
+                    );
+                }
+                None => {
+                    let _ = write!(out, " | {}: free", name);
+                }
+            }
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            let _ = write!(
+                out,
+                "\n      client {i} ({}, names {:?}): {}",
+                c.owner,
+                names(&c.named),
+                phase_name(&c.phase)
+            );
+            for (lock, member) in c.guards.iter().enumerate() {
+                if let Some(m) = member {
+                    let belief = match m.state.lost() {
+                        Some(reason) => format!("told lost ({reason:?})"),
+                        None => format!("believed until t={}", m.state.deadline()),
+                    };
+                    let _ = write!(out, " [{} hold {} {belief}]", NAMES[lock], m.state.hold());
+                }
+            }
+            for (lock, lane) in c.lanes.iter().enumerate() {
+                if lane.is_pending() {
+                    let _ = write!(out, " [lost acquire of {} pending]", NAMES[lock]);
+                }
+            }
+            if let Some(op) = &c.op {
+                let _ = write!(
+                    out,
+                    " [in flight on {}: {:?} {}]",
+                    NAMES[op.lock],
+                    op.call.script,
+                    op.call.args.join(" ")
+                );
+            }
+        }
+        out
+    }
+}
+
+fn names(locks: &[usize]) -> Vec<&'static str> {
+    locks.iter().map(|&l| NAMES[l]).collect()
+}
+
+fn phase_name(phase: &Phase) -> String {
+    match phase {
+        Phase::Idle => "idle".into(),
+        Phase::Taking(acq) => format!(
+            "taking (order {:?}, took {:?})",
+            names(&acq.order),
+            names(&acq.taken)
+        ),
+        Phase::Waiting(acq, lock) => format!(
+            "waiting for {} (order {:?}, took {:?})",
+            NAMES[*lock],
+            names(&acq.order),
+            names(&acq.taken)
+        ),
+        Phase::GivingBack { left, .. } => format!("giving back, {:?} left", names(left)),
+        Phase::Held(taken) => format!("holds {:?}", names(taken)),
+        Phase::Releasing(left) => format!("releasing, {:?} left", names(left)),
+    }
+}
+
+fn fingerprint(state: &State) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    state.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What one exploration found.
+pub struct Report {
+    pub states: usize,
+    pub depth_reached: usize,
+    pub milestones: [bool; MILESTONES.len()],
+    /// A shortest path (step indices) to each milestone reached.
+    pub milestone_paths: Vec<Option<Vec<u8>>>,
+    /// The first violation: property, message, and the path (step indices) to it.
+    pub violation: Option<(&'static str, String, Vec<u8>)>,
+    /// Whether the bound on states stopped the search before the depth did.
+    pub truncated: bool,
+}
+
+/// Every interleaving of `config` up to `depth` steps (at most `max_states` states),
+/// breadth first, states deduplicated by a 64-bit fingerprint.
+pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
+    let world = World::new(scripts);
+    let initial = State::initial(config);
+    let mut seen = HashSet::new();
+    seen.insert(fingerprint(&initial));
+    let mut frontier = vec![(initial, Vec::new())];
+    let mut report = Report {
+        states: 1,
+        depth_reached: 0,
+        milestones: [false; MILESTONES.len()],
+        milestone_paths: vec![None; MILESTONES.len()],
+        violation: None,
+        truncated: false,
+    };
+    for level in 0..depth {
+        let mut next = Vec::new();
+        for (state, path) in &frontier {
+            for (index, step) in state.steps().iter().enumerate() {
+                let mut successor = state.clone();
+                let effects = successor.apply(step, &world);
+                let mut successor_path: Vec<u8> = path.clone();
+                successor_path.push(index as u8);
+                for m in effects.milestones {
+                    if !report.milestones[m] {
+                        report.milestones[m] = true;
+                        report.milestone_paths[m] = Some(successor_path.clone());
+                    }
+                }
+                if let Some((property, message)) = effects.violation {
+                    report.violation = Some((property, message, successor_path));
+                    report.depth_reached = level + 1;
+                    return report;
+                }
+                if seen.insert(fingerprint(&successor)) {
+                    report.states += 1;
+                    if report.states >= max_states {
+                        report.truncated = true;
+                        return report;
+                    }
+                    next.push((successor, successor_path));
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        report.depth_reached = level + 1;
+        frontier = next;
+    }
+    report
+}
+
+/// Replays a path: a numbered trace, and the violation it ends in.
+pub fn replay(config: &Config, scripts: Scripts, path: &[u8]) -> String {
+    let world = World::new(scripts);
+    let mut state = State::initial(config);
+    let mut out = format!("   0. start: {}\n", state.describe());
+    for (n, &index) in path.iter().enumerate() {
+        let Some(step) = state.steps().get(index as usize).cloned() else {
+            out.push_str("   (step not enabled)\n");
+            break;
+        };
+        let fx = state.apply(&step, &world);
+        let _ = write!(
+            out,
+            "  {:>2}. {step:?}\n      -> {}\n",
+            n + 1,
+            state.describe()
+        );
+        if let Some((property, message)) = fx.violation {
+            let _ = writeln!(out, "  violates {property}: {message}");
+            break;
+        }
+    }
+    out
+}
+
+/// `2,0,13` <-> path.
+pub fn path_text(path: &[u8]) -> String {
+    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+}
+
+pub fn parse_path(text: &str) -> Result<Vec<u8>, String> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim().parse::<u8>().map_err(|e| format!("{s:?}: {e}")))
+        .collect()
+}
