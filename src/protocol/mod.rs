@@ -1,26 +1,33 @@
 //! The lock protocol as a sans-IO core: every decision the client makes, with no I/O, no
 //! clock and no tokio.
 //!
-//! The async client ([`crate::Lock`], [`crate::LockGuard`], the watchdog) drives these
-//! types against Redis; the protocol checker (`tests/protocol_check.rs`) drives the same
-//! types inside a model that runs the real scripts of `lua/` against an in-memory keyspace
-//! and explores every interleaving of users, replies, faults and time. So the code that is
-//! checked is the code that runs.
+//! The async client drives these types against Redis through one loop (`src/drive.rs`);
+//! the protocol checkers (`tests/*_check.rs`) drive the same types inside models that run
+//! the real scripts of `lua/` against an in-memory keyspace and explore every interleaving
+//! of users, replies, faults and time. So the code that is checked is the code that runs.
 //!
-//! The cut, after quinn-proto: a request type builds the script [`Call`] to send; the
-//! driver sends it and feeds back what happened, a [`Reply`] or a [`Failure`]; the core
-//! answers with the outcome to report or the next call to make. Time enters only as
-//! arguments ([`Millis`], the driver's monotonic clock).
+//! The cut, after quinn-proto: an operation is a [`Machine`]. It is started, fed the
+//! [`Reply`] or [`Failure`] of each call it asks for and the end of each sleep, and answers
+//! with what to do next ([`Next`]: send a [`Call`], sleep until a time, or done with an
+//! outcome). Time, randomness and request ids come in through [`Env`] ([`Millis`]: the
+//! driver's monotonic clock).
 //!
-//! * [`acquire`]: one acquire attempt, and the reconciliation of an attempt whose reply
-//!   was lost.
+//! * [`attempt`]: one acquire attempt of the reentrant lock in its lane, and background
+//!   reconciliation of an attempt whose reply was lost; [`acquire`] and [`lane`]: its
+//!   call, reply and probe, and the per-(lock, owner) lane.
 //! * [`release`]: giving back one hold, exactly once, retrying through lost replies and
-//!   transient server states.
+//!   transient server states, after resolving a pending lost acquire.
+//! * [`resend`]: one idempotent call re-sent as it was (the sorted-set kinds, the latch),
+//!   and what a give-back found.
 //! * [`hold`]: what a client knows about one hold: until when its lease is confirmed, and
 //!   whether it is lost.
 //! * [`renew`]: the watchdog's batched renewal call and how to read its reply.
-//! * [`semaphore`], [`rwlock`], [`fair`]: the calls of the semaphore, the read-write lock
-//!   and the fair lock, whose holds are members of sorted sets scored by their deadlines.
+//! * [`semaphore`], [`rwlock`], [`fair`], [`latch`]: the calls of the semaphore, the
+//!   read-write lock, the fair lock and the latch.
+//! * [`multi`], [`redlock`]: the multi-lock's order and all-or-none walk; RedLock's quorum
+//!   and validity.
+//! * [`backoff`]: the one back-off policy.
+//! * [`planted`]: the defects the checkers' teeth switch on (feature `planted-defects`).
 
 pub mod acquire;
 pub mod attempt;
