@@ -26,7 +26,7 @@
 //!   read-write lock, the fair lock and the latch.
 //! * [`multi`], [`redlock`]: the multi-lock's order and all-or-none walk; RedLock's quorum
 //!   and validity.
-//! * [`backoff`]: the one back-off policy.
+//! * [`mod@backoff`]: the one back-off policy.
 //! * [`planted`]: the defects the checkers' teeth switch on (feature `planted-defects`).
 
 pub mod acquire;
