@@ -26,9 +26,9 @@ cargo test --release --locked --test multi_check
 # lets them switch on defects in the Rust core too (constant false without it; the
 # checks above run the library exactly as it ships, without the feature).
 cargo test --release --locked --features planted-defects --test protocol_teeth -- --include-ignored
-cargo test --release --locked --features planted-defects --test rw_teeth
+cargo test --release --locked --features planted-defects --test rw_teeth -- --include-ignored
 cargo test --release --locked --features planted-defects --test latch_teeth
-cargo test --release --locked --features planted-defects --test sem_teeth
-cargo test --release --locked --features planted-defects --test fair_teeth
-cargo test --release --locked --features planted-defects --test redlock_teeth
-cargo test --release --locked --features planted-defects --test multi_teeth
+cargo test --release --locked --features planted-defects --test sem_teeth -- --include-ignored
+cargo test --release --locked --features planted-defects --test fair_teeth -- --include-ignored
+cargo test --release --locked --features planted-defects --test redlock_teeth -- --include-ignored
+cargo test --release --locked --features planted-defects --test multi_teeth -- --include-ignored

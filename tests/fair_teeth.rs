@@ -37,6 +37,10 @@ fn expect(scripts: Scripts, properties: &[&str]) {
 /// The gate that keeps a newcomer out of a free lock with a queue lets a `try_acquire`
 /// through.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_try_acquire_that_jumps_the_queue_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::FairAcquire,
@@ -48,6 +52,10 @@ fn a_try_acquire_that_jumps_the_queue_is_caught() {
 
 /// Any queued waiter that asks on a free lock is granted, not only the head.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_grant_to_a_waiter_behind_the_head_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::FairAcquire,
@@ -61,6 +69,10 @@ fn a_grant_to_a_waiter_behind_the_head_is_caught() {
 /// stays queued, and once a queue keeps it alive it is granted (or blocks) ahead of the live
 /// waiters behind it.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_dead_waiter_that_is_never_dropped_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::FairAcquire,
@@ -76,6 +88,10 @@ fn a_dead_waiter_that_is_never_dropped_is_caught() {
 /// A waiter's alive deadline is set twice as far as the waiter lease: a dead one holds the
 /// queue up twice as long.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_waiter_kept_alive_too_long_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::FairAcquire,
@@ -87,6 +103,10 @@ fn a_waiter_kept_alive_too_long_is_caught() {
 
 /// A waiter that leaves takes its place out of the queue but not its alive deadline.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_leave_that_keeps_the_alive_entry_is_caught() {
     let scripts =
         Scripts::real().planted(ScriptId::FairRelease, "  redis.call('ZREM', A, id)\n", "");
@@ -96,6 +116,10 @@ fn a_leave_that_keeps_the_alive_entry_is_caught() {
 /// A release wakes the last waiter in the queue instead of the head: the head sleeps until
 /// its recheck.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_wake_up_to_the_wrong_waiter_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::FairRelease,
@@ -109,6 +133,10 @@ fn a_wake_up_to_the_wrong_waiter_is_caught() {
 /// explicit owner on two clients, a queued waiter granted as a re-entry keeps its place in
 /// the queue.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_reentry_that_keeps_its_place_in_the_queue_is_caught() {
     let config = fairmodel::shared_owner();
     let unfixed = Scripts::real().planted(
@@ -125,6 +153,10 @@ fn a_reentry_that_keeps_its_place_in_the_queue_is_caught() {
 /// Sanity: the real scripts pass at the same bound (a debug build, as plain `cargo test`
 /// runs it, explores less: `tests/fair_check.rs` runs the full bound).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn the_real_scripts_pass() {
     let depth = if cfg!(debug_assertions) {
         8
@@ -157,21 +189,37 @@ mod rust_core {
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn the_drift_margin_added_is_caught() {
         expect_core(Defect::DriftAdded, &["belief is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_resend_that_moves_the_send_time_is_caught() {
         expect_core(Defect::ResendMovesSendTime, &["belief is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_give_back_that_claims_a_gone_hold_is_caught() {
         expect_core(Defect::GiveBackClaimsGoneHold, &["release is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_wait_read_as_a_grant_is_caught() {
         expect_core(
             Defect::FairWaitReadAsGrant,
@@ -180,6 +228,10 @@ mod rust_core {
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_waiter_that_does_not_queue_is_caught() {
         expect_core(Defect::FairQueueFlagDropped, &["FIFO among live waiters"]);
     }

@@ -49,6 +49,10 @@ fn expect(scripts: Scripts, properties: &[&str]) {
 /// An acquire that grants while another owner holds (the text of
 /// `tests/protocol_teeth.rs`): two owners believe they hold one member.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn an_acquire_that_grants_over_another_owner_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -73,6 +77,10 @@ fn a_release_that_ignores_the_owner_is_caught() {
 /// Sanity: the real scripts pass at the same bound (the teeth above bite on the defect,
 /// not on the model).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn the_real_scripts_pass() {
     let found = counterexample(Scripts::real());
     assert!(found.is_none(), "{found:?}");
@@ -101,6 +109,10 @@ mod rust_core {
     /// Members taken in the order the user named them: two users naming two locks in
     /// opposite orders each take one and wait for the other.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn members_taken_as_named_are_caught() {
         expect_core(Defect::MultiOrderAsNamed, &["no deadlock"]);
     }
@@ -108,6 +120,10 @@ mod rust_core {
     /// The same defect with three users naming three locks in a cycle (a before b, b
     /// before c, c before a): a wait-for cycle through all three.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn members_taken_as_named_are_caught_in_a_cycle_of_three() {
         let config = multimodel::by_name("multi: three clients in a named cycle")
             .expect("a default configuration");
@@ -124,6 +140,10 @@ mod rust_core {
 
     /// A failed acquisition keeps the members it took.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_failed_acquisition_that_keeps_its_members_is_caught() {
         expect_core(Defect::MultiKeepsPartial, &["all or none"]);
     }
@@ -131,6 +151,10 @@ mod rust_core {
     /// The drift margin added instead of subtracted: a member is believed past the
     /// expiry Redis has for it.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn the_drift_margin_added_instead_of_subtracted_is_caught() {
         expect_core(Defect::DriftAdded, &["never two holders of one lock"]);
     }

@@ -52,6 +52,10 @@ fn a_release_that_ignores_the_hold_id_is_caught() {
 
 /// A retried partial release that decrements again.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_retry_that_decrements_again_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Release,
@@ -67,6 +71,10 @@ fn a_retry_that_decrements_again_is_caught() {
 
 /// A re-entry that sets the expiry without GT can cut an outer hold's lease short.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn pexpire_without_gt_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -78,6 +86,10 @@ fn pexpire_without_gt_is_caught() {
 
 /// An acquire that grants while another owner holds.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn an_acquire_that_grants_over_another_owner_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -89,6 +101,10 @@ fn an_acquire_that_grants_over_another_owner_is_caught() {
 
 /// A renewal that extends a hold that is not its own (no hold-id check).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_renewal_of_a_hold_that_is_not_its_own_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Renew,
@@ -101,6 +117,10 @@ fn a_renewal_of_a_hold_that_is_not_its_own_is_caught() {
 /// Sanity: the real scripts pass at the same bounds (the teeth above bite on the defect,
 /// not on the model).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn the_real_scripts_pass_at_a_small_bound() {
     assert_eq!(counterexample(Scripts::real(), 8), None);
 }
@@ -170,6 +190,10 @@ mod rust_core {
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn the_drift_margin_added_instead_of_subtracted_is_caught() {
         expect_core(
             Defect::DriftAdded,
@@ -194,16 +218,28 @@ mod rust_core {
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_release_that_claims_a_gone_hold_is_caught() {
         expect_core(Defect::ReleaseClaimsGoneHold, &["release is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_lost_acquire_that_is_forgotten_is_caught() {
         expect_core(Defect::LostAcquireForgotten, &["no orphans"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn reconciliation_that_gives_up_early_is_caught() {
         expect_core(Defect::ReconcileGivesUpEarly, &["no orphans"]);
     }

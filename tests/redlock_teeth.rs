@@ -122,6 +122,10 @@ fn expect(scripts: Scripts, names: &[&str], ignore: &[&str], properties: &[&str]
 /// Sanity: the configurations without lost replies or timeouts hold every property with
 /// the real code at the default bound (the restart exception included, as documented).
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn the_real_code_passes_the_configurations_without_lost_replies() {
     for name in [RESTART, KEPT_OUT, DRIFT] {
         assert_eq!(baseline(name, &[]), None, "{name}");
@@ -133,6 +137,10 @@ fn the_real_code_passes_the_configurations_without_lost_replies() {
 /// that, two RedLock holders. Searched first in the restart configuration, to show that
 /// the documented restart exception excuses nothing else.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn an_acquire_that_grants_over_another_owner_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -156,6 +164,10 @@ fn an_acquire_that_grants_over_another_owner_is_caught() {
 /// A fresh hold whose expiry is set 5 ms shorter than the lease it was asked for: the
 /// server's guard, and the RedLock's validity, outlive the key.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn an_acquire_that_sets_a_shorter_expiry_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -168,6 +180,10 @@ fn an_acquire_that_sets_a_shorter_expiry_is_caught() {
 /// A probe that never finds what a lost acquire took: the attempt sends a fresh request,
 /// which re-enters the hold the lost one took, and one of its two counts is orphaned.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_probe_that_finds_nothing_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Probe,
@@ -201,6 +217,10 @@ mod rust_core {
     /// Half of an even number of servers counted as a majority: with 2 servers, 1 grant
     /// wins. The decision breaks the documented rule at once; past it, two clients hold.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn half_is_a_majority_is_caught() {
         expect_core(Defect::RedlockHalfIsAMajority, &[EVEN], &[], &[VALIDITY]);
         expect_core(
@@ -228,6 +248,10 @@ mod rust_core {
     /// A server's guard that adds the drift margin to its deadline: it believes its hold
     /// past the key's expiry, so the RedLock's lost signal would come late.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn drift_added_is_caught() {
         expect_core(Defect::DriftAdded, &[DRIFT], &[], &[LOST_SIGNAL]);
     }
@@ -249,6 +273,10 @@ mod rust_core {
     /// start only, so a hold adopted from an earlier attempt's lost request (its lease
     /// started before) is outlived by the validity.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn elapsed_from_the_attempt_only_is_caught() {
         expect_core(
             Defect::RedlockElapsedFromAttempt,

@@ -67,6 +67,10 @@ fn a_release_that_ignores_the_hold_id_is_caught() {
 
 /// Sanity: the real scripts pass at the same bounds.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn the_real_scripts_pass_at_a_small_bound() {
     assert_eq!(counterexample(Scripts::real(), 8), None);
 }
@@ -96,21 +100,37 @@ mod rust_core {
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn the_drift_margin_added_is_caught() {
         expect_core(Defect::DriftAdded, &["belief is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_resend_that_moves_the_send_time_is_caught() {
         expect_core(Defect::ResendMovesSendTime, &["belief is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_give_back_that_claims_a_gone_hold_is_caught() {
         expect_core(Defect::GiveBackClaimsGoneHold, &["release is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_wait_read_as_a_grant_is_caught() {
         expect_core(
             Defect::RwWaitReadAsGrant,

@@ -38,6 +38,10 @@ fn expect(scripts: Scripts, depth: usize, properties: &[&str]) {
 
 /// A grant that counts one permit too many as free.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn an_acquire_past_the_size_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::SemAcquire,
@@ -50,6 +54,10 @@ fn an_acquire_past_the_size_is_caught() {
 /// A retried acquire that does not look for the permits an earlier copy took: it takes
 /// them again, with a later deadline.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn an_acquire_that_forgets_its_earlier_copy_is_caught() {
     let scripts = Scripts::real().planted(ScriptId::SemAcquire, "if mine then", "if false then");
     expect(scripts, 8, &["no permit counted twice"]);
@@ -57,6 +65,10 @@ fn an_acquire_that_forgets_its_earlier_copy_is_caught() {
 
 /// A grant that leaves the permits set without a TTL.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn an_acquire_without_expiry_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::SemAcquire,
@@ -69,6 +81,10 @@ fn an_acquire_without_expiry_is_caught() {
 /// A give-back that removes whichever permit comes first in the set, once it found its
 /// own.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_release_of_another_ids_permits_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::SemRelease,
@@ -88,6 +104,10 @@ fn a_release_of_another_ids_permits_is_caught() {
 
 /// A give-back of an acquisition of n that removes only its first permit.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_release_of_one_permit_of_two_is_caught() {
     let scripts =
         Scripts::real().planted(ScriptId::SemRelease, "for k = 1, n do", "for k = 1, 1 do");
@@ -100,6 +120,10 @@ fn a_release_of_one_permit_of_two_is_caught() {
 
 /// A waiter that stops waiting drops whoever's reservation is there.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_leave_that_drops_another_waiters_reservation_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::SemRelease,
@@ -116,6 +140,10 @@ fn a_leave_that_drops_another_waiters_reservation_is_caught() {
 /// A renewal that finds an expired permit still in the set renews it instead of telling
 /// the loss.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn a_renewal_that_revives_an_expired_permit_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::SemRenew,
@@ -127,6 +155,10 @@ fn a_renewal_that_revives_an_expired_permit_is_caught() {
 
 /// Sanity: the real scripts pass at a small bound.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn the_real_scripts_pass_at_a_small_bound() {
     assert_eq!(counterexample(Scripts::real(), 9), None);
 }
@@ -156,21 +188,37 @@ mod rust_core {
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn the_drift_margin_added_is_caught() {
         expect_core(Defect::DriftAdded, &["belief is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_resend_that_moves_the_send_time_is_caught() {
         expect_core(Defect::ResendMovesSendTime, &["belief is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_give_back_that_claims_a_gone_hold_is_caught() {
         expect_core(Defect::GiveBackClaimsGoneHold, &["release is true"]);
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_wait_read_as_a_grant_is_caught() {
         expect_core(
             Defect::SemWaitReadAsGrant,
@@ -179,6 +227,10 @@ mod rust_core {
     }
 
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_renewal_of_one_permit_of_two_is_caught() {
         // The renewed permit and its sibling part: caught as soon as their deadlines differ.
         expect_core(
