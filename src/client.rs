@@ -168,19 +168,7 @@ impl ClientInner {
     /// Sends one call of the protocol core, bounded by the response timeout (which also
     /// bounds waiting for a reconnect).
     pub(crate) async fn run(&self, call: &Call) -> std::result::Result<Reply, CallError> {
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(
-            self.response_timeout,
-            scripts::run(&mut conn, &self.scripts, call),
-        )
-        .await
-        {
-            Ok(reply) => reply,
-            Err(_) => Err(CallError {
-                failure: crate::protocol::Failure::TimedOut,
-                error: self.timeout_error(),
-            }),
-        }
+        self.run_on(&self.conn, call).await
     }
 
     /// [`ClientInner::run`] for a probe of what an acquire whose reply was lost did: on the
@@ -189,10 +177,12 @@ impl ClientInner {
     /// acquire connection (replica acknowledgement), the probe could otherwise overtake it
     /// and report "nothing" for a hold that is taken a moment later.
     pub(crate) async fn run_probe(&self, call: &Call) -> std::result::Result<Reply, CallError> {
-        let Some(ack_conn) = &self.ack_conn else {
-            return self.run(call).await;
-        };
-        let mut conn = ack_conn.clone();
+        self.run_on(self.ack_conn.as_ref().unwrap_or(&self.conn), call)
+            .await
+    }
+
+    async fn run_on(&self, conn: &Conn, call: &Call) -> std::result::Result<Reply, CallError> {
+        let mut conn = conn.clone();
         match tokio::time::timeout(
             self.response_timeout,
             scripts::run(&mut conn, &self.scripts, call),

@@ -39,9 +39,7 @@ use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
 use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
 use redis_locks::protocol::rwlock::hold_id;
 use redis_locks::protocol::semaphore::renew_call;
-use redis_locks::protocol::{
-    Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds, ScriptId,
-};
+use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::keyspace::{Keyspace, zset_order};
 use crate::lua::ScriptRunner;
@@ -109,36 +107,7 @@ pub const MILESTONES: [&str; 11] = [
     "a renewal kept a hold past its first lease",
 ];
 
-/// The scripts the model runs: the files of `lua/`, or copies with a planted defect.
-#[derive(Clone)]
-pub struct Scripts {
-    sources: Vec<(ScriptId, String)>,
-}
-
-impl Scripts {
-    pub fn real() -> Self {
-        let sources = ScriptId::ALL.iter().map(|&id| (id, id.source().to_owned()));
-        Scripts {
-            sources: sources.collect(),
-        }
-    }
-
-    /// A copy with `from` replaced by `to` in one script; panics if `from` is not there.
-    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
-        for (script, source) in &mut self.sources {
-            if *script == id {
-                assert!(source.contains(from), "{id:?} has no {from:?}");
-                *source = source.replacen(from, to, 1);
-            }
-        }
-        self
-    }
-
-    fn source(&self, id: ScriptId) -> &str {
-        let found = self.sources.iter().find(|(script, _)| *script == id);
-        found.map_or("", |(_, source)| source.as_str())
-    }
-}
+pub use crate::lua::Scripts;
 
 /// The parties and bounds of one exploration.
 #[derive(Clone, Debug)]

@@ -19,9 +19,7 @@ use redis_locks::protocol::latch::{
     LatchKeys, LatchReply, count_down_call, decode_count_down, decode_done, delete_call, set_call,
 };
 use redis_locks::protocol::resend::Resend;
-use redis_locks::protocol::{
-    Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds, ScriptId,
-};
+use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
@@ -45,40 +43,7 @@ pub const MILESTONES: [&str; 4] = [
     "closed again after opening",
 ];
 
-/// The scripts the model runs: the files of `lua/`, or copies with a planted defect.
-#[derive(Clone)]
-pub struct Scripts {
-    sources: Vec<(ScriptId, String)>,
-}
-
-impl Scripts {
-    pub fn real() -> Self {
-        Scripts {
-            sources: ScriptId::ALL
-                .iter()
-                .map(|&id| (id, id.source().to_owned()))
-                .collect(),
-        }
-    }
-
-    /// A copy with `from` replaced by `to` in one script; panics if `from` is not there.
-    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
-        for (script, source) in &mut self.sources {
-            if *script == id {
-                assert!(source.contains(from), "{id:?} has no {from:?}");
-                *source = source.replacen(from, to, 1);
-            }
-        }
-        self
-    }
-
-    fn source(&self, id: ScriptId) -> &str {
-        self.sources
-            .iter()
-            .find(|(script, _)| *script == id)
-            .map_or("", |(_, source)| source.as_str())
-    }
-}
+pub use crate::lua::Scripts;
 
 /// The parties and bounds of one exploration.
 #[derive(Clone, Debug)]

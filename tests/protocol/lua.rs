@@ -410,3 +410,42 @@ pub fn format_number(x: f64) -> String {
         )
     }
 }
+
+/// The script sources a model runs: the files of `lua/` as the library loads them, or
+/// copies with a planted defect. Shared by every checker's model.
+#[derive(Clone)]
+pub struct Scripts {
+    sources: Vec<(redis_locks::protocol::ScriptId, String)>,
+}
+
+impl Scripts {
+    /// The files of `lua/`, as the library loads them.
+    pub fn real() -> Self {
+        Scripts {
+            sources: redis_locks::protocol::ScriptId::ALL
+                .iter()
+                .map(|&id| (id, id.source().to_owned()))
+                .collect(),
+        }
+    }
+
+    /// A copy with `from` replaced by `to` in one script. Panics if `from` is not there,
+    /// so a planted defect cannot silently plant nothing.
+    pub fn planted(mut self, id: redis_locks::protocol::ScriptId, from: &str, to: &str) -> Self {
+        for (script, source) in &mut self.sources {
+            if *script == id {
+                assert!(source.contains(from), "{id:?} has no {from:?}");
+                *source = source.replacen(from, to, 1);
+            }
+        }
+        self
+    }
+
+    /// The source of `id` to run.
+    pub fn source(&self, id: redis_locks::protocol::ScriptId) -> &str {
+        self.sources
+            .iter()
+            .find(|(script, _)| *script == id)
+            .map_or("", |(_, source)| source.as_str())
+    }
+}

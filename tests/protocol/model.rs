@@ -43,43 +43,7 @@ pub const FIXED: Millis = 15;
 /// How far one clock step moves.
 pub const STEP: Millis = PERIOD;
 
-/// The script sources the model runs (the real ones, or planted defects).
-#[derive(Clone)]
-pub struct Scripts {
-    sources: Vec<(ScriptId, String)>,
-}
-
-impl Scripts {
-    /// The files of `lua/`, as the library loads them.
-    pub fn real() -> Self {
-        Scripts {
-            sources: ScriptId::ALL
-                .iter()
-                .map(|&id| (id, id.source().to_owned()))
-                .collect(),
-        }
-    }
-
-    /// A copy with `from` replaced by `to` in one script. Panics if `from` is not there,
-    /// so a planted defect cannot silently plant nothing.
-    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
-        for (script, source) in &mut self.sources {
-            if *script == id {
-                assert!(source.contains(from), "{id:?} has no {from:?}");
-                *source = source.replacen(from, to, 1);
-            }
-        }
-        self
-    }
-
-    fn source(&self, id: ScriptId) -> &str {
-        self.sources
-            .iter()
-            .find(|(script, _)| *script == id)
-            .map(|(_, source)| source.as_str())
-            .unwrap_or("")
-    }
-}
+pub use crate::lua::Scripts;
 
 /// The parties and the bounds of one exploration.
 #[derive(Clone, Debug)]

@@ -170,31 +170,7 @@ const M_RECONCILED: usize = 8;
 const M_ABANDONED: usize = 9;
 const M_RESTART_TWICE: usize = 10;
 
-/// The scripts the model runs: the files of `lua/`, or copies with a planted defect.
-#[derive(Clone)]
-pub struct Scripts(Vec<(ScriptId, String)>);
-
-impl Scripts {
-    /// The files of `lua/`, as the library loads them.
-    pub fn real() -> Self {
-        Scripts(ScriptId::ALL.map(|id| (id, id.source().to_owned())).into())
-    }
-
-    /// A copy with `from` replaced by `to` in one script; panics if `from` is not there,
-    /// so a planted defect cannot silently plant nothing.
-    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
-        for (script, source) in self.0.iter_mut().filter(|(script, _)| *script == id) {
-            assert!(source.contains(from), "{script:?} has no {from:?}");
-            *source = source.replacen(from, to, 1);
-        }
-        self
-    }
-
-    fn source(&self, id: ScriptId) -> &str {
-        let found = self.0.iter().find(|(s, _)| *s == id);
-        found.map_or("", |(_, source)| source)
-    }
-}
+pub use crate::lua::Scripts;
 
 /// The parties and the bounds of one exploration.
 #[derive(Clone, Debug)]

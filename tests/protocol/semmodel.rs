@@ -31,9 +31,7 @@ use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
 use redis_locks::protocol::semaphore::{
     SemAcquired, SemaphoreKeys, acquire_call, decode_acquire, release_call, renew_call, set_call,
 };
-use redis_locks::protocol::{
-    Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds, ScriptId,
-};
+use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
@@ -81,29 +79,7 @@ pub const MILESTONES: [&str; 8] = [
     "a waiter gave back its reservation",
 ];
 
-/// The scripts the model runs: the files of `lua/`, or copies with a planted defect.
-#[derive(Clone)]
-pub struct Scripts(Vec<(ScriptId, String)>);
-
-impl Scripts {
-    pub fn real() -> Self {
-        Scripts(ScriptId::ALL.map(|id| (id, id.source().to_owned())).into())
-    }
-
-    /// A copy with `from` replaced by `to` in one script; panics if `from` is not there.
-    pub fn planted(mut self, id: ScriptId, from: &str, to: &str) -> Self {
-        for (script, source) in self.0.iter_mut().filter(|(script, _)| *script == id) {
-            assert!(source.contains(from), "{script:?} has no {from:?}");
-            *source = source.replacen(from, to, 1);
-        }
-        self
-    }
-
-    fn source(&self, id: ScriptId) -> &str {
-        let found = self.0.iter().find(|(s, _)| *s == id);
-        found.map_or("", |(_, source)| source)
-    }
-}
+pub use crate::lua::Scripts;
 
 /// The parties and bounds of one exploration.
 #[derive(Clone, Debug)]
