@@ -21,6 +21,8 @@ cargo test --release --locked --test fair_check
 cargo test --release --locked --test redlock_check
 # The multi-lock's checker (opposite orders, cycles, lost replies): default depth 22, ~25 s.
 cargo test --release --locked --test multi_check
+# The waiting loop's checker (protocol::wait, every kind's policy): default depth 10, ~5 s.
+cargo test --release --locked --test wait_check -- --include-ignored
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
@@ -32,3 +34,4 @@ cargo test --release --locked --features planted-defects --test sem_teeth -- --i
 cargo test --release --locked --features planted-defects --test fair_teeth -- --include-ignored
 cargo test --release --locked --features planted-defects --test redlock_teeth -- --include-ignored
 cargo test --release --locked --features planted-defects --test multi_teeth -- --include-ignored
+cargo test --release --locked --features planted-defects --test wait_check -- --include-ignored

@@ -161,6 +161,16 @@ impl ClientInner {
     }
 
     /// A random number for back-off jitter (the core draws none itself).
+    /// What this client's settings give every kind's waiting loop: Redis errors are
+    /// ridden out for the longer of the watchdog and response timeouts.
+    pub(crate) fn wait_timing(&self) -> crate::protocol::wait::WaitTiming {
+        crate::protocol::wait::WaitTiming {
+            tolerance: self.watchdog_timeout.max(self.response_timeout).as_millis()
+                as crate::protocol::Millis,
+            response: self.response_timeout.as_millis() as crate::protocol::Millis,
+        }
+    }
+
     pub(crate) fn jitter(&self) -> u64 {
         uuid::Uuid::new_v4().as_u64_pair().0
     }

@@ -11,7 +11,7 @@
 //! and the guard's core are shared with the read-write lock (`held.rs`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
@@ -23,15 +23,13 @@ use crate::protocol::fair::{
     FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call, state_call,
 };
 use crate::protocol::rwlock::hold_id;
+use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Reply};
 use crate::watchdog::LeaseMode;
 
 /// How long a queued waiter counts as alive without asking again: a waiter that died
 /// leaves the queue within this long (a cancelled one leaves at once).
 pub const FAIR_WAITER_LEASE: Duration = Duration::from_secs(3);
-/// A queued waiter asks again at least this often (which keeps its place alive), so a
-/// lost wake-up costs at most this much.
-const WAITER_RECHECK: Duration = Duration::from_secs(1);
 
 /// An exclusive, reentrant lock granted in arrival order. Cheap to clone. Obtain one with
 /// [`LockClient::fair_lock`].
@@ -194,7 +192,7 @@ impl FairLock {
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn try_acquire(&self) -> Result<Option<FairGuard>> {
-        self.acquire_until(Some(Instant::now()), None).await
+        self.acquire_until(Some(Duration::ZERO), None).await
     }
 
     /// Takes the lock in its turn, waiting at most `wait`; `None` if the turn did not come.
@@ -203,8 +201,8 @@ impl FairLock {
     /// Cancel-safe: the waiter leaves the queue at once, and a hold won by an attempt
     /// whose caller has gone is given back.
     pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<FairGuard>> {
-        keys::validate_ms("wait", wait)?;
-        self.acquire_until(Some(Instant::now() + wait), None).await
+        keys::validate_wait(wait)?;
+        self.acquire_until(Some(wait), None).await
     }
 
     /// The holds, the holder and the queue's length.
@@ -245,11 +243,11 @@ impl FairLock {
         }
     }
 
-    /// Acquires until `deadline` (`None`: no limit) for `owner` (a guard's owner
+    /// Acquires within `wait` (`None`: no limit; zero: one attempt) for `owner` (a guard's owner
     /// re-entering), else the handle's owner or a fresh one.
     async fn acquire_until(
         &self,
-        deadline: Option<Instant>,
+        wait: Option<Duration>,
         owner: Option<Arc<str>>,
     ) -> Result<Option<FairGuard>> {
         let inner = &self.client.inner;
@@ -260,11 +258,11 @@ impl FairLock {
         let attempt = Attempt {
             hold: hold_id(&owner, &inner.next_request_id()),
             owner,
-            waits: deadline.is_none_or(|deadline| deadline > Instant::now()),
+            waits: wait != Some(Duration::ZERO),
             explicit_owner,
             joins: None,
         };
-        Ok(held::acquire_until(self, attempt, deadline)
+        Ok(held::acquire_until(self, attempt, wait)
             .await?
             .map(|held| FairGuard { held }))
     }
@@ -291,16 +289,8 @@ impl SetKind for FairLock {
         self.keys.wake_channel(&attempt.hold)
     }
 
-    fn listen_first(&self) -> bool {
-        false
-    }
-
-    fn shares(&self) -> bool {
-        false
-    }
-
-    fn recheck(&self) -> Duration {
-        WAITER_RECHECK
+    fn wait_policy(&self, timing: WaitTiming) -> WaitPolicy {
+        WaitPolicy::fair(timing)
     }
 
     fn attempt_call(&self, attempt: &Attempt) -> Call {
@@ -402,7 +392,7 @@ impl FairGuard {
         match self
             .held
             .kind
-            .acquire_until(Some(Instant::now()), Some(self.held.owner.clone()))
+            .acquire_until(Some(Duration::ZERO), Some(self.held.owner.clone()))
             .await?
         {
             Some(guard) => Ok(guard),

@@ -16,15 +16,16 @@
 //! trait, in miniature).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
-use crate::protocol::backoff::Backoff;
 use crate::protocol::resend::{GivenBack, given_back};
+use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Millis, Reply};
+use crate::waiting::{Attempts, Outcome};
 use crate::watchdog::{HoldEntry, LeaseMode};
 
 /// One acquisition being attempted.
@@ -68,27 +69,13 @@ pub(crate) trait SetKind: Clone + Send + Sync + 'static {
     fn set_key(&self) -> &Arc<str>;
     /// The channel a waiter listens on.
     fn channel(&self, attempt: &Attempt) -> Arc<str>;
-    /// Whether to subscribe before the first attempt (a channel shared by every waiter
-    /// of the lock) rather than after a failed one (a channel of the waiter's own: the
-    /// subscription is then paid only by those who wait).
-    fn listen_first(&self) -> bool;
-    /// When it subscribes after a failed attempt: whether it then waits for the server to
-    /// confirm the subscription and attempts again (a release meanwhile is not missed),
-    /// rather than going to sleep at once (such a release then costs at most one pause).
-    fn confirms_listening(&self) -> bool {
-        true
-    }
+    /// How a waiter of this kind waits (the core's policy for it).
+    fn wait_policy(&self, timing: WaitTiming) -> WaitPolicy;
     /// How many members `<hold id>:1..n` one hold has (a semaphore acquisition: its
     /// permits).
     fn members(&self) -> u32 {
         1
     }
-    /// Whether a grant hands the wake-up on to the next local waiter (readers go in
-    /// together).
-    fn shares(&self) -> bool;
-    /// At least this often a waiter re-attempts (it may keep a reservation or a place in
-    /// a queue alive by doing so).
-    fn recheck(&self) -> Duration;
     fn attempt_call(&self, attempt: &Attempt) -> Call;
     fn decode(&self, reply: &Reply) -> std::result::Result<Attempted, String>;
     /// Gives back `hold` (when `hold_too`) and takes the waiter `hold` out of any queue or
@@ -104,114 +91,117 @@ pub(crate) trait SetKind: Clone + Send + Sync + 'static {
     }
 }
 
-/// Acquires `attempt` until `deadline` (`None`: no limit).
+/// Acquires `attempt` within `wait` (`None`: no limit; zero: one attempt), through the
+/// one waiting loop (`src/waiting.rs`, deciding in `protocol::wait`).
 pub(crate) async fn acquire_until<K: SetKind>(
     kind: &K,
     attempt: Attempt,
-    deadline: Option<Instant>,
+    wait: Option<Duration>,
 ) -> Result<Option<Held<K>>> {
     let inner = &kind.client().inner;
-    let mut listener =
-        (attempt.waits && kind.listen_first()).then(|| inner.hub.listen(&kind.channel(&attempt)));
-    // Gives back what this acquisition may hold (or its place in a queue) if the caller
-    // goes away, or an attempt's outcome stays unknown.
-    let mut cleanup = Cleanup {
-        kind: Some(kind.clone()),
-        hold: attempt.hold.clone(),
+    let policy = kind.wait_policy(inner.wait_timing());
+    let channel = kind.channel(&attempt);
+    let attempts = SetAttempts {
+        call: kind.attempt_call(&attempt),
+        kind: kind.clone(),
+        attempt,
     };
-    let call = kind.attempt_call(&attempt);
-    let started = Instant::now();
-    let mut spin = Backoff::SPIN;
-    loop {
+    crate::waiting::acquire(
+        inner,
+        kind.name(),
+        &channel,
+        policy,
+        wait.map(crate::keys::ceil_ms),
+        attempts,
+    )
+    .await
+}
+
+/// A set kind's attempts, for the one waiting loop.
+struct SetAttempts<K: SetKind> {
+    kind: K,
+    attempt: Attempt,
+    /// The attempt's call: the same on every attempt (its hold id is its idempotency key).
+    call: Call,
+}
+
+impl<K: SetKind> SetAttempts<K> {
+    async fn attempt_once(&self) -> Outcome<Held<K>> {
+        let kind = &self.kind;
+        let inner = &kind.client().inner;
         // Re-sent as it was through lost replies (the hold id is its idempotency key); a
         // grant is confirmed from the first copy's send time, as the core says.
         let give_up_at = inner.clock.now() + 3 * inner.response_timeout.as_millis() as Millis;
-        let resent = inner
-            .resend(&call, give_up_at)
-            .await
-            .map_err(|(error, _)| error)?;
-        let sent_at = resent.first_sent_at;
-        let outcome = kind.decode(&resent.reply).map_err(Error::UnexpectedReply)?;
-        let pause = match outcome {
-            Attempted::Granted(token) => {
-                cleanup.kind = None;
-                if kind.shares()
-                    && let Some(listener) = &listener
-                {
-                    listener.pass_on();
-                }
+        let resent = match inner.resend(&self.call, give_up_at).await {
+            Ok(resent) => resent,
+            Err((error, after_loss)) => return Outcome::from_error(error, after_loss),
+        };
+        let claim_may_remain = resent.after_loss;
+        let refused = |error| Outcome::Refused {
+            error,
+            claim_may_remain,
+        };
+        match kind.decode(&resent.reply) {
+            Ok(Attempted::Granted(token)) => {
                 let entry = inner.registry.grant_members(
                     kind.set_key(),
-                    &attempt.hold,
+                    &self.attempt.hold,
                     kind.members(),
                     kind.lease_mode(),
                     kind.lease_ms(),
-                    sent_at,
+                    resent.first_sent_at,
                 );
-                crate::observe::acquire_ended(kind.name(), started.elapsed(), "acquired");
-                return Ok(Some(Held {
+                Outcome::Granted(Held {
                     kind: kind.clone(),
-                    owner: attempt.owner,
-                    hold: attempt.hold,
+                    owner: self.attempt.owner.clone(),
+                    hold: self.attempt.hold.clone(),
                     token,
                     entry,
                     armed: true,
-                }));
+                    acquired_at: std::time::Instant::now(),
+                })
             }
-            Attempted::Wait(ms) => Duration::from_millis(ms),
-            Attempted::NotALock(what) => {
-                cleanup.kind = None;
-                return Err(kind.wrong_type(what));
-            }
-            Attempted::Refused(reason) => {
-                cleanup.kind = None;
-                return Err(Error::WouldDeadlock {
-                    name: kind.name().to_string(),
-                    reason,
-                });
-            }
-            // The cleanup stays: an earlier copy whose reply was lost may hold something.
-            Attempted::Invalid(message) => return Err(Error::InvalidConfig(message)),
-        };
-        let mut pause = pause.min(kind.recheck());
-        if let Some(deadline) = deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                if !attempt.waits {
-                    // A single attempt never queues or reserves: nothing to give back.
-                    cleanup.kind = None;
-                }
-                return Ok(None);
-            }
-            pause = pause.min(left);
+            Ok(Attempted::Wait(ms)) => Outcome::Busy(ms),
+            Ok(Attempted::NotALock(what)) => refused(kind.wrong_type(what)),
+            Ok(Attempted::Refused(reason)) => refused(Error::WouldDeadlock {
+                name: kind.name().to_string(),
+                reason,
+            }),
+            // An earlier copy whose reply was lost may hold something: given back.
+            Ok(Attempted::Invalid(message)) => Outcome::Refused {
+                error: Error::InvalidConfig(message),
+                claim_may_remain: true,
+            },
+            Err(unreadable) => Outcome::Refused {
+                error: Error::UnexpectedReply(unreadable),
+                claim_may_remain: true,
+            },
         }
-        if !attempt.waits {
-            cleanup.kind = None;
-            return Ok(None);
-        }
-        let listener = match &mut listener {
-            Some(listener) => listener,
-            None => {
-                // Subscribed only now that it waits; a release before the subscription
-                // took effect would be missed, so attempt again once it has (or, for a
-                // kind that does not confirm, sleep at most one pause).
-                let fresh = listener.insert(inner.hub.listen(&kind.channel(&attempt)));
-                if kind.confirms_listening() {
-                    let _ = tokio::time::timeout(inner.response_timeout, fresh.ready()).await;
-                    continue;
-                }
-                fresh
+    }
+}
+
+impl<K: SetKind> Attempts for SetAttempts<K> {
+    type Won = Held<K>;
+
+    fn attempt(
+        &mut self,
+        _waits: bool,
+        _listening: bool,
+    ) -> impl std::future::Future<Output = Outcome<Held<K>>> + Send {
+        self.attempt_once()
+    }
+
+    fn give_back_in_background(&self) {
+        let kind = self.kind.clone();
+        let inner = kind.client().inner.clone();
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
+        let hold = self.attempt.hold.clone();
+        inner.background.spawn(&runtime, async move {
+            if let Err(err) = give_back(&kind, &hold, true, true).await {
+                tracing::debug!(lock = %kind.name(), error = %err, "cleanup of an abandoned acquire failed");
             }
-        };
-        if listener.denied() {
-            pause = pause.min(Duration::from_micros(spin.pause(inner.jitter())));
-            tokio::time::sleep(pause).await;
-            continue;
-        }
-        tokio::select! {
-            _ = listener.notified() => {}
-            _ = tokio::time::sleep(pause) => {}
-        }
+        });
     }
 }
 
@@ -251,30 +241,6 @@ pub(crate) async fn give_back<K: SetKind>(
     }
 }
 
-/// Gives back, in the background, what an acquisition whose caller went away may hold (a
-/// hold won by a reply that came too late, a reservation, a place in a queue).
-struct Cleanup<K: SetKind> {
-    kind: Option<K>,
-    hold: Arc<str>,
-}
-
-impl<K: SetKind> Drop for Cleanup<K> {
-    fn drop(&mut self) {
-        let Some(kind) = self.kind.take() else {
-            return;
-        };
-        let inner = kind.client().inner.clone();
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
-        let hold = self.hold.clone();
-        inner.background.spawn(&runtime, async move {
-            if let Err(err) = give_back(&kind, &hold, true, true).await {
-                tracing::debug!(lock = %kind.name(), error = %err, "cleanup of an abandoned acquire failed");
-            }
-        });
-    }
-}
-
 /// The core of a guard: one hold, its lost signal, and its release.
 pub(crate) struct Held<K: SetKind> {
     pub(crate) kind: K,
@@ -283,6 +249,8 @@ pub(crate) struct Held<K: SetKind> {
     pub(crate) token: Option<u64>,
     entry: Arc<HoldEntry>,
     armed: bool,
+    /// For the `hold_seconds` metric.
+    acquired_at: std::time::Instant,
 }
 
 impl<K: SetKind> Held<K> {
@@ -331,6 +299,7 @@ impl<K: SetKind> Held<K> {
             None
         };
         self.disarm();
+        crate::observe::hold_ended(self.kind.name(), self.acquired_at.elapsed(), "released");
         let given = give_back(&self.kind, &self.hold, true, false).await?;
         if let Some(reason) = lost {
             return Err(Error::LockLost {
@@ -354,6 +323,7 @@ impl<K: SetKind> Drop for Held<K> {
             return;
         }
         self.disarm();
+        crate::observe::hold_ended(self.kind.name(), self.acquired_at.elapsed(), "dropped");
         let kind = self.kind.clone();
         let inner = kind.client().inner.clone();
         let runtime =

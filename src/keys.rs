@@ -181,6 +181,27 @@ pub(crate) fn validate_ms(what: &'static str, value: Duration) -> Result<u64> {
     Ok(whole + u64::from(!value.subsec_nanos().is_multiple_of(1_000_000)))
 }
 
+/// `duration` in whole milliseconds, rounded up (a wait or a pttl is never cut short).
+pub(crate) fn ceil_ms(duration: Duration) -> u64 {
+    let whole = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    whole.saturating_add(u64::from(
+        !duration.subsec_nanos().is_multiple_of(1_000_000),
+    ))
+}
+
+/// Checks a bounded wait: zero means a single attempt; above [`MAX_DURATION`] is
+/// [`Error::InvalidDuration`] (wait without limit instead).
+pub(crate) fn validate_wait(wait: Duration) -> Result<()> {
+    if wait > MAX_DURATION {
+        return Err(Error::InvalidDuration {
+            what: "wait",
+            value: wait,
+            reason: "must be at most 100 years; wait without limit instead",
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -62,6 +62,7 @@ mod rwlock;
 mod scripts;
 mod semaphore;
 mod topology;
+mod waiting;
 mod watchdog;
 
 pub use client::{

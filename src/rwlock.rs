@@ -16,7 +16,7 @@
 //! and a retried acquire finds the hold an earlier copy took.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
@@ -27,15 +27,13 @@ use crate::keys;
 use crate::protocol::rwlock::{
     RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call, state_call,
 };
+use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Reply};
 use crate::watchdog::LeaseMode;
 
 /// How long a waiting writer's reservation lasts without being renewed by its next
 /// attempt: a writer that died or gave up stops holding readers back after this long.
 const RESERVATION: Duration = Duration::from_secs(2);
-/// A waiter re-attempts at least this often (which keeps a writer's reservation alive),
-/// so a lost wake-up costs at most this much.
-const WAITER_RECHECK: Duration = Duration::from_millis(700);
 
 /// A read-write lock: any number of read holds at once, or one owner's write holds.
 /// Cheap to clone. Obtain one with [`LockClient::rw_lock`].
@@ -199,7 +197,7 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn try_read(&self) -> Result<Option<RwGuard>> {
-        self.acquire_until(RwKind::Read, Some(Instant::now()), None, None)
+        self.acquire_until(RwKind::Read, Some(Duration::ZERO), None, None)
             .await
     }
 
@@ -208,8 +206,8 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn try_read_for(&self, wait: Duration) -> Result<Option<RwGuard>> {
-        keys::validate_ms("wait", wait)?;
-        self.acquire_until(RwKind::Read, Some(Instant::now() + wait), None, None)
+        keys::validate_wait(wait)?;
+        self.acquire_until(RwKind::Read, Some(wait), None, None)
             .await
     }
 
@@ -230,7 +228,7 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn try_write(&self) -> Result<Option<RwGuard>> {
-        self.acquire_until(RwKind::Write, Some(Instant::now()), None, None)
+        self.acquire_until(RwKind::Write, Some(Duration::ZERO), None, None)
             .await
     }
 
@@ -240,8 +238,8 @@ impl RwLock {
     /// Cancel-safe: a hold won by an attempt whose caller has gone, and the waiter's
     /// reservation, are given back.
     pub async fn try_write_for(&self, wait: Duration) -> Result<Option<RwGuard>> {
-        keys::validate_ms("wait", wait)?;
-        self.acquire_until(RwKind::Write, Some(Instant::now() + wait), None, None)
+        keys::validate_wait(wait)?;
+        self.acquire_until(RwKind::Write, Some(wait), None, None)
             .await
     }
 
@@ -294,12 +292,12 @@ impl RwLock {
         }
     }
 
-    /// Acquires a hold of `kind` until `deadline` (`None`: no limit), for `owner` (the
+    /// Acquires a hold of `kind` within `wait` (`None`: no limit; zero: one attempt), for `owner` (the
     /// handle's owner, or a fresh one), re-entering through the live hold `joins`.
     async fn acquire_until(
         &self,
         kind: RwKind,
-        deadline: Option<Instant>,
+        wait: Option<Duration>,
         owner: Option<Arc<str>>,
         joins: Option<Arc<str>>,
     ) -> Result<Option<RwGuard>> {
@@ -311,7 +309,7 @@ impl RwLock {
         let attempt = Attempt {
             hold: hold_id(&owner, &inner.next_request_id()),
             owner,
-            waits: deadline.is_none_or(|deadline| deadline > Instant::now()),
+            waits: wait != Some(Duration::ZERO),
             explicit_owner,
             joins,
         };
@@ -319,7 +317,7 @@ impl RwLock {
             lock: self.clone(),
             kind,
         };
-        Ok(held::acquire_until(&side, attempt, deadline)
+        Ok(held::acquire_until(&side, attempt, wait)
             .await?
             .map(|held| RwGuard { held }))
     }
@@ -353,16 +351,8 @@ impl SetKind for RwSide {
         self.lock.keys.channel_of(self.kind).clone()
     }
 
-    fn listen_first(&self) -> bool {
-        true
-    }
-
-    fn shares(&self) -> bool {
-        self.kind == RwKind::Read
-    }
-
-    fn recheck(&self) -> Duration {
-        WAITER_RECHECK
+    fn wait_policy(&self, timing: WaitTiming) -> WaitPolicy {
+        WaitPolicy::read_write(self.kind == RwKind::Read, timing)
     }
 
     fn attempt_call(&self, attempt: &Attempt) -> Call {
@@ -502,7 +492,7 @@ impl RwGuard {
             .lock
             .acquire_until(
                 kind,
-                Some(Instant::now()),
+                Some(Duration::ZERO),
                 Some(self.held.owner.clone()),
                 joins,
             )

@@ -20,7 +20,7 @@
 //! attempts and the guard's core.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
@@ -31,14 +31,13 @@ use crate::keys;
 use crate::protocol::semaphore::{
     SemAcquired, SemaphoreKeys, acquire_call, decode_acquire, release_call, set_call, state_call,
 };
+use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Reply};
 use crate::watchdog::LeaseMode;
 
 /// How long a waiter's reservation lasts without being renewed by its next attempt: a
 /// waiter that died or gave up stops holding permits back after this long.
 const RESERVATION: Duration = Duration::from_secs(2);
-/// A waiter re-attempts at least this often, which keeps its reservation alive.
-const WAITER_RECHECK: Duration = Duration::from_millis(700);
 
 /// A semaphore whose permits expire. Cheap to clone. Obtain one with
 /// [`LockClient::semaphore`].
@@ -219,7 +218,7 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancel-safe: permits won by an attempt whose caller has gone are given back.
     pub async fn try_acquire(&self, n: u32) -> Result<Option<SemaphoreGuard>> {
-        self.acquire_until(n, Some(Instant::now())).await
+        self.acquire_until(n, Some(Duration::ZERO)).await
     }
 
     /// Takes `n` permits, waiting at most `wait`.
@@ -228,14 +227,14 @@ impl Semaphore {
     /// Cancel-safe: permits won by an attempt whose caller has gone, and the waiter's
     /// reservation, are given back.
     pub async fn try_acquire_for(&self, n: u32, wait: Duration) -> Result<Option<SemaphoreGuard>> {
-        keys::validate_ms("wait", wait)?;
-        self.acquire_until(n, Some(Instant::now() + wait)).await
+        keys::validate_wait(wait)?;
+        self.acquire_until(n, Some(wait)).await
     }
 
     async fn acquire_until(
         &self,
         n: u32,
-        deadline: Option<Instant>,
+        wait: Option<Duration>,
     ) -> Result<Option<SemaphoreGuard>> {
         if n == 0 {
             return Err(Error::InvalidConfig(format!(
@@ -247,7 +246,7 @@ impl Semaphore {
         let attempt = Attempt {
             hold: id.clone(),
             owner: id,
-            waits: deadline.is_none_or(|deadline| deadline > Instant::now()),
+            waits: wait != Some(Duration::ZERO),
             explicit_owner: false,
             joins: None,
         };
@@ -255,7 +254,7 @@ impl Semaphore {
             semaphore: self.clone(),
             n,
         };
-        Ok(held::acquire_until(&permits, attempt, deadline)
+        Ok(held::acquire_until(&permits, attempt, wait)
             .await?
             .map(|held| SemaphoreGuard { held }))
     }
@@ -297,25 +296,8 @@ impl SetKind for Permits {
         self.semaphore.keys.channel.clone()
     }
 
-    /// After the first failed attempt, and without waiting for the server's confirmation:
-    /// the channel is shared by every local waiter of the semaphore (usually subscribed
-    /// already), and a release missed meanwhile costs at most one pause.
-    fn listen_first(&self) -> bool {
-        false
-    }
-
-    fn confirms_listening(&self) -> bool {
-        false
-    }
-
-    /// A release may have freed more than this acquisition took: a grant lets the next
-    /// local waiter look too.
-    fn shares(&self) -> bool {
-        true
-    }
-
-    fn recheck(&self) -> Duration {
-        WAITER_RECHECK
+    fn wait_policy(&self, timing: WaitTiming) -> WaitPolicy {
+        WaitPolicy::semaphore(timing)
     }
 
     fn members(&self) -> u32 {

@@ -108,15 +108,46 @@ async fn every_event_is_counted_with_its_labels() {
         .await
         .unwrap();
     drop(lost);
+
+    // The other kinds wait in the same loop and are observed the same way.
+    let rw = client.rw_lock("metered-rw").unwrap();
+    let write = rw.write().await.unwrap();
+    assert!(
+        rw.try_read_for(Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    write.release().await.unwrap();
+    let fair = client.fair_lock("metered-fair").unwrap();
+    let turn = fair.acquire().await.unwrap();
+    assert!(
+        fair.try_acquire_for(Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    drop(turn);
+    let semaphore = client.semaphore("metered-semaphore").unwrap();
+    semaphore.set_permits(1).await.unwrap();
+    let permit = semaphore.acquire(1).await.unwrap();
+    assert!(
+        semaphore
+            .try_acquire_for(1, Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    permit.release().await.unwrap();
     client.flush().await;
 
     let snapshot = values.lock().unwrap().clone();
     println!("{snapshot:#?}");
-    assert_eq!(get("redis_locks_acquisitions_total{outcome=acquired}"), 3.0);
-    assert_eq!(get("redis_locks_acquisitions_total{outcome=timeout}"), 1.0);
-    assert_eq!(get("redis_locks_acquire_wait_seconds{}"), 4.0);
-    assert_eq!(get("redis_locks_hold_seconds{end=released}"), 2.0);
-    assert_eq!(get("redis_locks_hold_seconds{end=dropped}"), 1.0);
+    assert_eq!(get("redis_locks_acquisitions_total{outcome=acquired}"), 6.0);
+    assert_eq!(get("redis_locks_acquisitions_total{outcome=timeout}"), 4.0);
+    assert_eq!(get("redis_locks_acquire_wait_seconds{}"), 10.0);
+    assert_eq!(get("redis_locks_hold_seconds{end=released}"), 4.0);
+    assert_eq!(get("redis_locks_hold_seconds{end=dropped}"), 2.0);
     assert_eq!(get("redis_locks_lost_total{reason=owner_field_gone}"), 1.0);
     assert_eq!(get("redis_locks_waiters{}"), 0.0);
     assert!(get("redis_locks_renewal_seconds{}") >= 1.0);

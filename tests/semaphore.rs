@@ -393,8 +393,11 @@ async fn sizes_states_and_bad_input() {
     assert_eq!(two.permits(), 1);
     two.release().await.unwrap();
     one.release().await.unwrap();
+    // A zero wait tries once (the deadline pattern `deadline - now` may reach zero).
+    let once = semaphore.try_acquire_for(1, Duration::ZERO).await.unwrap();
+    once.expect("free permits").release().await.unwrap();
     assert!(matches!(
-        semaphore.try_acquire_for(1, Duration::ZERO).await,
+        semaphore.try_acquire_for(1, Duration::MAX).await,
         Err(Error::InvalidDuration { .. })
     ));
 

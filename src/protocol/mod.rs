@@ -19,6 +19,9 @@
 //!   transient server states, after resolving a pending lost acquire.
 //! * [`resend`]: one idempotent call re-sent as it was (the sorted-set kinds, the latch),
 //!   and what a give-back found.
+//! * [`wait`]: the waiting loop of an acquire, for every kind that waits for a release:
+//!   attempts, subscription, pttl-bounded sleeps, wake-ups passed on, errors ridden out,
+//!   and what an acquire that ends without a grant gives back.
 //! * [`hold`]: what a client knows about one hold: until when its lease is confirmed, and
 //!   whether it is lost.
 //! * [`renew`]: the watchdog's batched renewal call and how to read its reply.
@@ -44,6 +47,7 @@ pub mod renew;
 pub mod resend;
 pub mod rwlock;
 pub mod semaphore;
+pub mod wait;
 
 use std::sync::Arc;
 

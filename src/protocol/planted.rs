@@ -67,6 +67,16 @@ pub enum Defect {
     /// The fair lock's attempt drops the 'q' flag: a waiter believes it queues but takes
     /// no place, so a newcomer may overtake it.
     FairQueueFlagDropped,
+    // --- waiting-loop defects (tests/wait_check.rs) go below this line ---
+    /// A waiter's sleep is not bounded by the refusal's pttl: a lost wake-up costs the
+    /// re-check interval (or the whole wait) instead of the hold's remaining time.
+    WaitIgnoresPttl,
+    /// A waiter that times out forgets what its attempts left (its place in a queue, its
+    /// reservation): an orphan until it expires.
+    WaitForgetsClaim,
+    /// A waiter whose attempt after a wake-up fails keeps the wake-up: the next local
+    /// waiter sleeps on.
+    WaitDropsWakeUp,
 }
 
 #[cfg(feature = "planted-defects")]

@@ -1,0 +1,252 @@
+//! The runtime of the waiting loop: the one async shell around the core's
+//! [`Wait`](crate::protocol::wait::Wait), for every kind that waits for a release (the
+//! plain lock, the read-write lock, the fair lock, the semaphore). It makes the attempts,
+//! subscribes, sleeps and wakes as the core decides, and records the acquire's span and
+//! metrics. What differs between kinds is only how one attempt is made ([`Attempts`]) and
+//! their [`WaitPolicy`].
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::client::ClientInner;
+use crate::error::{Error, Result};
+use crate::protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep};
+use crate::protocol::{Failure, Millis};
+use crate::pubsub::Listener;
+
+/// What one attempt found, as a kind reports it.
+pub(crate) enum Outcome<G> {
+    /// Granted: the guard.
+    Granted(G),
+    /// Someone else holds: attempt again within this long (ms).
+    Busy(Millis),
+    /// It can never be granted: the error for the caller. `claim_may_remain`: an earlier
+    /// copy of the attempt whose reply was lost may have taken something all the same.
+    Refused {
+        error: Error,
+        claim_may_remain: bool,
+    },
+    /// No usable reply: the error, and how it failed.
+    Failed { error: Error, failure: Failure },
+}
+
+impl<G> Outcome<G> {
+    /// An attempt's error: Redis errors are classified (`after_loss`: an earlier copy of
+    /// the call may have run, whatever the last one's error says); any other error cannot
+    /// be retried.
+    pub(crate) fn from_error(error: Error, after_loss: bool) -> Self {
+        match &error {
+            Error::Redis(command) => {
+                let mut failure = crate::scripts::classify(&command.error);
+                if after_loss && !failure.may_have_run() {
+                    failure = Failure::Lost;
+                }
+                Outcome::Failed { error, failure }
+            }
+            _ => Outcome::Refused {
+                error,
+                claim_may_remain: after_loss,
+            },
+        }
+    }
+}
+
+/// How a kind makes one attempt (the `lock_api`-style raw part of a kind, for waiting).
+pub(crate) trait Attempts: Send {
+    /// The guard a grant gives.
+    type Won: Send;
+    /// One attempt. `waits`: as a waiter (it may queue or reserve); `listening`: the
+    /// caller is subscribed to the kind's channel.
+    fn attempt(
+        &mut self,
+        waits: bool,
+        listening: bool,
+    ) -> impl Future<Output = Outcome<Self::Won>> + Send;
+    /// Gives back, in the background, what the acquisition's attempts may have left under
+    /// its id (only called for a policy that [gives back](WaitPolicy::gives_back)).
+    fn give_back_in_background(&self);
+}
+
+/// One acquire, in flight: what must happen if its caller drops it.
+struct Acquiring<A: Attempts> {
+    attempts: A,
+    wait: Wait,
+    listener: Option<Listener>,
+    done: bool,
+}
+
+impl<A: Attempts> Drop for Acquiring<A> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if self.wait.pass_on_if_dropped()
+            && let Some(listener) = &self.listener
+        {
+            listener.pass_on();
+        }
+        if self.wait.give_back_if_dropped() {
+            self.attempts.give_back_in_background();
+        }
+    }
+}
+
+/// Acquires through `attempts` within `wait` ms (`None`: without limit; `0`: one
+/// attempt), waking on `channel`: the guard, `None` when the wait ran out, or the error.
+/// Records the `redis_locks::acquire` span and the acquisition metrics for `name`.
+///
+/// # Cancel safety
+/// Cancel-safe when the kind's attempt is: dropping it gives back what its attempts may
+/// have left (as the core decides) and hands on a wake-up it did not use.
+pub(crate) async fn acquire<A: Attempts>(
+    inner: &ClientInner,
+    name: &str,
+    channel: &Arc<str>,
+    policy: WaitPolicy,
+    wait: Option<Millis>,
+    attempts: A,
+) -> Result<Option<A::Won>> {
+    use tracing::Instrument;
+    let started = tokio::time::Instant::now();
+    let span = tracing::debug_span!("redis_locks::acquire", lock = %name);
+    let outcome = run(inner, channel, policy, wait, attempts)
+        .instrument(span)
+        .await;
+    let label = match &outcome {
+        Ok(Some(_)) => "acquired",
+        Ok(None) => "timeout",
+        Err(_) => "error",
+    };
+    crate::observe::acquire_ended(name, started.elapsed(), label);
+    outcome
+}
+
+async fn run<A: Attempts>(
+    inner: &ClientInner,
+    channel: &Arc<str>,
+    policy: WaitPolicy,
+    wait: Option<Millis>,
+    attempts: A,
+) -> Result<Option<A::Won>> {
+    let now = inner.clock.now();
+    let mut acquiring = Acquiring {
+        attempts,
+        wait: Wait::new(policy, now, wait),
+        listener: None,
+        done: false,
+    };
+    let mut waiting_gauge = None;
+    let mut step = acquiring.wait.start(now);
+    loop {
+        step = match step {
+            WaitStep::Attempt => {
+                let waits = acquiring.wait.waits();
+                let listening = acquiring.wait.subscribed();
+                let outcome = acquiring.attempts.attempt(waits, listening).await;
+                let spinning = acquiring
+                    .listener
+                    .as_ref()
+                    .is_some_and(|listener| listener.denied());
+                let now = inner.clock.now();
+                let (tried, result) = match outcome {
+                    Outcome::Granted(guard) => (Tried::Granted, Some(Ok(guard))),
+                    Outcome::Busy(within) => (Tried::Busy { within }, None),
+                    Outcome::Refused {
+                        error,
+                        claim_may_remain,
+                    } => (Tried::Refused { claim_may_remain }, Some(Err(error))),
+                    Outcome::Failed { error, failure } => {
+                        tracing::debug!(error = %error, "attempt failed");
+                        (Tried::Failed(failure), Some(Err(error)))
+                    }
+                };
+                let next = acquiring
+                    .wait
+                    .attempted(now, tried, spinning, inner.jitter());
+                if let WaitStep::Done(end) = &next {
+                    acquiring.done = true;
+                    return finish(&acquiring, end, result);
+                }
+                next
+            }
+            WaitStep::Subscribe { confirm_until } => {
+                let listener = acquiring.listener.insert(inner.hub.listen(channel));
+                waiting_gauge.get_or_insert_with(crate::observe::Waiting::start);
+                if let Some(until) = confirm_until {
+                    let _ =
+                        tokio::time::timeout_at(inner.clock.instant(until), listener.ready()).await;
+                }
+                acquiring.wait.subscribed_at(inner.clock.now())
+            }
+            WaitStep::Sleep {
+                until,
+                wake_on_release,
+                pass_on,
+            } => {
+                let sleep = tokio::time::sleep_until(inner.clock.instant(until));
+                let notified = match &acquiring.listener {
+                    Some(listener) if wake_on_release => {
+                        if pass_on {
+                            listener.pass_on();
+                        }
+                        tokio::select! {
+                            _ = listener.notified() => true,
+                            _ = sleep => false,
+                        }
+                    }
+                    listener => {
+                        if pass_on && let Some(listener) = listener {
+                            listener.pass_on();
+                        }
+                        sleep.await;
+                        false
+                    }
+                };
+                acquiring.wait.woke(inner.clock.now(), notified)
+            }
+            WaitStep::Done(end) => {
+                // Only an attempt's result ends the loop (handled above).
+                acquiring.done = true;
+                return finish(&acquiring, &end, None);
+            }
+        };
+    }
+}
+
+/// Carries out how the core ended the acquire; `result`: the last attempt's guard or error.
+fn finish<A: Attempts>(
+    acquiring: &Acquiring<A>,
+    end: &WaitEnd,
+    result: Option<Result<A::Won>>,
+) -> Result<Option<A::Won>> {
+    let pass_on = match end {
+        WaitEnd::Granted { pass_on }
+        | WaitEnd::Failed { pass_on, .. }
+        | WaitEnd::TimedOut { pass_on, .. } => *pass_on,
+    };
+    if pass_on && let Some(listener) = &acquiring.listener {
+        listener.pass_on();
+    }
+    if let WaitEnd::TimedOut {
+        give_back: true, ..
+    }
+    | WaitEnd::Failed {
+        give_back: true, ..
+    } = end
+    {
+        acquiring.attempts.give_back_in_background();
+    }
+    match (end, result) {
+        (WaitEnd::Granted { .. }, Some(Ok(guard))) => Ok(Some(guard)),
+        (WaitEnd::TimedOut { .. }, _) => Ok(None),
+        (WaitEnd::Failed { .. }, Some(Err(error))) => Err(error),
+        (_, other) => Err(Error::UnexpectedReply(format!(
+            "waiting loop: the core ended with {end:?} after {}",
+            match other {
+                Some(Ok(_)) => "a grant",
+                Some(Err(_)) => "an error",
+                None => "no attempt",
+            }
+        ))),
+    }
+}
