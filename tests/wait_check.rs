@@ -226,8 +226,7 @@ fn check(run: &Run, state: &State, step: &WaitStep) -> Result<(), (&'static str,
                             let out_of_time = run.deadline.is_some_and(|deadline| now >= deadline);
                             // Before the first refusal, the deadline ends retries too.
                             let may_end = out_of_time && !spec.refused;
-                            if retryable && now - since <= policy.tolerance && !may_end
-                            {
+                            if retryable && now - since <= policy.tolerance && !may_end {
                                 return fail(
                                     "errors ridden out",
                                     format!(
