@@ -136,10 +136,12 @@ impl FairLock {
     }
 
     /// A handle whose holds have a fixed lease instead of the watchdog's renewal.
+    /// Redis counts whole milliseconds, so a fraction rounds up (1.9 ms is 2 ms), as for
+    /// [`Lock::with_lease`](crate::Lock::with_lease).
     pub fn with_lease(&self, lease: Duration) -> Result<Self> {
-        keys::validate_ms("lease", lease)?;
+        let ms = keys::validate_ms("lease", lease)?;
         Ok(FairLock {
-            mode: LeaseMode::Fixed(lease),
+            mode: LeaseMode::Fixed(Duration::from_millis(ms)),
             ..self.clone()
         })
     }

@@ -428,10 +428,7 @@ impl Drop for LockGuard {
         let owner = self.owner.clone();
         let hold = self.hold.clone();
         let background = inner.background.clone();
-        let unfinished = Unreleased {
-            name: Some(lock.name().to_owned()),
-            lease_left,
-        };
+        let unfinished = Unreleased::new(lock.name(), lease_left);
         background.spawn(&runtime, async move {
             let mut unfinished = unfinished;
             let outcome = lock.release_hold(&owner, &hold, give_up_at, rearm).await;
@@ -453,15 +450,23 @@ impl Drop for LockGuard {
     }
 }
 
-/// A dropped guard's background release, until it has run.
-struct Unreleased {
+/// A dropped guard's background release, until it has run (every kind's guard): if the
+/// runtime drops the task unrun, it says so.
+pub(crate) struct Unreleased {
     /// The lock's name while the release has not run.
     name: Option<String>,
     lease_left: Duration,
 }
 
 impl Unreleased {
-    fn ran(&mut self) {
+    pub(crate) fn new(name: &str, lease_left: Duration) -> Unreleased {
+        Unreleased {
+            name: Some(name.to_owned()),
+            lease_left,
+        }
+    }
+
+    pub(crate) fn ran(&mut self) {
         self.name = None;
     }
 }

@@ -22,6 +22,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
+use crate::guard::Unreleased;
 use crate::protocol::resend::{GivenBack, given_back};
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Millis, Reply};
@@ -322,6 +323,7 @@ impl<K: SetKind> Drop for Held<K> {
         if !self.armed {
             return;
         }
+        let lease_left = self.remaining_lease();
         self.disarm();
         crate::observe::hold_ended(self.kind.name(), self.acquired_at.elapsed(), "dropped");
         let kind = self.kind.clone();
@@ -329,8 +331,11 @@ impl<K: SetKind> Drop for Held<K> {
         let runtime =
             tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
         let hold = self.hold.clone();
+        let mut unfinished = Unreleased::new(kind.name(), lease_left);
         inner.background.spawn(&runtime, async move {
-            if let Err(err) = give_back(&kind, &hold, true, false).await {
+            let outcome = give_back(&kind, &hold, true, false).await;
+            unfinished.ran();
+            if let Err(err) = outcome {
                 tracing::warn!(lock = %kind.name(), error = %err, "dropped guard: background release failed; the hold expires with its lease");
             }
         });

@@ -29,7 +29,9 @@ use crate::keys;
 use crate::protocol::Failure;
 use crate::protocol::backoff::Backoff;
 use crate::protocol::latch::{self, LatchKeys, LatchReply};
+use crate::protocol::wait::WaitPolicy;
 use crate::scripts::classify;
+use crate::waiting::{Attempts, Outcome};
 
 /// The largest count a latch (and size a semaphore) can have: the scripts' Lua numbers
 /// are doubles, exact up to 2^53.
@@ -259,8 +261,8 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Cancel-safe: it only observes.
     pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        keys::validate_ms("latch wait", timeout)?;
-        self.wait_until(Some(Instant::now() + timeout)).await
+        keys::validate_wait(timeout)?;
+        self.wait_until(Some(timeout)).await
     }
 
     /// Opens the latch whatever its count (deletes it) and wakes its waiters. Returns
@@ -281,38 +283,22 @@ impl CountDownLatch {
         }
     }
 
-    async fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
-        if self.count().await? == 0 {
-            return Ok(true);
-        }
-        let left = || deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+    /// Waits within `wait` (`None`: without limit; zero: one reading) in the one waiting
+    /// loop (`src/waiting.rs`), where reading the count is the "attempt" and an open latch
+    /// is the "grant".
+    async fn wait_until(&self, wait: Option<Duration>) -> Result<bool> {
         let inner = &self.client.inner;
-        // Subscribed before the re-check below, so an opening between the two is heard.
-        let listener = inner.hub.listen(&self.channel);
-        let ready_for = left().map_or(self.recheck, |left| left.min(self.recheck));
-        let _ = tokio::time::timeout(ready_for, listener.ready()).await;
-        let mut poll = Backoff::SPIN;
-        loop {
-            if self.count().await? == 0 {
-                // Every local waiter must see the opening: hand the wake-up on.
-                listener.pass_on();
-                return Ok(true);
-            }
-            let mut pause = self.recheck;
-            if listener.denied() {
-                pause = pause.min(Duration::from_micros(poll.pause(inner.jitter())));
-            }
-            if let Some(left) = left() {
-                if left.is_zero() {
-                    return Ok(false);
-                }
-                pause = pause.min(left);
-            }
-            tokio::select! {
-                _ = listener.notified() => {}
-                _ = tokio::time::sleep(pause) => {}
-            }
-        }
+        let policy = WaitPolicy::latch(crate::keys::ceil_ms(self.recheck), inner.wait_timing());
+        let opened = crate::waiting::run(
+            inner,
+            &self.channel,
+            policy,
+            wait.map(crate::keys::ceil_ms),
+            Readings { latch: self },
+            false,
+        )
+        .await?;
+        Ok(opened.is_some())
     }
 
     fn not_a_latch(&self, found: &str) -> Error {
@@ -336,5 +322,27 @@ impl CountDownLatch {
             Err(err) => err,
             Ok(_) => self.not_a_latch("something that is not a latch"),
         }
+    }
+}
+
+/// A latch's readings, as the waiting loop's attempts: open is a grant, closed a refusal
+/// that only the re-check interval bounds.
+struct Readings<'a> {
+    latch: &'a CountDownLatch,
+}
+
+impl Attempts for Readings<'_> {
+    type Won = ();
+
+    async fn attempt(&mut self, _waits: bool, _listening: bool) -> Outcome<()> {
+        match self.latch.count().await {
+            Ok(0) => Outcome::Granted(()),
+            Ok(_) => Outcome::Busy(crate::protocol::Millis::MAX),
+            Err(error) => Outcome::from_error(error, false),
+        }
+    }
+
+    fn give_back_in_background(&self) {
+        // Reading takes nothing: the latch's policy never asks for this.
     }
 }

@@ -145,10 +145,12 @@ impl RwLock {
 
     /// A handle whose holds have a fixed lease instead of the watchdog's renewal: each
     /// expires `lease` after its acquire (its guard's lost signal fires then).
+    /// Redis counts whole milliseconds, so a fraction rounds up (1.9 ms is 2 ms), as for
+    /// [`Lock::with_lease`](crate::Lock::with_lease).
     pub fn with_lease(&self, lease: Duration) -> Result<Self> {
-        keys::validate_ms("lease", lease)?;
+        let ms = keys::validate_ms("lease", lease)?;
         Ok(RwLock {
-            mode: LeaseMode::Fixed(lease),
+            mode: LeaseMode::Fixed(Duration::from_millis(ms)),
             ..self.clone()
         })
     }

@@ -128,9 +128,11 @@ impl Semaphore {
 
     /// A handle whose permits have a fixed lease instead of the watchdog's renewal: they
     /// expire `lease` after each acquire (the guard's lost signal fires then).
+    /// Redis counts whole milliseconds, so a fraction rounds up (1.9 ms is 2 ms), as for
+    /// [`Lock::with_lease`](crate::Lock::with_lease).
     pub fn with_lease(mut self, lease: Duration) -> Result<Self> {
-        keys::validate_ms("lease", lease)?;
-        self.mode = LeaseMode::Fixed(lease);
+        let ms = keys::validate_ms("lease", lease)?;
+        self.mode = LeaseMode::Fixed(Duration::from_millis(ms));
         Ok(self)
     }
 

@@ -109,7 +109,7 @@ pub(crate) async fn acquire<A: Attempts>(
     use tracing::Instrument;
     let started = tokio::time::Instant::now();
     let span = tracing::debug_span!("redis_locks::acquire", lock = %name);
-    let outcome = run(inner, channel, policy, wait, attempts)
+    let outcome = run(inner, channel, policy, wait, attempts, true)
         .instrument(span)
         .await;
     let label = match &outcome {
@@ -121,12 +121,15 @@ pub(crate) async fn acquire<A: Attempts>(
     outcome
 }
 
-async fn run<A: Attempts>(
+/// [`acquire`] without the acquisition's span and metrics (a latch's wait is not an
+/// acquisition); `counted`: whether a subscribed waiter counts in the waiters gauge.
+pub(crate) async fn run<A: Attempts>(
     inner: &ClientInner,
     channel: &Arc<str>,
     policy: WaitPolicy,
     wait: Option<Millis>,
     attempts: A,
+    counted: bool,
 ) -> Result<Option<A::Won>> {
     let now = inner.clock.now();
     let mut acquiring = Acquiring {
@@ -171,7 +174,9 @@ async fn run<A: Attempts>(
             }
             WaitStep::Subscribe { confirm_until } => {
                 let listener = acquiring.listener.insert(inner.hub.listen(channel));
-                waiting_gauge.get_or_insert_with(crate::observe::Waiting::start);
+                if counted {
+                    waiting_gauge.get_or_insert_with(crate::observe::Waiting::start);
+                }
                 if let Some(until) = confirm_until {
                     let _ =
                         tokio::time::timeout_at(inner.clock.instant(until), listener.ready()).await;

@@ -262,8 +262,13 @@ async fn bad_input_is_typed_and_nothing_is_written() {
         latch.clone().with_recheck(Duration::ZERO),
         Err(Error::InvalidDuration { .. })
     ));
+    // A zero wait reads once (the latch was deleted: open).
+    assert!(latch.wait_for(Duration::ZERO).await.unwrap());
+    assert!(latch.try_set_count(1).await.unwrap());
+    assert!(!latch.wait_for(Duration::ZERO).await.unwrap());
+    assert!(latch.delete().await.unwrap());
     assert!(matches!(
-        latch.wait_for(Duration::ZERO).await,
+        latch.wait_for(Duration::MAX).await,
         Err(Error::InvalidDuration { .. })
     ));
     let mut conn = server.conn().await;

@@ -1,8 +1,8 @@
 //! The waiting loop's checker: drives the core's `protocol::wait::Wait` (the code every
 //! kind's acquire runs, through `src/waiting.rs`) for each kind's own policy through every
 //! sequence of attempt results, wake-ups, lost wake-ups, subscription confirmations and
-//! Redis errors up to a bound, and checks each step against what the waiting loop
-//! promises (README, "Correctness"):
+//! Redis errors up to a bound (the latch's wait too: a reading is its attempt), and checks
+//! each step against what the waiting loop promises (README, "Correctness"):
 //! * **pttl-bounded**: after a refusal that says the hold lasts `w` ms more, the next
 //!   attempt comes within `w` (so a lost wake-up costs only latency), and within the
 //!   kind's re-check interval;
@@ -40,6 +40,13 @@ fn policies() -> Vec<(&'static str, WaitPolicy)> {
         ("write", WaitPolicy::read_write(false, TIMING)),
         ("fair", WaitPolicy::fair(TIMING)),
         ("semaphore", WaitPolicy::semaphore(TIMING)),
+        (
+            "latch",
+            WaitPolicy::latch(
+                redis_locks::DEFAULT_LATCH_RECHECK.as_millis() as Millis,
+                TIMING,
+            ),
+        ),
     ];
     // The re-check intervals are hundreds of ms: scaled down so that the bound reaches
     // them (the rule checked is the same).
@@ -52,8 +59,8 @@ fn policies() -> Vec<(&'static str, WaitPolicy)> {
 }
 
 /// What the world may answer an attempt with.
-fn attempt_results() -> Vec<Tried> {
-    vec![
+fn attempt_results(policy: &WaitPolicy) -> Vec<Tried> {
+    let mut results = vec![
         Tried::Granted,
         Tried::Busy { within: 0 },
         Tried::Busy { within: 7 },
@@ -69,7 +76,14 @@ fn attempt_results() -> Vec<Tried> {
         Tried::Refused {
             claim_may_remain: true,
         },
-    ]
+    ];
+    if policy.recheck.is_some() {
+        // No TTL (the latch's "closed"): only the re-check bounds the wait.
+        results.push(Tried::Busy {
+            within: Millis::MAX,
+        });
+    }
+    results
 }
 
 /// What the checker knows independently of the machine (the specification's state).
@@ -293,7 +307,7 @@ fn after_result(run: &Run, spec: &Spec, tried: &Tried, now: Millis, waits: bool)
             if waits {
                 spec.claim = true;
             }
-            let mut by = now + (*within).max(1);
+            let mut by = now.saturating_add((*within).max(1));
             if let Some(recheck) = run.policy.recheck {
                 by = by.min(now + recheck);
             }
@@ -492,7 +506,7 @@ fn successors(run: &Run, state: &State, spec: &Spec) -> Vec<(State, String)> {
     match &state.step {
         WaitStep::Attempt => {
             for took in [0, 2] {
-                for tried in attempt_results() {
+                for tried in attempt_results(&run.policy) {
                     let at = now + took;
                     let listening = state.wait.subscribed();
                     for spinning in [false, true] {

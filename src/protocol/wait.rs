@@ -112,6 +112,21 @@ impl WaitPolicy {
         }
     }
 
+    /// The count-down latch (an "attempt" reads the count; it is granted when the latch is
+    /// open): subscribed after the first closed reading, confirmed, then read again, so
+    /// an opening between the two is heard. The count has no TTL: `recheck` alone bounds
+    /// a sleep. Every local waiter must see the opening: a grant hands the wake-up on.
+    pub fn latch(recheck: Millis, timing: WaitTiming) -> WaitPolicy {
+        WaitPolicy {
+            listen_first: false,
+            confirm_within: Some(Millis::MAX),
+            shares: true,
+            recheck: Some(recheck),
+            gives_back: false,
+            tolerance: timing.tolerance,
+        }
+    }
+
     /// The semaphore: subscribed after the first refusal, without waiting for the
     /// confirmation (the channel is shared by every local waiter of the semaphore, usually
     /// subscribed already; a release missed meanwhile costs at most one pause). A release
