@@ -44,8 +44,9 @@ use rslock as rslock_impl;
 use scenarios::Ctx;
 use util::{Res, err};
 
-const ALL: [&str; 16] = [
-    "S1", "S2", "S3", "S4", "S5", "S6", "S7", "C1", "C3", "C5", "K1", "K2", "K3", "K4", "R1", "R3",
+const ALL: [&str; 17] = [
+    "S1", "S2", "S3", "S4", "S5", "S6", "S7", "C1", "C3", "C5", "K1", "K2", "K3", "K4", "K5", "R1",
+    "R3",
 ];
 
 const USAGE: &str = "\
@@ -56,8 +57,9 @@ usage: cargo bench --bench locks -- [--quick] [--scenario S1,S3,...]
   --scenario LIST    only these scenarios (comma-separated, e.g. S1,S3); default all.
                      C1, C3, C5 are S1, S3, S5 on a local 3-primary cluster that the
                      benchmark starts itself; K1 the semaphore, K2 the count-down latch,
-                     K3 the read-write lock, K4 the fair lock; R1, R3 RedLock on 5
-                     servers against rslock
+                     K3 the read-write lock, K4 the fair lock, K5 the semaphore's
+                     hand-off between one client's tasks; R1, R3 RedLock on 5 servers
+                     against rslock
   -h, --help         this text
 
 Needs redis-server on PATH (or REDIS_SERVER_BIN); see scripts/ensure-redis.sh.";
@@ -267,6 +269,7 @@ async fn run_one(id: &str, ctx: &mut Ctx) -> Res<Outcome> {
         "K2" => kinds::k2(ctx).await,
         "K3" => kinds::k3(ctx).await,
         "K4" => kinds::k4(ctx).await,
+        "K5" => kinds::k5(ctx).await,
         "R1" => redlock::r1(ctx).await,
         "R3" => redlock::r3(ctx).await,
         other => Err(err(format!("unknown scenario {other}"))),

@@ -15,6 +15,8 @@
 --                   lost: the permits are found under its id): deadline is Redis's ms
 --   {0, wait_ms}    not granted; wait_ms bounds the wait (until the earliest permit
 --                   expires, or the reservation must be renewed)
+--   {0, wait_ms, 1} the same, and the caller is first in line: it holds the reservation
+--                   (its client wakes it, rather than another waiter, on a release)
 --   {2, what}       the keys are not a semaphore (wrong type); nothing was written
 --   {3}             no size was set (set_permits): nothing was written
 --   {4, size}       n is more than the semaphore's size: it can never be granted
@@ -108,5 +110,6 @@ if first[2] then
 end
 if ARGV[4] == '1' and (reserved == 0) then
   redis.call('HSET', sem, 'resv', id, 'resv_n', n, 'resv_until', now + resv_ms)
+  return {0, wait, 1}
 end
 return {0, wait}

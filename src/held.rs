@@ -52,6 +52,9 @@ pub(crate) enum Attempted {
     Granted(Option<u64>),
     /// Not granted; the next attempt within this long.
     Wait(Millis),
+    /// Not granted, but the next free capacity is kept for this waiter (a semaphore's
+    /// reservation): a release wakes it first. The next attempt within this long.
+    FirstInLine(Millis),
     /// A key of the kind holds something else.
     NotALock(String),
     /// It could never be granted: the caller's own holds stand in the way.
@@ -163,6 +166,7 @@ impl<K: SetKind> SetAttempts<K> {
                 })
             }
             Ok(Attempted::Wait(ms)) => Outcome::Busy(ms),
+            Ok(Attempted::FirstInLine(ms)) => Outcome::FirstInLine(ms),
             Ok(Attempted::NotALock(what)) => refused(kind.wrong_type(what)),
             Ok(Attempted::Refused(reason)) => refused(Error::WouldDeadlock {
                 name: kind.name().to_string(),

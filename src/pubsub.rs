@@ -3,7 +3,8 @@
 //! Waiters call [`Hub::listen`] and get a [`Listener`] for a channel. All listeners of one
 //! channel share one `SUBSCRIBE`; the hub unsubscribes when the last listener is dropped.
 //! A message wakes **one** local waiter (`Notify::notify_one`), so a release costs one
-//! retry per process rather than one per waiter. A waiter that was woken but leaves
+//! retry per process rather than one per waiter: the waiter first in line if one is marked
+//! ([`Listener::set_first_in_line`]), else any. A waiter that was woken but leaves
 //! without taking the lock passes the wake-up on ([`Listener::pass_on`]).
 //!
 //! The hub task reconciles the wanted set of channels with what the server has confirmed.
@@ -30,7 +31,6 @@ use parking_lot::Mutex;
 use redis::aio::{PubSubSink, PubSubStream};
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
-use tokio::sync::futures::Notified;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -47,6 +47,11 @@ struct Channel {
     subscribed: AtomicBool,
     subscribed_changed: Notify,
     wake: Notify,
+    /// Listeners that are first in line (a semaphore waiter holding the reservation: the
+    /// freed permits are kept for it, so a wake-up given to anyone else is wasted).
+    first_in_line: AtomicUsize,
+    /// Wakes the first in line.
+    wake_first: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -73,6 +78,8 @@ pub(crate) struct Hub {
 pub(crate) struct Listener {
     shared: Arc<Shared>,
     channel: Arc<Channel>,
+    /// Counted in its channel's `first_in_line`.
+    first: bool,
 }
 
 impl Hub {
@@ -128,6 +135,8 @@ impl Hub {
                     subscribed: AtomicBool::new(false),
                     subscribed_changed: Notify::new(),
                     wake: Notify::new(),
+                    first_in_line: AtomicUsize::new(0),
+                    wake_first: Notify::new(),
                 })
             })
             .clone();
@@ -135,6 +144,7 @@ impl Hub {
         Listener {
             shared: self.shared.clone(),
             channel: entry,
+            first: false,
         }
     }
 
@@ -182,9 +192,30 @@ impl Listener {
         self.shared.denied.load(Ordering::Acquire)
     }
 
-    /// A future that resolves when this waiter is woken by a release message.
-    pub(crate) fn notified(&self) -> Notified<'_> {
-        self.channel.wake.notified()
+    /// Resolves when this waiter is woken by a release message (or by a wake-up handed
+    /// on).
+    pub(crate) async fn notified(&self) {
+        if self.first {
+            tokio::select! {
+                _ = self.channel.wake_first.notified() => {}
+                _ = self.channel.wake.notified() => {}
+            }
+        } else {
+            self.channel.wake.notified().await
+        }
+    }
+
+    /// Marks this waiter first in line (or no longer): while one is, a release message
+    /// wakes it rather than another local waiter.
+    pub(crate) fn set_first_in_line(&mut self, first: bool) {
+        if first != self.first {
+            self.first = first;
+            if first {
+                self.channel.first_in_line.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.channel.first_in_line.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Hands a wake-up this waiter received, but will not use, to the next local waiter.
@@ -195,6 +226,7 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
+        self.set_first_in_line(false);
         let mut channels = self.shared.channels.lock();
         if self.channel.listeners.fetch_sub(1, Ordering::Relaxed) == 1 {
             if channels
@@ -392,6 +424,7 @@ impl HubTask {
                         if let Some(target) = self.shared.channels.lock().get(channel.as_str()) {
                             target.subscribed.store(false, Ordering::Release);
                             target.wake.notify_waiters();
+                            target.wake_first.notify_waiters();
                         }
                         self.reconcile(&mut connection).await;
                     }
@@ -518,7 +551,13 @@ impl HubTask {
     fn dispatch(&self, channel: &str) {
         let target = self.shared.channels.lock().get(channel).cloned();
         if let Some(target) = target {
-            target.wake.notify_one();
+            // A wake-up stored for the first in line (it is between attempts) is taken at
+            // its next sleep.
+            if target.first_in_line.load(Ordering::Acquire) > 0 {
+                target.wake_first.notify_one();
+            } else {
+                target.wake.notify_one();
+            }
         }
     }
 
@@ -531,6 +570,7 @@ impl HubTask {
     fn wake_everyone(&self) {
         for channel in self.shared.channels.lock().values() {
             channel.wake.notify_waiters();
+            channel.wake_first.notify_waiters();
         }
     }
 }

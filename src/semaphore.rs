@@ -324,6 +324,7 @@ impl SetKind for Permits {
         Ok(match decode_acquire(reply)? {
             SemAcquired::Granted => Attempted::Granted(None),
             SemAcquired::Wait(ms) => Attempted::Wait(ms),
+            SemAcquired::FirstInLine(ms) => Attempted::FirstInLine(ms),
             SemAcquired::NotASemaphore(what) => Attempted::NotALock(what),
             SemAcquired::NoSize => Attempted::Invalid(format!(
                 "semaphore {name:?} has no size: call set_permits first"

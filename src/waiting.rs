@@ -20,6 +20,10 @@ pub(crate) enum Outcome<G> {
     Granted(G),
     /// Someone else holds: attempt again within this long (ms).
     Busy(Millis),
+    /// As `Busy`, and the next free capacity is kept for this waiter (a semaphore's
+    /// reservation): a release message wakes it before any other local waiter, since a
+    /// wake-up that reaches another one is wasted (it cannot take what is kept).
+    FirstInLine(Millis),
     /// It can never be granted: the error for the caller. `claim_may_remain`: an earlier
     /// copy of the attempt whose reply was lost may have taken something all the same.
     Refused {
@@ -139,6 +143,8 @@ pub(crate) async fn run<A: Attempts>(
         done: false,
     };
     let mut waiting_gauge = None;
+    // The last attempt said this waiter is first in line (see `Outcome::FirstInLine`).
+    let mut first_in_line = false;
     let mut step = acquiring.wait.start(now);
     loop {
         step = match step {
@@ -153,7 +159,14 @@ pub(crate) async fn run<A: Attempts>(
                 let now = inner.clock.now();
                 let (tried, result) = match outcome {
                     Outcome::Granted(guard) => (Tried::Granted, Some(Ok(guard))),
-                    Outcome::Busy(within) => (Tried::Busy { within }, None),
+                    Outcome::Busy(within) => {
+                        first_in_line = false;
+                        (Tried::Busy { within }, None)
+                    }
+                    Outcome::FirstInLine(within) => {
+                        first_in_line = true;
+                        (Tried::Busy { within }, None)
+                    }
                     Outcome::Refused {
                         error,
                         claim_may_remain,
@@ -163,6 +176,9 @@ pub(crate) async fn run<A: Attempts>(
                         (Tried::Failed(failure), Some(Err(error)))
                     }
                 };
+                if let Some(listener) = &mut acquiring.listener {
+                    listener.set_first_in_line(first_in_line);
+                }
                 let next = acquiring
                     .wait
                     .attempted(now, tried, spinning, inner.jitter());
@@ -174,6 +190,7 @@ pub(crate) async fn run<A: Attempts>(
             }
             WaitStep::Subscribe { confirm_until } => {
                 let listener = acquiring.listener.insert(inner.hub.listen(channel));
+                listener.set_first_in_line(first_in_line);
                 if counted {
                     waiting_gauge.get_or_insert_with(crate::observe::Waiting::start);
                 }

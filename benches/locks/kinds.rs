@@ -8,7 +8,8 @@
 //! - K2 count-down latch: serial count-downs (the library's exactly-once script against a
 //!   raw `DECR`-and-delete-at-zero script), and the time from the opening count-down in one
 //!   client to the wake-up of a waiter in another.
-//! - K3 read-write lock: see [`k3`]; K4 fair lock: see [`k4`].
+//! - K3 read-write lock: see [`k3`]; K4 fair lock: see [`k4`]; K5 semaphore hand-off: see
+//!   [`k5`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -496,6 +497,74 @@ pub async fn k4(ctx: &mut Ctx) -> Res<Outcome> {
         Row::new("per-client acquisitions, max / min")
             .lib(format!("{:.2}", spread(&fair_counts)))
             .raw(format!("{:.2}", spread(&plain_counts))),
+    );
+    Ok(out)
+}
+
+/// K5 local hand-off: `tasks` tasks of one client each take a 1-permit semaphore, work
+/// 10 ms and give it back; the same shape on the plain lock is the baseline. Every
+/// hand-off here is between waiters of one process, woken by one release message: it
+/// measures that the wake-up reaches the waiter the permit is kept for (issue #23 found
+/// each hand-off past the second costing the 700 ms re-check).
+pub async fn k5(ctx: &mut Ctx) -> Res<Outcome> {
+    let tasks = if ctx.quick { 20 } else { 100 };
+    let work = Duration::from_millis(10);
+    let mut out = Outcome::new(
+        "K5",
+        format!("semaphore hand-off: {tasks} tasks of one client on 1 permit, 10 ms work"),
+    );
+    let client = LockClient::connect(&ctx.url).await?;
+    let semaphore = client.semaphore("k5")?;
+    semaphore.set_permits(1).await?;
+    let lock = client.lock("k5")?;
+    let mut lib = Vec::new();
+    let mut base = Vec::new();
+    for _round in 0..if ctx.quick { 1 } else { 3 } {
+        let started = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            let semaphore = semaphore.clone();
+            set.spawn(async move {
+                let permit = semaphore.acquire(1).await?;
+                tokio::time::sleep(work).await;
+                permit.release().await?;
+                Ok::<_, redis_locks::Error>(())
+            });
+        }
+        while let Some(joined) = set.join_next().await {
+            joined??;
+        }
+        lib.push(started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            let lock = lock.clone();
+            set.spawn(async move {
+                let guard = lock.acquire().await?;
+                tokio::time::sleep(work).await;
+                guard.release().await?;
+                Ok::<_, redis_locks::Error>(())
+            });
+        }
+        while let Some(joined) = set.join_next().await {
+            joined??;
+        }
+        base.push(started.elapsed().as_secs_f64());
+    }
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let (lib, base) = (median(&mut lib), median(&mut base));
+    out.set(
+        "seconds",
+        json!({"semaphore": r2(lib), "plain_lock": r2(base), "tasks": tasks}),
+    );
+    out.row(
+        Row::new(format!("seconds for {tasks} hand-offs (median of rounds)"))
+            .lib(format!("{lib:.2}"))
+            .raw(format!("{base:.2} (plain lock)"))
+            .ratio(ratio(base, lib)),
     );
     Ok(out)
 }

@@ -32,6 +32,9 @@ pub enum SemAcquired {
     Granted,
     /// Not granted; wait at most this long before trying again.
     Wait(Millis),
+    /// Not granted, but first in line: the next free permits are kept for this waiter
+    /// (it holds the reservation). Wait at most this long before trying again.
+    FirstInLine(Millis),
     /// The keys hold something else.
     NotASemaphore(String),
     /// No size was ever set.
@@ -73,6 +76,9 @@ pub fn decode_acquire(reply: &Reply) -> Result<SemAcquired, String> {
             Ok(SemAcquired::Granted)
         }
         [Reply::Int(0), Reply::Int(wait)] => Ok(SemAcquired::Wait((*wait).max(1) as Millis)),
+        [Reply::Int(0), Reply::Int(wait), Reply::Int(1)] => {
+            Ok(SemAcquired::FirstInLine((*wait).max(1) as Millis))
+        }
         [Reply::Int(2), Reply::Bulk(what)] => Ok(SemAcquired::NotASemaphore(
             String::from_utf8_lossy(what).into_owned(),
         )),
@@ -172,6 +178,10 @@ mod tests {
         assert_eq!(
             decode_acquire(&Reply::Array(vec![int(0), int(0)])),
             Ok(SemAcquired::Wait(1))
+        );
+        assert_eq!(
+            decode_acquire(&Reply::Array(vec![int(0), int(5), int(1)])),
+            Ok(SemAcquired::FirstInLine(5))
         );
         assert_eq!(
             decode_acquire(&Reply::Array(vec![int(3)])),

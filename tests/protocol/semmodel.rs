@@ -683,10 +683,10 @@ impl State {
                         state,
                     });
                 }
-                Ok(SemAcquired::Wait(_)) if request.waits => {
+                Ok(SemAcquired::Wait(_) | SemAcquired::FirstInLine(_)) if request.waits => {
                     self.clients[c].flight = Some(InFlight::new(Op::Waiting { request }, None));
                 }
-                Ok(SemAcquired::Wait(_)) => {}
+                Ok(SemAcquired::Wait(_) | SemAcquired::FirstInLine(_)) => {}
                 Ok(other) => fx.fail(TWICE, format!("unexpected acquire reply {other:?}")),
                 Err(err) => fx.fail(TWICE, err),
             },
