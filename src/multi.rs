@@ -114,7 +114,7 @@ impl MultiLock {
     /// # Cancel safety
     /// Cancel-safe: members taken so far are released.
     pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
-        crate::keys::validate_ms("wait", wait)?;
+        crate::keys::validate_wait(wait)?;
         self.acquire_until(Some(Instant::now() + wait)).await
     }
 

@@ -187,7 +187,7 @@ impl RedLock {
     /// # Cancel safety
     /// Cancel-safe: holds taken by the attempt in flight are given back.
     pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<RedGuard>> {
-        crate::keys::validate_ms("wait", wait)?;
+        crate::keys::validate_wait(wait)?;
         self.acquire_until(Some(Instant::now() + wait)).await
     }
 

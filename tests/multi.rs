@@ -26,6 +26,18 @@ async fn all_or_none() {
     ])
     .unwrap();
     assert!(multi.try_acquire().await.unwrap().is_none());
+    // A zero wait tries once (the `deadline - now` pattern may reach zero).
+    assert!(
+        multi
+            .try_acquire_for(Duration::ZERO)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(matches!(
+        multi.try_acquire_for(Duration::MAX).await,
+        Err(Error::InvalidDuration { .. })
+    ));
     assert!(
         multi
             .try_acquire_for(Duration::from_millis(300))

@@ -122,6 +122,12 @@ async fn assert_refused(intruder: &RedLock, context: &str) {
         guard.release().await.unwrap();
         panic!("{context}: an intruder acquired the RedLock (held on {held_on})");
     }
+    // A zero wait is one attempt too.
+    if let Some(guard) = intruder.try_acquire_for(Duration::ZERO).await.unwrap() {
+        let held_on = guard.held_on();
+        guard.release().await.unwrap();
+        panic!("{context}: an intruder's zero wait acquired the RedLock (held on {held_on})");
+    }
 }
 
 fn counts(guard: &RedGuard) -> Vec<Option<u64>> {
