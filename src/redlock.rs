@@ -13,8 +13,11 @@
 //! What it does not give: see the README's RedLock section (clocks, process pauses,
 //! fencing).
 
-use crate::protocol::Millis;
 use crate::protocol::redlock::{self, Won};
+use crate::protocol::wait::WaitPolicy;
+use crate::protocol::{Failure, Millis};
+use crate::pubsub::Listener;
+use crate::waiting::{Attempts, Outcome};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -179,7 +182,7 @@ impl RedLock {
     /// # Cancel safety
     /// Cancel-safe: holds taken by the attempt are given back.
     pub async fn try_acquire(&self) -> Result<Option<RedGuard>> {
-        self.acquire_until(Some(Instant::now())).await
+        self.acquire_until(Some(Duration::ZERO)).await
     }
 
     /// Attempts until `wait` has passed.
@@ -188,7 +191,7 @@ impl RedLock {
     /// Cancel-safe: holds taken by the attempt in flight are given back.
     pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<RedGuard>> {
         crate::keys::validate_wait(wait)?;
-        self.acquire_until(Some(Instant::now() + wait)).await
+        self.acquire_until(Some(wait)).await
     }
 
     /// The lease every hold was taken with: the fixed lease, or the watchdog timeout.
@@ -196,7 +199,10 @@ impl RedLock {
         Duration::from_millis(lock.lease_ms())
     }
 
-    async fn acquire_until(&self, deadline: Option<Instant>) -> Result<Option<RedGuard>> {
+    /// Acquires within `wait` (`None`: without limit; zero: one attempt) in the one
+    /// waiting loop (`src/waiting.rs`, deciding in `protocol::wait`), where one attempt is
+    /// one try on every server at once.
+    async fn acquire_until(&self, wait: Option<Duration>) -> Result<Option<RedGuard>> {
         let n = self.members.len();
         let quorum = self.quorum();
         if n < quorum {
@@ -208,134 +214,112 @@ impl RedLock {
                 failed: vec![format!("{} server(s) not connected", self.servers - n)],
             });
         }
-        // Since when too few servers answer (an outage is measured from its start, not
-        // from the acquire's: a waiter may wait longer than a lease behind a holder).
-        let mut outage_since: Option<Instant> = None;
-        // After a failed attempt a waiter listens to every server's release announcements
-        // (the attempt marked each lock it found held, so its release publishes) and tries
-        // again as soon as one comes, or after the random delay at the latest.
-        let mut listeners: Vec<crate::pubsub::Listener> = Vec::new();
-        loop {
-            let attempt = Instant::now();
-            // Once a majority granted, the others get as long again as that took (at least
-            // 5 ms): a stalled server must not hold every acquire up for its whole timeout.
-            // An attempt dropped then gives back any hold it wins, in the background.
-            let replies = crate::join::join_until(
-                self.members
-                    .iter()
-                    .map(|lock| {
-                        // A server that does not answer within this must not eat the
-                        // validity.
-                        let limit = Duration::from_millis(redlock::server_limit(
-                            Self::lease_of(lock).as_millis() as Millis,
-                            lock.client().inner.response_timeout.as_millis() as Millis,
-                        ));
-                        tokio::time::timeout(limit, lock.try_acquire())
-                    })
-                    .collect(),
-                |done| {
-                    done.iter()
-                        .filter(|reply| matches!(reply, Some(Ok(Ok(Some(_))))))
-                        .count()
-                        >= quorum
-                },
-                Duration::from_millis(5),
-            )
-            .await;
-            let mut holds: Vec<Option<LockGuard>> = Vec::with_capacity(n);
-            let mut errors: Vec<String> = Vec::new();
-            for (i, reply) in replies.into_iter().enumerate() {
-                holds.push(match reply {
-                    // Still running when the majority's grace ended: left out.
-                    None => None,
-                    Some(Ok(Ok(hold))) => hold,
-                    Some(Ok(Err(err))) => {
-                        errors.push(format!("{}: {err}", self.server(i)));
-                        None
-                    }
-                    Some(Err(_)) => {
-                        errors.push(format!("{}: no answer in time", self.server(i)));
-                        None
-                    }
-                });
-            }
-            let granted = holds.iter().filter(|hold| hold.is_some()).count();
-            let lease = self
-                .members
+        let first = &self.members[0];
+        let inner = &first.client().inner;
+        let policy = WaitPolicy::redlock(self.outage_tolerance().as_millis() as Millis);
+        // Each member's attempt is observed as its own lock's acquisition: the RedLock's
+        // wait is not counted again.
+        crate::waiting::run(
+            inner,
+            &first.keys.channel,
+            policy,
+            wait.map(crate::keys::ceil_ms),
+            QuorumAttempts {
+                lock: self,
+                attempts: 0,
+            },
+            false,
+        )
+        .await
+    }
+
+    /// One attempt on every server at once: the guard if it won, else the holds given
+    /// back and whether too few servers answered for a majority (with their errors).
+    async fn attempt(&self) -> std::result::Result<RedGuard, Option<Error>> {
+        let n = self.members.len();
+        let quorum = self.quorum();
+        let attempt = Instant::now();
+        // Once a majority granted, the others get as long again as that took (at least
+        // 5 ms): a stalled server must not hold every acquire up for its whole timeout.
+        // An attempt dropped then gives back any hold it wins, in the background.
+        let replies = crate::join::join_until(
+            self.members
                 .iter()
-                .map(Self::lease_of)
-                .min()
-                .unwrap_or_default();
-            let now = Instant::now();
-            // Elapsed time rounded up, so the validity errs short; from the start of the
-            // oldest granted lease if that is earlier (an adopted hold).
-            let elapsed = redlock::elapsed(
-                (now - attempt).as_micros().div_ceil(1_000) as Millis,
-                holds.iter().flatten().map(LockGuard::confirmed_age),
-            );
-            if let Won::Acquired { validity_ms } =
-                redlock::decide(granted, self.servers, lease.as_millis() as Millis, elapsed)
-            {
-                return Ok(Some(RedGuard::new(
-                    self.members[0].name().to_owned(),
-                    holds,
-                    quorum,
-                    now + Duration::from_millis(validity_ms),
-                )));
-            }
-            give_back(holds).await;
-            // Too few servers answered: a majority cannot be had now.
-            let unreachable = self.servers - n;
-            if unreachable > 0 {
-                errors.push(format!("{unreachable} server(s) not connected"));
-            }
-            let failed = errors.len() - usize::from(unreachable > 0) + unreachable;
-            let no_quorum = redlock::no_quorum(failed, self.servers);
-            let out_of_time = deadline.is_some_and(|deadline| Instant::now() >= deadline);
-            let outage = if no_quorum {
-                Some(*outage_since.get_or_insert(attempt))
-            } else {
-                outage_since = None;
-                None
-            };
-            if let Some(since) = outage
-                && (out_of_time || since.elapsed() > self.outage_tolerance())
-            {
-                return Err(Error::NoQuorum {
-                    name: self.members[0].name().to_owned(),
-                    servers: self.servers,
-                    needed: quorum,
-                    failed: errors,
-                });
-            }
-            if out_of_time {
-                return Ok(None);
-            }
-            let random = uuid::Uuid::new_v4().as_u64_pair().0;
-            let mut pause =
-                Duration::from_micros(random % (self.retry_delay.as_micros() as u64).max(1));
-            if let Some(deadline) = deadline {
-                pause = pause.min(deadline.saturating_duration_since(Instant::now()));
-            }
-            if listeners.is_empty() {
-                listeners = self
-                    .members
-                    .iter()
-                    .map(|lock| lock.client().inner.hub.listen(&lock.keys.channel))
-                    .collect();
-            }
-            let woken = tokio::select! {
-                _ = crate::join::first_n(listeners.iter().map(|l| l.notified()).collect(), 1) => true,
-                _ = tokio::time::sleep(pause) => false,
-            };
-            if woken {
-                // Every waiter of every client is woken by the same release: a random
-                // head start spreads them, so that one of them gets a majority rather
-                // than each getting a minority (a split vote).
-                let spread = Duration::from_micros(random % 1_000);
-                tokio::time::sleep(spread).await;
-            }
+                .map(|lock| {
+                    // A server that does not answer within this must not eat the validity.
+                    let limit = Duration::from_millis(redlock::server_limit(
+                        Self::lease_of(lock).as_millis() as Millis,
+                        lock.client().inner.response_timeout.as_millis() as Millis,
+                    ));
+                    tokio::time::timeout(limit, lock.try_acquire())
+                })
+                .collect(),
+            |done| {
+                done.iter()
+                    .filter(|reply| matches!(reply, Some(Ok(Ok(Some(_))))))
+                    .count()
+                    >= quorum
+            },
+            Duration::from_millis(5),
+        )
+        .await;
+        let mut holds: Vec<Option<LockGuard>> = Vec::with_capacity(n);
+        let mut errors: Vec<String> = Vec::new();
+        for (i, reply) in replies.into_iter().enumerate() {
+            holds.push(match reply {
+                // Still running when the majority's grace ended: left out.
+                None => None,
+                Some(Ok(Ok(hold))) => hold,
+                Some(Ok(Err(err))) => {
+                    errors.push(format!("{}: {err}", self.server(i)));
+                    None
+                }
+                Some(Err(_)) => {
+                    errors.push(format!("{}: no answer in time", self.server(i)));
+                    None
+                }
+            });
         }
+        let granted = holds.iter().filter(|hold| hold.is_some()).count();
+        let lease = self
+            .members
+            .iter()
+            .map(Self::lease_of)
+            .min()
+            .unwrap_or_default();
+        let now = Instant::now();
+        // Elapsed time rounded up, so the validity errs short; from the start of the
+        // oldest granted lease if that is earlier (an adopted hold).
+        let elapsed = redlock::elapsed(
+            (now - attempt).as_micros().div_ceil(1_000) as Millis,
+            holds.iter().flatten().map(LockGuard::confirmed_age),
+        );
+        if let Won::Acquired { validity_ms } =
+            redlock::decide(granted, self.servers, lease.as_millis() as Millis, elapsed)
+        {
+            return Ok(RedGuard::new(
+                self.members[0].name().to_owned(),
+                holds,
+                quorum,
+                now + Duration::from_millis(validity_ms),
+            ));
+        }
+        give_back(holds).await;
+        // Too few servers answered: a majority cannot be had now.
+        let unreachable = self.servers - n;
+        if unreachable > 0 {
+            errors.push(format!("{unreachable} server(s) not connected"));
+        }
+        let failed = errors.len() - usize::from(unreachable > 0) + unreachable;
+        if redlock::no_quorum(failed, self.servers) {
+            return Err(Some(Error::NoQuorum {
+                name: self.members[0].name().to_owned(),
+                servers: self.servers,
+                needed: quorum,
+                failed: errors,
+            }));
+        }
+        Err(None)
     }
 
     /// How long attempts go on while too few servers answer before [`Error::NoQuorum`].
@@ -349,6 +333,58 @@ impl RedLock {
 
     fn server(&self, i: usize) -> String {
         self.members[i].client().inner.addr.to_string()
+    }
+}
+
+/// A RedLock's attempts, for the one waiting loop.
+struct QuorumAttempts<'a> {
+    lock: &'a RedLock,
+    attempts: u32,
+}
+
+impl Attempts for QuorumAttempts<'_> {
+    type Won = RedGuard;
+
+    async fn attempt(&mut self, _waits: bool, _listening: bool) -> Outcome<RedGuard> {
+        let inner = &self.lock.members[0].client().inner;
+        if self.attempts > 0 {
+            // Every waiter of every client is woken by the same release: a random head
+            // start spreads them, so that one of them gets a majority rather than each
+            // getting a minority (a split vote).
+            let spread = Duration::from_micros(inner.jitter() % 1_000);
+            tokio::time::sleep(spread).await;
+        }
+        self.attempts += 1;
+        match self.lock.attempt().await {
+            Ok(guard) => Outcome::Granted(guard),
+            // Too few servers answered: ridden out as a transient state of the servers,
+            // for as long as the lease (then reported).
+            Err(Some(error)) => Outcome::Failed {
+                error,
+                failure: Failure::Transient("no quorum".into()),
+            },
+            Err(None) => Outcome::Busy(redlock::retry_pause(
+                self.lock.retry_delay.as_millis() as Millis,
+                inner.jitter(),
+            )),
+        }
+    }
+
+    fn give_back_in_background(&self) {
+        // Each attempt gives back what it took before it reports (and a dropped attempt
+        // in the background): the policy never asks for this.
+    }
+
+    /// After a failed attempt a waiter listens to every server's release announcements
+    /// (the attempt marked each lock it found held, so its release publishes).
+    fn listen_all(&self) -> Option<Vec<Listener>> {
+        Some(
+            self.lock
+                .members
+                .iter()
+                .map(|lock| lock.client().inner.hub.listen(&lock.keys.channel))
+                .collect(),
+        )
     }
 }
 

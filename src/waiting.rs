@@ -69,13 +69,64 @@ pub(crate) trait Attempts: Send {
     /// Gives back, in the background, what the acquisition's attempts may have left under
     /// its id (only called for a policy that [gives back](WaitPolicy::gives_back)).
     fn give_back_in_background(&self);
+    /// The listeners of a kind that waits on several channels (RedLock: one per server);
+    /// `None`: the one channel passed to [`acquire`].
+    fn listen_all(&self) -> Option<Vec<Listener>> {
+        None
+    }
+}
+
+/// What a waiter listens on: one channel, or several (woken by any).
+enum Listening {
+    One(Listener),
+    Many(Vec<Listener>),
+}
+
+impl Listening {
+    fn all(&self) -> &[Listener] {
+        match self {
+            Listening::One(listener) => std::slice::from_ref(listener),
+            Listening::Many(listeners) => listeners,
+        }
+    }
+
+    async fn ready(&self) {
+        for listener in self.all() {
+            listener.ready().await;
+        }
+    }
+
+    /// No wake-up can come: every subscription was refused.
+    fn denied(&self) -> bool {
+        self.all().iter().all(Listener::denied)
+    }
+
+    async fn notified(&self) {
+        match self {
+            Listening::One(listener) => listener.notified().await,
+            Listening::Many(listeners) => {
+                crate::join::first_n(listeners.iter().map(|l| l.notified()).collect(), 1).await
+            }
+        }
+    }
+
+    /// Hands a wake-up on (of several channels, to each: which one woke it is not kept).
+    fn pass_on(&self) {
+        self.all().iter().for_each(Listener::pass_on);
+    }
+
+    fn set_first_in_line(&mut self, first: bool) {
+        if let Listening::One(listener) = self {
+            listener.set_first_in_line(first);
+        }
+    }
 }
 
 /// One acquire, in flight: what must happen if its caller drops it.
 struct Acquiring<A: Attempts> {
     attempts: A,
     wait: Wait,
-    listener: Option<Listener>,
+    listener: Option<Listening>,
     done: bool,
 }
 
@@ -152,10 +203,7 @@ pub(crate) async fn run<A: Attempts>(
                 let waits = acquiring.wait.waits();
                 let listening = acquiring.wait.subscribed();
                 let outcome = acquiring.attempts.attempt(waits, listening).await;
-                let spinning = acquiring
-                    .listener
-                    .as_ref()
-                    .is_some_and(|listener| listener.denied());
+                let spinning = acquiring.listener.as_ref().is_some_and(Listening::denied);
                 let now = inner.clock.now();
                 let (tried, result) = match outcome {
                     Outcome::Granted(guard) => (Tried::Granted, Some(Ok(guard))),
@@ -189,7 +237,11 @@ pub(crate) async fn run<A: Attempts>(
                 next
             }
             WaitStep::Subscribe { confirm_until } => {
-                let listener = acquiring.listener.insert(inner.hub.listen(channel));
+                let listening = match acquiring.attempts.listen_all() {
+                    Some(listeners) => Listening::Many(listeners),
+                    None => Listening::One(inner.hub.listen(channel)),
+                };
+                let listener = acquiring.listener.insert(listening);
                 listener.set_first_in_line(first_in_line);
                 if counted {
                     waiting_gauge.get_or_insert_with(crate::observe::Waiting::start);

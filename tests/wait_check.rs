@@ -40,6 +40,7 @@ fn policies() -> Vec<(&'static str, WaitPolicy)> {
         ("write", WaitPolicy::read_write(false, TIMING)),
         ("fair", WaitPolicy::fair(TIMING)),
         ("semaphore", WaitPolicy::semaphore(TIMING)),
+        ("redlock", WaitPolicy::redlock(TIMING.tolerance)),
         (
             "latch",
             WaitPolicy::latch(

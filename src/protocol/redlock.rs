@@ -75,6 +75,13 @@ pub fn decide(granted: usize, servers: usize, lease_ms: Millis, elapsed_ms: Mill
     }
 }
 
+/// The pause before the next attempt after one that lost (the majority is held
+/// elsewhere): at random below `retry_delay_ms` (`jitter`: any random number), so that
+/// contending clients do not retry in step.
+pub fn retry_pause(retry_delay_ms: Millis, jitter: u64) -> Millis {
+    jitter % retry_delay_ms.max(1)
+}
+
 /// Whether an attempt's failures mean a majority cannot be had now: more servers failed
 /// (errors, no answer in time, not connected) than may fail.
 pub fn no_quorum(failed: usize, servers: usize) -> bool {

@@ -127,6 +127,21 @@ impl WaitPolicy {
         }
     }
 
+    /// RedLock (an attempt tries every server at once; a refusal's pause is random below
+    /// the retry delay): subscribed to every server's release announcements after the first
+    /// lost attempt, without waiting for confirmation. Too few servers answering is a
+    /// transient state ridden out for `tolerance` (the lease), from the first attempt on.
+    pub fn redlock(tolerance: Millis) -> WaitPolicy {
+        WaitPolicy {
+            listen_first: false,
+            confirm_within: None,
+            shares: false,
+            recheck: None,
+            gives_back: false,
+            tolerance,
+        }
+    }
+
     /// The semaphore: subscribed after the first refusal, without waiting for the
     /// confirmation (the channel is shared by every local waiter of the semaphore, usually
     /// subscribed already; a release missed meanwhile costs at most one pause). A release
