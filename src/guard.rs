@@ -9,7 +9,7 @@ use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
 use crate::protocol::Millis;
 use crate::protocol::hold::Rearm;
-use crate::protocol::release::ReleaseOutcome;
+use crate::protocol::release::{Found, ReleaseOutcome, Told, told};
 use crate::watchdog::{HoldEntry, LeaseMode};
 
 /// How many response timeouts [`LockGuard::release`] waits for its outcome.
@@ -314,30 +314,26 @@ impl LockGuard {
             name: self.lock.name().to_owned(),
             reason,
         };
-        match outcome {
-            ReleaseOutcome::Released { .. } => match self.entry.lost_reason() {
-                Some(reason) => Err(lost(reason)),
-                None => Ok(()),
-            },
-            ReleaseOutcome::NotHeld => {
-                // Tell every other guard of this hold, even if the watchdog had not noticed.
-                self.lock.client.inner.registry.gone(&self.entry);
-                let reason = self.entry.lost_reason().unwrap_or(match self.lock.mode {
-                    LeaseMode::Fixed(_) => LostReason::LeaseElapsed,
-                    LeaseMode::Watchdog => LostReason::OwnerFieldGone,
-                });
+        let Some(found) = Found::of_release(&outcome) else {
+            return match outcome {
+                ReleaseOutcome::NotALock => Err(self.lock.wrong_type("not a hash")),
+                other => Err(Error::UnexpectedReply(format!("release failed: {other:?}"))),
+            };
+        };
+        let fixed = matches!(self.lock.mode, LeaseMode::Fixed(_));
+        match told(found, self.entry.lost_reason(), fixed) {
+            Told::Released => Ok(()),
+            Told::Lost { reason, gone } => {
+                if gone {
+                    // Tell every other guard of this hold, even if the watchdog had not
+                    // noticed.
+                    self.lock.client.inner.registry.gone(&self.entry);
+                }
                 Err(lost(reason))
             }
-            ReleaseOutcome::Unconfirmed => match self.entry.lost_reason() {
-                Some(reason) => Err(lost(reason)),
-                None => Err(Error::ReleaseUnconfirmed {
-                    name: self.lock.name().to_owned(),
-                }),
-            },
-            ReleaseOutcome::NotALock => Err(self.lock.wrong_type("not a hash")),
-            ReleaseOutcome::Failed(failure) => Err(Error::UnexpectedReply(format!(
-                "release failed: {failure:?}"
-            ))),
+            Told::Unconfirmed => Err(Error::ReleaseUnconfirmed {
+                name: self.lock.name().to_owned(),
+            }),
         }
     }
 

@@ -23,7 +23,8 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
 use crate::guard::Unreleased;
-use crate::protocol::resend::{GivenBack, given_back};
+use crate::protocol::release::{Found, Told, told};
+use crate::protocol::resend::given_back;
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Millis, Reply};
 use crate::waiting::{Attempts, Outcome};
@@ -218,6 +219,22 @@ pub(crate) async fn give_back<K: SetKind>(
     hold_too: bool,
     leaving: bool,
 ) -> Result<bool> {
+    match give_back_found(kind, hold, hold_too, leaving).await? {
+        Found::Removed => Ok(true),
+        Found::Unconfirmed => Err(Error::ReleaseUnconfirmed {
+            name: kind.name().to_string(),
+        }),
+        Found::NotHeld => Ok(false),
+    }
+}
+
+/// Gives back `hold` (see [`give_back`]): what the give-back found.
+async fn give_back_found<K: SetKind>(
+    kind: &K,
+    hold: &Arc<str>,
+    hold_too: bool,
+    leaving: bool,
+) -> Result<Found> {
     let inner = &kind.client().inner;
     let call = kind.give_back_call(hold, hold_too, leaving);
     // Re-sent for as long as the hold could live (its lease, which for a fixed lease may
@@ -233,12 +250,7 @@ pub(crate) async fn give_back<K: SetKind>(
         .await
         .map_err(|(error, _)| error)?;
     match given_back(&resent, hold_too) {
-        Ok(GivenBack::Removed) => Ok(true),
-        Ok(GivenBack::Unconfirmed) => Err(Error::ReleaseUnconfirmed {
-            name: kind.name().to_string(),
-        }),
-        Ok(GivenBack::NotHeld) => Ok(false),
-        Ok(GivenBack::NotALock) => Err(kind.wrong_type(String::new())),
+        Ok(given) => Found::of_given_back(&given).ok_or_else(|| kind.wrong_type(String::new())),
         Err(unreadable) => Err(Error::UnexpectedReply(format!(
             "{unreadable} ({:?})",
             kind.name()
@@ -296,29 +308,31 @@ impl<K: SetKind> Held<K> {
     }
 
     /// Gives the hold back: `Err(LockLost)` when it had been lost, `Err(ReleaseUnconfirmed)`
-    /// when a retry after a lost reply found it gone.
+    /// when a retry after a lost reply found it gone (as the core's `release::told` says,
+    /// for every kind).
     pub(crate) async fn release(mut self) -> Result<()> {
-        let lost = if self.is_lost() {
-            self.lost_reason()
-        } else {
-            None
-        };
+        // A lease that ran out before this call is a loss, even if the watchdog task has
+        // not run since: check the clock before leaving.
+        self.is_lost();
         self.disarm();
         crate::observe::hold_ended(self.kind.name(), self.acquired_at.elapsed(), "released");
-        let given = give_back(&self.kind, &self.hold, true, false).await?;
-        if let Some(reason) = lost {
-            return Err(Error::LockLost {
-                name: self.kind.name().to_string(),
-                reason,
-            });
+        let found = give_back_found(&self.kind, &self.hold, true, false).await?;
+        let fixed = matches!(self.kind.lease_mode(), LeaseMode::Fixed(_));
+        let name = || self.kind.name().to_string();
+        match told(found, self.lost_reason(), fixed) {
+            Told::Released => Ok(()),
+            Told::Lost { reason, gone } => {
+                if gone {
+                    // Tell every other guard of this hold (a read re-entered through it).
+                    self.kind.client().inner.registry.gone(&self.entry);
+                }
+                Err(Error::LockLost {
+                    name: name(),
+                    reason,
+                })
+            }
+            Told::Unconfirmed => Err(Error::ReleaseUnconfirmed { name: name() }),
         }
-        if !given {
-            return Err(Error::LockLost {
-                name: self.kind.name().to_string(),
-                reason: LostReason::OwnerFieldGone,
-            });
-        }
-        Ok(())
     }
 }
 

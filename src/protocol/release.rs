@@ -47,6 +47,84 @@ pub enum ReleaseOutcome {
     Failed(Failure),
 }
 
+/// What a guard's release found, whatever the kind: the kinds' replies
+/// ([`ReleaseOutcome`], [`GivenBack`](super::resend::GivenBack)) read alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Found {
+    /// This release gave the hold back.
+    Removed,
+    /// The hold had ended before this release.
+    NotHeld,
+    /// A copy whose reply was lost may have given it back; it is gone now.
+    Unconfirmed,
+}
+
+impl Found {
+    /// A give-back's reading; `None` for keys that are not of the kind.
+    pub fn of_given_back(given: &super::resend::GivenBack) -> Option<Found> {
+        use super::resend::GivenBack;
+        match given {
+            GivenBack::Removed => Some(Found::Removed),
+            GivenBack::NotHeld => Some(Found::NotHeld),
+            GivenBack::Unconfirmed => Some(Found::Unconfirmed),
+            GivenBack::NotALock => None,
+        }
+    }
+
+    /// A plain-lock release's outcome; `None` when it is not one of these.
+    pub fn of_release(outcome: &ReleaseOutcome) -> Option<Found> {
+        match outcome {
+            ReleaseOutcome::Released { .. } => Some(Found::Removed),
+            ReleaseOutcome::NotHeld => Some(Found::NotHeld),
+            ReleaseOutcome::Unconfirmed => Some(Found::Unconfirmed),
+            ReleaseOutcome::NotALock | ReleaseOutcome::Failed(_) => None,
+        }
+    }
+}
+
+/// What a guard's release tells its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Told {
+    /// `Ok`: this release gave the hold back, and the hold was never lost before.
+    Released,
+    /// The hold was lost before the release: the critical section was not protected to
+    /// the end. `gone`: the release found it gone, so every other guard of the hold must
+    /// be told too.
+    Lost {
+        /// Why.
+        reason: crate::error::LostReason,
+        /// Whether the hold is now known to be gone (tell its other guards).
+        gone: bool,
+    },
+    /// A reply was lost and the hold is gone: whether this release or an earlier loss
+    /// ended it cannot be told.
+    Unconfirmed,
+}
+
+/// What a guard's release tells its caller, for every kind: from what the release
+/// `found`, the loss the client had `noticed` before or during it, and whether the hold
+/// had a fixed lease (a hold found gone without a noticed loss ran out of it) or the
+/// watchdog's (it was deleted, flushed or replaced).
+pub fn told(found: Found, noticed: Option<crate::error::LostReason>, fixed_lease: bool) -> Told {
+    use crate::error::LostReason;
+    match (found, noticed) {
+        (Found::Removed, None) => Told::Released,
+        (Found::Removed | Found::Unconfirmed, Some(reason)) => Told::Lost {
+            reason,
+            gone: false,
+        },
+        (Found::NotHeld, noticed) => Told::Lost {
+            reason: noticed.unwrap_or(if fixed_lease {
+                LostReason::LeaseElapsed
+            } else {
+                LostReason::OwnerFieldGone
+            }),
+            gone: true,
+        },
+        (Found::Unconfirmed, None) => Told::Unconfirmed,
+    }
+}
+
 /// The next step of a release.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ReleaseStep {

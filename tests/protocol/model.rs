@@ -22,7 +22,9 @@ use redis_locks::protocol::acquire::{AcquireRequest, Granted};
 use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
 use redis_locks::protocol::hold::{HoldState, Joining, Rearm, drift};
 use redis_locks::protocol::lane::Lane;
-use redis_locks::protocol::release::{ReleaseFlow, ReleaseOp, ReleaseOutcome, ReleaseResult};
+use redis_locks::protocol::release::{
+    Found, ReleaseFlow, ReleaseOp, ReleaseOutcome, ReleaseResult, Told, told,
+};
 use redis_locks::protocol::renew::{
     RenewItem, Renewed, decode_renew, renew_call, renew_call_on_node,
 };
@@ -981,6 +983,8 @@ impl State {
                 return;
             }
         };
+        // What the guard tells its caller: the core's `release::told`, as the guard asks it.
+        let told = Found::of_release(&outcome).map(|found| told(found, lost, !g.watchdog));
         match &outcome {
             ReleaseOutcome::Released { remaining } => {
                 if remaining.is_some_and(|n| n > 0) {
@@ -992,7 +996,7 @@ impl State {
                 // "Release is true": the guard reports Ok (not lost) only if an execution of
                 // this very release gave the hold back.
                 let applied = release.is_some_and(|r| self.applied.contains(r.request()));
-                if reported && lost.is_none() && !applied && fx.violation.is_none() {
+                if reported && told == Some(Told::Released) && !applied && fx.violation.is_none() {
                     fx.violation = Some((
                         "release is true",
                         format!(
@@ -1003,17 +1007,28 @@ impl State {
                     ));
                 }
             }
-            ReleaseOutcome::NotHeld => {
-                // As the guard does: every guard of this hold is told.
+            ReleaseOutcome::NotHeld
+            | ReleaseOutcome::Unconfirmed
+            | ReleaseOutcome::Failed(_)
+            | ReleaseOutcome::NotALock => {}
+        }
+        match told {
+            // As the guard does: every guard of this hold is told.
+            Some(Told::Lost { gone: true, .. }) => {
                 if c.states[g.state].on_gone().is_some() {
                     fx.milestones.push(4);
                     Self::told(&self.ks, self.now, &c.states[g.state], fx);
                 }
             }
-            ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed => {
-                self.abandoned.insert(g.hold.clone());
+            Some(Told::Released) => {}
+            Some(Told::Lost { gone: false, .. } | Told::Unconfirmed) | None => {
+                if matches!(
+                    outcome,
+                    ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed
+                ) {
+                    self.abandoned.insert(g.hold.clone());
+                }
             }
-            ReleaseOutcome::NotALock => {}
         }
     }
 
