@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::keys::{self, LockKeys};
 use crate::lanes::Lanes;
@@ -14,7 +15,7 @@ use crate::protocol::{Call, Reply};
 use crate::pubsub::Hub;
 use crate::scripts::{self, CallError, Scripts};
 use crate::topology::{self, Conn, REDACTED, Target};
-use crate::watchdog::{Clock, Registry, Watchdog, WatchdogStats};
+use crate::watchdog::{Registry, Watchdog, WatchdogStats};
 
 /// Default watchdog timeout: the lease of locks taken without an explicit lease.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);

@@ -40,6 +40,7 @@
 #[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;
+mod clock;
 mod detach;
 mod drive;
 mod error;

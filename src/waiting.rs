@@ -1,6 +1,6 @@
 //! The runtime of the waiting loop: the one async shell around the core's
-//! [`Wait`](crate::protocol::wait::Wait), for every kind that waits for a release (the
-//! plain lock, the read-write lock, the fair lock, the semaphore). It makes the attempts,
+//! `protocol::wait::Wait`, for every kind that waits (the plain lock, the read-write lock,
+//! the fair lock, the semaphore, RedLock, and the latch's wait). It makes the attempts,
 //! subscribes, sleeps and wakes as the core decides, and records the acquire's span and
 //! metrics. What differs between kinds is only how one attempt is made ([`Attempts`]) and
 //! their [`WaitPolicy`].
