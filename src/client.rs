@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::background::Background;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::keys::{self, LockKeys};
+use crate::keys;
 use crate::lanes::Lanes;
-use crate::lock::Lock;
 use crate::protocol::{Call, Reply};
 use crate::pubsub::Hub;
 use crate::scripts::{self, CallError, Scripts};
@@ -94,50 +94,6 @@ pub(crate) struct ClientInner {
     /// guard starts when it is dropped outside any runtime goes there.
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) clock: Clock,
-}
-
-/// Counts background work (releases of dropped guards, acquire attempts whose caller
-/// left) so that [`LockClient::flush`] can wait for it.
-#[derive(Debug, Default)]
-pub(crate) struct Background {
-    running: std::sync::atomic::AtomicUsize,
-    idle: tokio::sync::Notify,
-}
-
-impl Background {
-    /// Spawns `work` on `runtime`, counted until it finishes (or is dropped by a runtime
-    /// shutdown).
-    pub(crate) fn spawn<F>(self: &Arc<Self>, runtime: &tokio::runtime::Handle, work: F)
-    where
-        F: std::future::Future<Output = ()> + Send + 'static,
-    {
-        struct Done(Arc<Background>);
-        impl Drop for Done {
-            fn drop(&mut self) {
-                if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    self.0.idle.notify_waiters();
-                }
-            }
-        }
-        self.running.fetch_add(1, Ordering::AcqRel);
-        let done = Done(self.clone());
-        runtime.spawn(async move {
-            let _done = done;
-            work.await;
-        });
-    }
-
-    async fn idle(&self) {
-        loop {
-            let idle = self.idle.notified();
-            tokio::pin!(idle);
-            idle.as_mut().enable();
-            if self.running.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            idle.await;
-        }
-    }
 }
 
 impl Drop for ClientInner {
@@ -419,22 +375,6 @@ impl LockClient {
     /// Cancel-safe: dropping the future drops the half-built client and its connections.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::builder(url).connect().await
-    }
-
-    /// A handle to the lock called `name`. Validates the name (see
-    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)); does not talk to Redis.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
-    /// let lock = client.lock("reports:daily")?;
-    /// if let Some(guard) = lock.try_acquire().await? {
-    ///     guard.release().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self, name: &str) -> Result<Lock> {
-        let keys = LockKeys::new(&self.inner.prefix, self.inner.db, self.inner.sharded, name)?;
-        Ok(Lock::new(self.clone(), keys))
     }
 
     /// This client's random identity (UUID v4). Default owner ids start with it.

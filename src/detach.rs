@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::client::{Background, ClientInner};
+use crate::background::Background;
 use crate::error::{Error, Result};
 
 type Work<T> = Pin<Box<dyn Future<Output = Result<T>> + Send>>;
@@ -29,13 +29,19 @@ pub(crate) struct Detachable<T: Send + 'static> {
 }
 
 impl<T: Send + 'static> Detachable<T> {
-    pub(crate) fn new(work: Work<T>, client: &ClientInner, run_if_unstarted: bool) -> Self {
+    /// `work`, moved to `background` on `runtime` (the client's) if its caller drops it.
+    pub(crate) fn new(
+        work: Work<T>,
+        background: &Arc<Background>,
+        runtime: &tokio::runtime::Handle,
+        run_if_unstarted: bool,
+    ) -> Self {
         Detachable {
             work: Some(work),
             started: false,
             run_if_unstarted,
-            background: client.background.clone(),
-            runtime: client.runtime.clone(),
+            background: background.clone(),
+            runtime: runtime.clone(),
         }
     }
 }

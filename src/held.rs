@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
+use crate::background::Unreleased;
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
-use crate::guard::Unreleased;
 use crate::protocol::release::{Found, Told, told};
 use crate::protocol::resend::given_back;
 use crate::protocol::wait::{WaitPolicy, WaitTiming};

@@ -37,6 +37,7 @@
 
 #![warn(missing_docs)]
 
+mod background;
 #[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;
@@ -45,7 +46,6 @@ mod detach;
 mod drive;
 mod error;
 mod fair;
-mod guard;
 mod held;
 mod join;
 mod keys;
@@ -72,10 +72,9 @@ pub use client::{
 };
 pub use error::{CommandError, Error, LostReason, Result};
 pub use fair::{FAIR_WAITER_LEASE, FairGuard, FairLock, FairLockState};
-pub use guard::LockGuard;
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, MAX_COUNT};
-pub use lock::{Lock, LockState};
+pub use lock::{Lock, LockGuard, LockState};
 pub use multi::{MultiGuard, MultiLock};
 pub use protocol::rwlock::RwKind;
 pub use redlock::{REDLOCK_RETRY_DELAY, RedGuard, RedLock};

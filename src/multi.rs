@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::error::{Error, LostReason, Result};
-use crate::guard::LockGuard;
 use crate::lock::Lock;
+use crate::lock::LockGuard;
 
 /// Several [`Lock`]s taken all or none. Cheap to clone.
 ///

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::error::{Error, LostReason, Result};
-use crate::guard::LockGuard;
 use crate::lock::Lock;
+use crate::lock::LockGuard;
 
 /// The default longest random pause between two attempts.
 pub const REDLOCK_RETRY_DELAY: Duration = Duration::from_millis(200);

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::LockGuard;
 use crate::detach::Detachable;
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
 use crate::protocol::Millis;
 use crate::protocol::acquire::{AcquireRequest, Granted};
 use crate::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
@@ -33,7 +33,8 @@ impl Lock {
         let owner = owner.clone();
         Detachable::new(
             Box::pin(async move { lock.attempt_here(&owner, listening).await }),
-            &self.client.inner,
+            &self.client.inner.background,
+            &self.client.inner.runtime,
             false,
         )
     }

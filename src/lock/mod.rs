@@ -1,15 +1,18 @@
 //! The reentrant lock handle: its options and the acquire entry points.
 //!
-//! The rest of the handle lives in submodules, one concern each: `wait` (the waiting
-//! loop), `attempt` (one acquire attempt in its lane, and the reconciliation of a lost
-//! reply), `release` (giving back a hold), `inspect` (reading a lock, deleting it).
+//! The rest of the handle lives in submodules, one concern each: `wait` (its attempts and
+//! waiting policy, for the one waiting loop), `attempt` (one acquire attempt in its lane,
+//! and the reconciliation of a lost reply), `guard` (`LockGuard`), `release` (giving back a
+//! hold), `inspect` (reading a lock, deleting it).
 
 mod attempt;
+mod guard;
 mod inspect;
 mod release;
 mod wait;
 
 pub(crate) use attempt::Attempt;
+pub use guard::LockGuard;
 pub use inspect::LockState;
 
 use std::sync::Arc;
@@ -17,7 +20,6 @@ use std::time::Duration;
 
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
-use crate::guard::LockGuard;
 use crate::keys::{self, LockKeys};
 use crate::watchdog::LeaseMode;
 
@@ -62,6 +64,24 @@ pub struct Lock {
     owner: Option<Arc<str>>,
     pub(crate) mode: LeaseMode,
     fenced: bool,
+}
+
+impl LockClient {
+    /// A handle to the lock called `name`. Validates the name (see
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)); does not talk to Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+    /// let lock = client.lock("reports:daily")?;
+    /// if let Some(guard) = lock.try_acquire().await? {
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: &str) -> Result<Lock> {
+        let keys = LockKeys::new(&self.inner.prefix, self.inner.db, self.inner.sharded, name)?;
+        Ok(Lock::new(self.clone(), keys))
+    }
 }
 
 impl std::fmt::Debug for Lock {

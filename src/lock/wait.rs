@@ -5,8 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::LockGuard;
 use crate::error::Result;
-use crate::guard::LockGuard;
 use crate::protocol::wait::WaitPolicy;
 use crate::waiting::{Attempts, Outcome};
 

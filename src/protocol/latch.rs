@@ -56,6 +56,11 @@ pub fn count_down_call(keys: &LatchKeys, request: &str) -> Call {
     } else {
         seq
     };
+    let tag = if planted::is(Defect::LatchTagDropped) {
+        ""
+    } else {
+        tag
+    };
     Call {
         script: ScriptId::LatchCountDown,
         keys: vec![keys.hash.clone()],
@@ -82,6 +87,9 @@ pub fn decode_done(reply: &Reply) -> Result<LatchReply, String> {
     match reply {
         Reply::Int(1) => Ok(LatchReply::Done(true)),
         Reply::Int(0) => Ok(LatchReply::Done(false)),
+        Reply::Int(-2) if planted::is(Defect::LatchWrongTypeReadAsNotDone) => {
+            Ok(LatchReply::Done(false))
+        }
         Reply::Int(-2) => Ok(LatchReply::NotALatch),
         other => Err(format!("latch: {other:?}")),
     }
@@ -92,6 +100,9 @@ pub fn decode_count_down(reply: &Reply) -> Result<LatchReply, String> {
     match reply {
         Reply::Int(1) if planted::is(Defect::LatchOneReadAsOpen) => Ok(LatchReply::Remaining(0)),
         Reply::Int(n) if *n >= 0 => Ok(LatchReply::Remaining(*n as u64)),
+        Reply::Int(-2) if planted::is(Defect::LatchWrongTypeReadAsOpen) => {
+            Ok(LatchReply::Remaining(0))
+        }
         Reply::Int(-2) => Ok(LatchReply::NotALatch),
         other => Err(format!("latch_count_down: {other:?}")),
     }

@@ -15,7 +15,9 @@ pub type OrderKey = (String, String);
 /// member named twice (it would wait for itself).
 pub fn global_order(keys: &[OrderKey]) -> Result<Vec<usize>, usize> {
     let mut order: Vec<usize> = (0..keys.len()).collect();
-    if !planted::is(Defect::MultiOrderAsNamed) {
+    if planted::is(Defect::MultiOrderByKeyOnly) {
+        order.sort_by(|a, b| keys[*a].0.cmp(&keys[*b].0));
+    } else if !planted::is(Defect::MultiOrderAsNamed) {
         order.sort_by(|a, b| keys[*a].cmp(&keys[*b]));
     }
     let mut sorted = order.clone();
@@ -60,7 +62,12 @@ impl MultiAcquire {
     }
 
     fn next(&self) -> MultiStep {
-        if self.taken == self.members {
+        let all = if planted::is(Defect::MultiHeldBeforeLast) {
+            self.members.saturating_sub(1)
+        } else {
+            self.members
+        };
+        if self.taken >= all {
             MultiStep::Held
         } else {
             MultiStep::Take(self.taken)
@@ -73,6 +80,8 @@ impl MultiAcquire {
         if !taken {
             let keep = if planted::is(Defect::MultiKeepsPartial) {
                 0
+            } else if planted::is(Defect::MultiGivesBackOneFewer) {
+                self.taken.saturating_sub(1)
             } else {
                 self.taken
             };

@@ -77,6 +77,28 @@ pub enum Defect {
     /// A waiter whose attempt after a wake-up fails keeps the wake-up: the next local
     /// waiter sleeps on.
     WaitDropsWakeUp,
+    // --- latch and multi-lock defects, second set (tests/latch_teeth.rs,
+    // tests/multi_teeth.rs) go below this line ---
+    /// A count-down names only its sequence number, not its client: every client's
+    /// count-downs share one record in the latch, so another client's count-down with the
+    /// same sequence number is taken for a copy of an applied one and not counted.
+    LatchTagDropped,
+    /// The count-down's reply reader takes "the key is not a latch" (-2) for "open": a
+    /// count-down of a key that holds something else reports the latch open.
+    LatchWrongTypeReadAsOpen,
+    /// The set/delete reply reader takes "the key is not a latch" (-2) for "nothing to
+    /// do": closing a key that holds something else reports the latch already closed.
+    LatchWrongTypeReadAsNotDone,
+    /// The all-or-none walk compares the members taken with the index of the last member,
+    /// not the count: it reports the multi-lock held before its last member is taken.
+    MultiHeldBeforeLast,
+    /// A failed acquisition gives back one member fewer than it took (the index of the
+    /// last member taken used as the count): the last member taken stays held.
+    MultiGivesBackOneFewer,
+    /// The global order sorts members by key only, not by key then server: two members
+    /// with one key on two servers are taken in the order they were named, so two
+    /// multi-locks naming them in opposite orders can wait for each other in a cycle.
+    MultiOrderByKeyOnly,
 }
 
 #[cfg(feature = "planted-defects")]

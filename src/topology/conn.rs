@@ -18,30 +18,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
 use tokio::sync::watch;
 
 use super::sentinel::SentinelConn;
+use super::settings::{Settings, suggests_topology_change};
 use super::{ClusterTarget, Target};
-
-/// Timeouts a connection is built with.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Settings {
-    pub(crate) connect_timeout: Duration,
-    pub(crate) response_timeout: Duration,
-}
-
-impl Settings {
-    pub(crate) fn manager_config(&self) -> ConnectionManagerConfig {
-        ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500))
-    }
-}
 
 /// The shared command connection. Cheap to clone.
 #[derive(Clone)]
@@ -190,17 +174,6 @@ fn unexpected(what: &str, value: &Value) -> RedisError {
         "unexpected reply",
         format!("{what}: {value:?}"),
     ))
-}
-
-/// Whether an error means the connection may point at the wrong node, so the topology
-/// should be looked up again.
-pub(crate) fn suggests_topology_change(err: &RedisError) -> bool {
-    err.is_io_error()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
-        || err.is_timeout()
-        || matches!(err.code(), Some("READONLY" | "CLUSTERDOWN" | "MASTERDOWN"))
-        || err.kind() == redis::ErrorKind::ClusterConnectionNotFound
 }
 
 /// A reply obtained by following an `ASK` for a single command.

@@ -7,10 +7,12 @@
 
 mod conn;
 mod sentinel;
+mod settings;
 mod slot;
 
-pub(crate) use conn::{Conn, Settings, cluster_client};
+pub(crate) use conn::{Conn, cluster_client};
 pub(crate) use sentinel::SentinelConn;
+pub(crate) use settings::Settings;
 pub(crate) use slot::slot_of;
 
 use crate::error::{Error, Result};

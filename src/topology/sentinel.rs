@@ -28,7 +28,7 @@ use redis::{
 use tokio::sync::watch;
 
 use super::SentinelTarget;
-use super::conn::{Settings, suggests_topology_change};
+use super::settings::{Settings, suggests_topology_change};
 
 /// How often the primary is looked up while nothing fails and no announcement came.
 const POLL_INTERVAL: Duration = Duration::from_secs(5);

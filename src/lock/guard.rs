@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
+use super::Lock;
+use crate::background::Unreleased;
 use crate::error::{Error, LostReason, Result};
-use crate::lock::Lock;
 use crate::protocol::Millis;
 use crate::protocol::hold::Rearm;
 use crate::protocol::release::{Found, ReleaseOutcome, Told, told};
@@ -351,7 +352,8 @@ impl LockGuard {
         let (lock, owner, hold) = (self.lock.clone(), self.owner.clone(), self.hold.clone());
         let mut work = crate::detach::Detachable::new(
             Box::pin(async move { lock.release_hold(&owner, &hold, give_up_at, rearm).await }),
-            inner,
+            &inner.background,
+            &inner.runtime,
             true,
         );
         let wait = inner.response_timeout * RELEASE_WAIT_TIMEOUTS;
@@ -443,56 +445,5 @@ impl Drop for LockGuard {
                 ),
             }
         });
-    }
-}
-
-/// A dropped guard's background release, until it has run (every kind's guard): if the
-/// runtime drops the task unrun, it says so.
-pub(crate) struct Unreleased {
-    /// The lock's name while the release has not run.
-    name: Option<String>,
-    lease_left: Duration,
-}
-
-impl Unreleased {
-    pub(crate) fn new(name: &str, lease_left: Duration) -> Unreleased {
-        Unreleased {
-            name: Some(name.to_owned()),
-            lease_left,
-        }
-    }
-
-    pub(crate) fn ran(&mut self) {
-        self.name = None;
-    }
-}
-
-impl Drop for Unreleased {
-    fn drop(&mut self) {
-        if let Some(name) = &self.name {
-            unreleased(
-                name,
-                self.lease_left,
-                "the runtime shut down before the dropped guard's release ran; await \
-                 `client.flush()` (or release the guard) before leaving `main` or shutting \
-                 the runtime down",
-            );
-        }
-    }
-}
-
-/// A hold that will not be given back: it stays in Redis until its lease runs out, and
-/// everyone else waits for it. Logged at error level; printed to stderr too when no
-/// `tracing` subscriber would show it, because nobody would learn of it otherwise.
-fn unreleased(name: &str, lease_left: Duration, why: &str) {
-    tracing::error!(lock = name, ?lease_left, "lock not released: {why}");
-    let silent = tracing::dispatcher::get_default(|dispatch| {
-        dispatch.is::<tracing::subscriber::NoSubscriber>()
-    });
-    if silent {
-        eprintln!(
-            "redis-locks: lock {name:?} was not released: {why}. It stays held until its \
-             lease runs out, up to {lease_left:?} from now."
-        );
     }
 }
