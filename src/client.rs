@@ -188,50 +188,6 @@ impl ClientInner {
         }
     }
 
-    /// [`ClientInner::run`] for a read-only call (inspection), re-sent through connection
-    /// errors and transient states for up to a response timeout: running it twice
-    /// changes nothing, and right after a failover the first call may meet a connection
-    /// to the dead node.
-    pub(crate) async fn read(&self, call: &Call) -> Result<Reply> {
-        let give_up_at = tokio::time::Instant::now() + self.response_timeout;
-        self.resend_until(call, give_up_at).await.0
-    }
-
-    /// Sends `call`, and sends the *same* call again after a lost reply, a refused
-    /// connection or a transient server state, with back-off, until `give_up_at`. Only for
-    /// calls that are safe to repeat: read-only, or exactly-once by a request id carried
-    /// in the call (`latch_count_down.lua`, `sem_acquire.lua`, `sem_release.lua`). Also
-    /// returns whether an earlier copy may have run (a reply was lost).
-    pub(crate) async fn resend_until(
-        &self,
-        call: &Call,
-        give_up_at: tokio::time::Instant,
-    ) -> (Result<Reply>, bool) {
-        match self.resend(call, self.clock.ceil(give_up_at)).await {
-            Ok(resent) => (Ok(resent.reply), resent.after_loss),
-            Err((error, after_loss)) => (Err(error), after_loss),
-        }
-    }
-
-    /// The core's [`Resend`](crate::protocol::resend::Resend) of `call` until `give_up_at`
-    /// (on the client's clock), driven: the reply with the first copy's send time, or the
-    /// error and whether a copy may have run.
-    pub(crate) async fn resend(
-        &self,
-        call: &Call,
-        give_up_at: crate::protocol::Millis,
-    ) -> std::result::Result<crate::protocol::resend::Resent, (Error, bool)> {
-        let mut resend = crate::protocol::resend::Resend::new(call.clone(), give_up_at);
-        let driven = crate::drive::drive(self, &mut (), &mut resend).await;
-        match driven.outcome {
-            Ok(resent) => Ok(resent),
-            Err(gave_up) => {
-                let error = driven.last_error.unwrap_or_else(|| self.timeout_error());
-                Err((self.redis_error(error), gave_up.after_loss))
-            }
-        }
-    }
-
     /// [`ClientInner::run`] for calls whose failures are simply reported.
     pub(crate) async fn eval(&self, call: &Call) -> Result<Reply> {
         self.run(call)

@@ -167,36 +167,7 @@ pub enum Error {
     UnexpectedReply(String),
 }
 
-/// Why a held lock is considered lost. Carried by [`Error::LockLost`] and by a guard's
-/// [`lost_reason`](crate::LockGuard::lost_reason).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LostReason {
-    /// A renewal, check or release found that this hold is no longer current: the key was
-    /// deleted, flushed or expired, Redis restarted without it, or the owner now holds a
-    /// newer hold.
-    OwnerFieldGone,
-    /// Renewals could not reach Redis until the lease must have run out.
-    LeaseExpiredUnconfirmed,
-    /// The lock was taken with an explicit lease (no watchdog) and it has run out.
-    LeaseElapsed,
-    /// The hold was given back without this guard: [`Lock::unlock`](crate::Lock::unlock)
-    /// in this client released its last count.
-    Unlocked,
-}
-
-impl std::fmt::Display for LostReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            LostReason::OwnerFieldGone => "the hold is gone from Redis",
-            LostReason::LeaseExpiredUnconfirmed => {
-                "Redis could not be reached to renew the lease before it ran out"
-            }
-            LostReason::LeaseElapsed => "the explicit lease ran out",
-            LostReason::Unlocked => "it was released without this guard, by Lock::unlock",
-        })
-    }
-}
+pub use crate::protocol::hold::LostReason;
 
 /// A Redis command that failed, with the server it was sent to. Displays as
 /// `<server>: <what Redis or the connection reported>`.

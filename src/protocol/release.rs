@@ -92,7 +92,7 @@ pub enum Told {
     /// be told too.
     Lost {
         /// Why.
-        reason: crate::error::LostReason,
+        reason: super::hold::LostReason,
         /// Whether the hold is now known to be gone (tell its other guards).
         gone: bool,
     },
@@ -105,8 +105,8 @@ pub enum Told {
 /// `found`, the loss the client had `noticed` before or during it, and whether the hold
 /// had a fixed lease (a hold found gone without a noticed loss ran out of it) or the
 /// watchdog's (it was deleted, flushed or replaced).
-pub fn told(found: Found, noticed: Option<crate::error::LostReason>, fixed_lease: bool) -> Told {
-    use crate::error::LostReason;
+pub fn told(found: Found, noticed: Option<super::hold::LostReason>, fixed_lease: bool) -> Told {
+    use super::hold::LostReason;
     match (found, noticed) {
         (Found::Removed, None) => Told::Released,
         (Found::Removed | Found::Unconfirmed, Some(reason)) => Told::Lost {
