@@ -13,6 +13,7 @@ mod connect;
 mod duration;
 mod exit;
 mod group;
+mod held;
 mod indicator;
 mod multi;
 mod redlock;

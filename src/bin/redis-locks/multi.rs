@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::args::RunArgs;
 use crate::duration::human;
 use crate::exit::Failure;
-use crate::run::{Acquired, CANCEL_SETTLE, Held, not_acquired, prepare, wait_limit};
+use crate::held::{Acquired, CANCEL_SETTLE, Holding, Pending, not_acquired, prepare, wait_limit};
 use crate::signals::Signals;
 
 /// Each name of NAME and the --also names is valid and named once (before connecting:
@@ -56,11 +56,11 @@ pub async fn acquire(
     };
     tokio::select! {
         acquired = attempt => match acquired? {
-            Some(guard) => Ok(Acquired::Guard(Held::Multi(Box::new(MultiHeld {
+            Some(guard) => Ok(Acquired::Guard(Box::new(MultiHeld {
                 guard,
                 name: args.name.clone(),
                 also: args.also.clone(),
-            })))),
+            }))),
             None => Ok(Acquired::Busy(
                 busy_message(&multi, args, started.elapsed()).await,
             )),
@@ -120,13 +120,13 @@ pub struct MultiHeld {
     also: Vec<String>,
 }
 
-impl MultiHeld {
-    pub fn name(&self) -> &str {
+impl Holding for MultiHeld {
+    fn name(&self) -> &str {
         &self.name
     }
 
     /// `multi-lock "a", "b"`, in the order named.
-    pub fn what(&self) -> String {
+    fn what(&self) -> String {
         format!(
             "multi-{}",
             describe(&self.name, &self.also).replacen("locks", "lock", 1)
@@ -134,7 +134,7 @@ impl MultiHeld {
     }
 
     /// Every member has the same owner (this process's).
-    pub fn owner(&self) -> &str {
+    fn owner(&self) -> &str {
         self.guard
             .guards()
             .first()
@@ -142,13 +142,13 @@ impl MultiHeld {
     }
 
     /// The names, one per line, in member order (names contain no control characters).
-    pub fn names(&self) -> String {
+    fn names(&self) -> Option<String> {
         let names: Vec<&str> = self.guard.guards().iter().map(|g| g.name()).collect();
-        names.join("\n")
+        Some(names.join("\n"))
     }
 
     /// The fencing tokens, comma-separated in member order; `None` without --fenced.
-    pub fn tokens(&self) -> Option<String> {
+    fn token(&self) -> Option<String> {
         let tokens = self.guard.fencing_tokens();
         if tokens.iter().all(Option::is_none) {
             return None;
@@ -160,12 +160,16 @@ impl MultiHeld {
         Some(text.join(","))
     }
 
-    pub async fn lost(&self) {
-        self.guard.lost().await
+    fn is_multi(&self) -> bool {
+        true
+    }
+
+    fn lost(&self) -> Pending<'_, ()> {
+        Box::pin(self.guard.lost())
     }
 
     /// Which member was lost, and why.
-    pub fn lost_reason(&self) -> Option<String> {
+    fn lost_reason(&self) -> Option<String> {
         let named = self.guard.guards().iter().find_map(|guard| {
             guard
                 .lost_reason()
@@ -179,7 +183,14 @@ impl MultiHeld {
     }
 
     /// Releases every member; `Err(LockLost)` naming a member that had been lost.
-    pub async fn release(self) -> Result<(), Error> {
-        self.guard.release().await
+    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
+        Box::pin(async move {
+            let result = self.guard.release().await;
+            match &result {
+                Ok(()) => tracing::info!("released the locks"),
+                Err(err) => tracing::debug!(error = %err, "release of the locks failed"),
+            }
+            result
+        })
     }
 }

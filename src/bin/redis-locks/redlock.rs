@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::args::{Global, RunArgs};
 use crate::connect::RedServer;
 use crate::exit::{self, Failure};
-use crate::run::{Acquired, CANCEL_SETTLE, Held, cli_owner, not_acquired, wait_limit};
+use crate::held::{Acquired, CANCEL_SETTLE, Holding, Pending, cli_owner, not_acquired, wait_limit};
 use crate::signals::Signals;
 
 /// How long a server may take to tell its state (busy message).
@@ -176,12 +176,12 @@ impl RedSet {
         };
         tokio::select! {
             acquired = attempt => match acquired.map_err(|err| self.name_unconnected(err))? {
-                Some(guard) => Ok(Acquired::Guard(Held::Red(Box::new(RedHeld::new(
+                Some(guard) => Ok(Acquired::Guard(Box::new(RedHeld::new(
                     guard,
                     self.owner.clone(),
                     (self.servers, self.lock.quorum()),
                     args.lease.is_some(),
-                ))))),
+                )))),
                 None => Ok(Acquired::Busy(self.busy_message(args, started.elapsed()).await)),
             },
             got = signals.recv() => {
@@ -288,32 +288,40 @@ impl RedHeld {
         }
     }
 
-    pub fn name(&self) -> &str {
-        self.guard.name()
-    }
-
-    pub fn owner(&self) -> &str {
-        &self.owner
-    }
-
-    pub async fn lost(&self) {
-        match self.valid_until {
-            Some(until) => tokio::select! {
-                () = self.guard.lost() => {}
-                () = tokio::time::sleep_until(Instant::from_std(until)) => {}
-            },
-            None => self.guard.lost().await,
-        }
-    }
-
     fn expired(&self) -> bool {
         self.valid_until
             .is_some_and(|until| std::time::Instant::now() >= until)
     }
+}
+
+impl Holding for RedHeld {
+    fn name(&self) -> &str {
+        self.guard.name()
+    }
+
+    fn what(&self) -> String {
+        format!("RedLock {:?}", self.guard.name())
+    }
+
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn lost(&self) -> Pending<'_, ()> {
+        Box::pin(async move {
+            match self.valid_until {
+                Some(until) => tokio::select! {
+                    () = self.guard.lost() => {}
+                    () = tokio::time::sleep_until(Instant::from_std(until)) => {}
+                },
+                None => self.guard.lost().await,
+            }
+        })
+    }
 
     /// "held on 2 of 5 servers, 3 needed; first loss: ...", when fewer than a majority
     /// of holds remain; the --lease message when its validity ran out.
-    pub fn lost_reason(&self) -> Option<String> {
+    fn lost_reason(&self) -> Option<String> {
         if !self.guard.is_lost() {
             return self.expired().then(|| {
                 "its --lease ran out, counted from before the acquire and less a clock drift \
@@ -335,16 +343,24 @@ impl RedHeld {
 
     /// Gives the lock back on every server that holds it. `Err(LockLost)` when fewer than
     /// a majority of holds were given back, or a fixed --lease's validity had run out.
-    pub async fn release(self) -> Result<(), Error> {
-        let expired = self.expired();
-        let name = self.guard.name().to_owned();
-        let result = self.guard.release().await;
-        if expired && result.is_ok() {
-            return Err(Error::LockLost {
-                name,
-                reason: LostReason::LeaseElapsed,
-            });
-        }
-        result
+    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
+        Box::pin(async move {
+            let expired = self.expired();
+            let name = self.guard.name().to_owned();
+            let result = self.guard.release().await;
+            let result = if expired && result.is_ok() {
+                Err(Error::LockLost {
+                    name,
+                    reason: LostReason::LeaseElapsed,
+                })
+            } else {
+                result
+            };
+            match &result {
+                Ok(()) => tracing::info!("released the RedLock"),
+                Err(err) => tracing::debug!(error = %err, "release of the RedLock failed"),
+            }
+            result
+        })
     }
 }

@@ -8,7 +8,8 @@
 //! semaphore permit, a read or write hold of the read-write lock, or a hold of the fair
 //! lock of that name; with `--also` the locks NAME, NAME2, ... together (a multi-lock,
 //! [`crate::multi`]); with `--redlock` the RedLock NAME over independent servers
-//! ([`crate::redlock`]). All of them (`Held`) are renewed, lost and released alike.
+//! ([`crate::redlock`]). All of them are held as one [`Held`](crate::held::Held) (a boxed
+//! [`Holding`](crate::held::Holding)) and renewed, lost and released alike.
 //!
 //! With `--process-group` (the default on Linux) "the command" is its whole process group
 //! (see [`crate::group`]): signals and the stop on a lost lock reach everything it started,
@@ -24,9 +25,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use redis_locks::{
-    Error, FairGuard, FairLock, Lock, LockClient, LockGuard, RwGuard, RwLock, SemaphoreGuard,
-};
+use redis_locks::{Error, FairLock, Lock, LockClient, RwLock};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -34,14 +33,9 @@ use crate::args::{Global, RunArgs};
 use crate::duration::human;
 use crate::exit::{self, Failure};
 use crate::group::{self, Group, Mode};
-use crate::multi::MultiHeld;
-use crate::redlock::RedHeld;
+use crate::held::{Acquired, CANCEL_SETTLE, Held, cli_owner, not_acquired, prepare, wait_limit};
 use crate::signals::{self, Received, Signals};
 use crate::{connect, indicator};
-
-/// The most we wait for the library's background release of an acquire that was in
-/// flight when a signal cancelled the wait.
-pub const CANCEL_SETTLE: Duration = Duration::from_secs(2);
 
 /// How long what the command left behind may take to exit by itself (processes ending at
 /// the same time as the command, not reaped yet) before it is told to.
@@ -124,14 +118,14 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
 
     // A signal between the acquire and now: the command has not started, so do not start it.
     if let Some(got) = signals.pending().await {
-        let _ = finish(guard).await;
+        let _ = guard.release().await;
         return Ok(interrupted(got.signal, &args.name, "acquiring the lock"));
     }
     let (mut child, mut group) = match spawn(&args, &guard, mode) {
         Ok(spawned) => spawned,
         Err(failure) => {
             // The command never ran, so how the release went does not change the outcome.
-            let _ = finish(guard).await;
+            let _ = guard.release().await;
             return Err(failure);
         }
     };
@@ -163,8 +157,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     };
     let lost = guard.lost_reason();
     let what = guard.what();
-    let multi = matches!(guard, Held::Multi(_));
-    let released = finish(guard).await;
+    let multi = guard.is_multi();
+    let released = guard.release().await;
 
     let status = match outcome {
         Ok(status) => status,
@@ -290,52 +284,6 @@ impl Kind {
     }
 }
 
-/// An explicit owner id, unique to this process and unguessable (the client id is a
-/// random UUID), so that REDIS_LOCK_OWNER names the owner `status` shows.
-pub fn cli_owner(client: &LockClient) -> String {
-    format!("{}:cli-{}", client.id(), std::process::id())
-}
-
-/// `--wait`/`--no-wait` as one value: `None` waits forever, zero tries once.
-pub fn wait_limit(args: &RunArgs) -> Option<Duration> {
-    if args.no_wait {
-        Some(Duration::ZERO)
-    } else {
-        args.wait
-    }
-}
-
-/// "not acquired (--no-wait)" or "not acquired within 1.5s".
-pub fn not_acquired(args: &RunArgs, waited: Duration) -> String {
-    if wait_limit(args).is_some_and(|wait| wait.is_zero()) {
-        "not acquired (--no-wait)".to_owned()
-    } else {
-        format!("not acquired within {}", human(waited))
-    }
-}
-
-/// The lock `name` as the options ask for: this process's owner id, lease and fencing.
-pub fn prepare(client: &LockClient, name: &str, args: &RunArgs) -> Result<Lock, Failure> {
-    let lock = client.lock(name)?;
-    let lock = lock.with_owner(cli_owner(client))?;
-    let lock = match args.lease {
-        Some(lease) => lock.with_lease(lease)?,
-        None => lock,
-    };
-    Ok(if args.fenced {
-        lock.with_fencing()
-    } else {
-        lock
-    })
-}
-
-pub enum Acquired {
-    Guard(Held),
-    /// Not acquired: `--wait` ran out or `--no-wait` found it held. The message says so.
-    Busy(String),
-    Interrupted(Signal),
-}
-
 async fn acquire(
     lock: &Lock,
     args: &RunArgs,
@@ -363,7 +311,7 @@ async fn acquire(
     };
     tokio::select! {
         acquired = attempt => match acquired? {
-            Some(guard) => Ok(Acquired::Guard(Held::Lock(guard))),
+            Some(guard) => Ok(Acquired::Guard(Box::new(guard))),
             None => Ok(Acquired::Busy(busy_message(lock, args, started.elapsed()).await)),
         },
         got = signals.recv() => {
@@ -401,7 +349,7 @@ async fn acquire_permit(
     };
     tokio::select! {
         acquired = attempt => match acquired? {
-            Some(permit) => Ok(Acquired::Guard(Held::Permit(permit))),
+            Some(permit) => Ok(Acquired::Guard(Box::new(permit))),
             None => {
                 let how = if wait.is_some_and(|w| w.is_zero()) {
                     "no permit free (--no-wait)".to_owned()
@@ -453,7 +401,7 @@ async fn acquire_rw(
     };
     tokio::select! {
         acquired = attempt => match acquired? {
-            Some(guard) => Ok(Acquired::Guard(Held::Rw(Box::new(guard)))),
+            Some(guard) => Ok(Acquired::Guard(Box::new(guard))),
             None => Ok(Acquired::Busy(
                 rw_busy_message(&lock, write, args, started.elapsed()).await,
             )),
@@ -494,7 +442,7 @@ async fn acquire_fair(
     };
     tokio::select! {
         acquired = attempt => match acquired? {
-            Some(guard) => Ok(Acquired::Guard(Held::Fair(Box::new(guard)))),
+            Some(guard) => Ok(Acquired::Guard(Box::new(guard))),
             None => Ok(Acquired::Busy(
                 fair_busy_message(&lock, args, started.elapsed()).await,
             )),
@@ -504,99 +452,6 @@ async fn acquire_fair(
             let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
             Ok(Acquired::Interrupted(got.signal))
         },
-    }
-}
-
-/// What `run` holds while the command runs: a lock's hold, a semaphore permit, a hold of
-/// a read-write lock (read or write) or of a fair lock, the locks of a multi-lock
-/// (`--also`), or a RedLock (`--redlock`).
-pub enum Held {
-    Lock(LockGuard),
-    Permit(SemaphoreGuard),
-    // Boxed: these guards are much larger than the others.
-    Rw(Box<RwGuard>),
-    Fair(Box<FairGuard>),
-    Multi(Box<MultiHeld>),
-    Red(Box<RedHeld>),
-}
-
-impl Held {
-    /// `REDIS_LOCK_NAME`: the name (NAME, also with --also).
-    fn name(&self) -> &str {
-        match self {
-            Held::Lock(guard) => guard.name(),
-            Held::Permit(permit) => permit.name(),
-            Held::Rw(guard) => guard.name(),
-            Held::Fair(guard) => guard.name(),
-            Held::Multi(multi) => multi.name(),
-            Held::Red(red) => red.name(),
-        }
-    }
-
-    /// What is held, for messages: `lock "x"`, `multi-lock "a", "b"` or `RedLock "x"`.
-    fn what(&self) -> String {
-        match self {
-            Held::Multi(multi) => multi.what(),
-            Held::Red(red) => format!("RedLock {:?}", red.name()),
-            _ => format!("lock {:?}", self.name()),
-        }
-    }
-
-    /// `REDIS_LOCK_OWNER`: the lock's owner id, or the permit id.
-    fn owner(&self) -> &str {
-        match self {
-            Held::Lock(guard) => guard.owner(),
-            Held::Permit(permit) => permit.id(),
-            Held::Rw(guard) => guard.owner(),
-            Held::Fair(guard) => guard.owner(),
-            Held::Multi(multi) => multi.owner(),
-            Held::Red(red) => red.owner(),
-        }
-    }
-
-    /// `REDIS_LOCK_TOKEN`: the fencing token; a multi-lock's tokens, comma-separated in
-    /// member order.
-    fn token(&self) -> Option<String> {
-        let token = match self {
-            Held::Lock(guard) => guard.fencing_token(),
-            Held::Permit(_) | Held::Red(_) => None,
-            Held::Rw(guard) => guard.fencing_token(),
-            Held::Fair(guard) => guard.fencing_token(),
-            Held::Multi(multi) => return multi.tokens(),
-        };
-        token.map(|token| token.to_string())
-    }
-
-    /// `REDIS_LOCK_NAMES`: a multi-lock's names, one per line, in member order.
-    fn names(&self) -> Option<String> {
-        match self {
-            Held::Multi(multi) => Some(multi.names()),
-            _ => None,
-        }
-    }
-
-    async fn lost(&self) {
-        match self {
-            Held::Lock(guard) => guard.lost().await,
-            Held::Permit(permit) => permit.lost().await,
-            Held::Rw(guard) => guard.lost().await,
-            Held::Fair(guard) => guard.lost().await,
-            Held::Multi(multi) => multi.lost().await,
-            Held::Red(red) => red.lost().await,
-        }
-    }
-
-    /// Why it was lost, when it was.
-    fn lost_reason(&self) -> Option<String> {
-        let reason = match self {
-            Held::Lock(guard) => guard.lost_reason(),
-            Held::Permit(permit) => permit.lost_reason(),
-            Held::Rw(guard) => guard.lost_reason(),
-            Held::Fair(guard) => guard.lost_reason(),
-            Held::Multi(multi) => return multi.lost_reason(),
-            Held::Red(red) => return red.lost_reason(),
-        };
-        reason.map(|reason| reason.to_string())
     }
 }
 
@@ -873,41 +728,6 @@ async fn gone(group: &Group, deadline: Instant, mut signals: Option<&mut Signals
             None => pause.await,
         }
     }
-}
-
-/// Releases what is held. `Err(LockLost)` when it had been lost.
-async fn finish(held: Held) -> Result<(), Error> {
-    let (result, what) = match held {
-        Held::Lock(guard) => return finish_lock(guard).await,
-        Held::Permit(permit) => (permit.release().await, "the permit"),
-        // A lost hold is given back all the same (it removes nothing but its own
-        // entry), and the release reports the loss.
-        Held::Rw(guard) => (guard.release().await, "the read-write lock hold"),
-        Held::Fair(guard) => (guard.release().await, "the fair lock"),
-        Held::Multi(multi) => (multi.release().await, "the locks"),
-        Held::Red(red) => (red.release().await, "the RedLock"),
-    };
-    match &result {
-        Ok(()) => tracing::info!("released {what}"),
-        Err(err) => tracing::debug!(error = %err, "release of {what} failed"),
-    }
-    result
-}
-
-/// Releases the lock (or, when it is already lost, just stops tracking it: there is
-/// nothing left in Redis to release).
-async fn finish_lock(guard: LockGuard) -> Result<(), Error> {
-    if let Some(reason) = guard.lost_reason() {
-        let name = guard.name().to_owned();
-        guard.detach();
-        return Err(Error::LockLost { name, reason });
-    }
-    let result = guard.release().await;
-    match &result {
-        Ok(()) => tracing::info!("released"),
-        Err(err) => tracing::debug!(error = %err, "release failed"),
-    }
-    result
 }
 
 /// The shell's view of a status: the code, or 128+N for death by signal N.

@@ -1,0 +1,231 @@
+//! What `run` holds, whatever the kind: one trait, [`Holding`], that every kind's guard
+//! is seen through (the plain lock, a semaphore permit, a read or write hold, a fair-lock
+//! hold, a multi-lock, a RedLock), what acquiring any kind gives ([`Acquired`]), and the
+//! helpers the kinds' acquire functions share. `run.rs`, `multi.rs` and `redlock.rs` all
+//! depend on this module, not on each other.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use redis_locks::{Error, FairGuard, Lock, LockClient, LockGuard, RwGuard, SemaphoreGuard};
+
+use crate::args::RunArgs;
+use crate::duration::human;
+use crate::exit::Failure;
+
+/// A future a [`Holding`] returns (boxed: the trait is used as `dyn Holding`).
+pub type Pending<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A held guard of any kind, as `run` uses it: what to tell the command (its environment),
+/// its lost signal, and its release. Renewed, lost and released alike for every kind.
+pub trait Holding: Send + Sync {
+    /// `REDIS_LOCK_NAME`: the name (NAME, also with --also).
+    fn name(&self) -> &str;
+
+    /// What is held, for messages: `lock "x"`, `multi-lock "a", "b"` or `RedLock "x"`.
+    fn what(&self) -> String {
+        format!("lock {:?}", self.name())
+    }
+
+    /// `REDIS_LOCK_OWNER`: the lock's owner id, or the permit id.
+    fn owner(&self) -> &str;
+
+    /// `REDIS_LOCK_TOKEN`: the fencing token; a multi-lock's tokens, comma-separated in
+    /// member order.
+    fn token(&self) -> Option<String> {
+        None
+    }
+
+    /// `REDIS_LOCK_NAMES`: a multi-lock's names, one per line, in member order.
+    fn names(&self) -> Option<String> {
+        None
+    }
+
+    /// Whether it is several locks (messages say "locks").
+    fn is_multi(&self) -> bool {
+        false
+    }
+
+    /// Resolves when it is lost.
+    fn lost(&self) -> Pending<'_, ()>;
+
+    /// Why it was lost, when it was.
+    fn lost_reason(&self) -> Option<String>;
+
+    /// Gives it back. `Err(LockLost)` when it had been lost. A lost hold is given back all
+    /// the same where that removes only its own entry, and the release reports the loss.
+    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>>;
+}
+
+/// What `run` holds.
+pub type Held = Box<dyn Holding>;
+
+/// Logs how a release went.
+fn logged(result: Result<(), Error>, what: &str) -> Result<(), Error> {
+    match &result {
+        Ok(()) => tracing::info!("released {what}"),
+        Err(err) => tracing::debug!(error = %err, "release of {what} failed"),
+    }
+    result
+}
+
+impl Holding for LockGuard {
+    fn name(&self) -> &str {
+        LockGuard::name(self)
+    }
+
+    fn owner(&self) -> &str {
+        LockGuard::owner(self)
+    }
+
+    fn token(&self) -> Option<String> {
+        self.fencing_token().map(|token| token.to_string())
+    }
+
+    fn lost(&self) -> Pending<'_, ()> {
+        Box::pin(LockGuard::lost(self))
+    }
+
+    fn lost_reason(&self) -> Option<String> {
+        LockGuard::lost_reason(self).map(|reason| reason.to_string())
+    }
+
+    /// Releases the lock (or, when it is already lost, just stops tracking it: there is
+    /// nothing left in Redis to release).
+    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
+        Box::pin(async move {
+            if let Some(reason) = LockGuard::lost_reason(&self) {
+                let name = LockGuard::name(&self).to_owned();
+                self.detach();
+                return Err(Error::LockLost { name, reason });
+            }
+            logged(LockGuard::release(*self).await, "the lock")
+        })
+    }
+}
+
+impl Holding for SemaphoreGuard {
+    fn name(&self) -> &str {
+        SemaphoreGuard::name(self)
+    }
+
+    fn owner(&self) -> &str {
+        self.id()
+    }
+
+    fn lost(&self) -> Pending<'_, ()> {
+        Box::pin(SemaphoreGuard::lost(self))
+    }
+
+    fn lost_reason(&self) -> Option<String> {
+        SemaphoreGuard::lost_reason(self).map(|reason| reason.to_string())
+    }
+
+    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
+        Box::pin(async move { logged(SemaphoreGuard::release(*self).await, "the permit") })
+    }
+}
+
+impl Holding for RwGuard {
+    fn name(&self) -> &str {
+        RwGuard::name(self)
+    }
+
+    fn owner(&self) -> &str {
+        RwGuard::owner(self)
+    }
+
+    fn token(&self) -> Option<String> {
+        self.fencing_token().map(|token| token.to_string())
+    }
+
+    fn lost(&self) -> Pending<'_, ()> {
+        Box::pin(RwGuard::lost(self))
+    }
+
+    fn lost_reason(&self) -> Option<String> {
+        RwGuard::lost_reason(self).map(|reason| reason.to_string())
+    }
+
+    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
+        Box::pin(async move { logged(RwGuard::release(*self).await, "the read-write lock hold") })
+    }
+}
+
+impl Holding for FairGuard {
+    fn name(&self) -> &str {
+        FairGuard::name(self)
+    }
+
+    fn owner(&self) -> &str {
+        FairGuard::owner(self)
+    }
+
+    fn token(&self) -> Option<String> {
+        self.fencing_token().map(|token| token.to_string())
+    }
+
+    fn lost(&self) -> Pending<'_, ()> {
+        Box::pin(FairGuard::lost(self))
+    }
+
+    fn lost_reason(&self) -> Option<String> {
+        FairGuard::lost_reason(self).map(|reason| reason.to_string())
+    }
+
+    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
+        Box::pin(async move { logged(FairGuard::release(*self).await, "the fair lock") })
+    }
+}
+
+/// What acquiring gave.
+pub enum Acquired {
+    Guard(Held),
+    /// Not acquired: `--wait` ran out or `--no-wait` found it held. The message says so.
+    Busy(String),
+    Interrupted(Signal),
+}
+
+/// The most we wait for the library's background release of an acquire that was in
+/// flight when a signal cancelled the wait.
+pub const CANCEL_SETTLE: Duration = Duration::from_secs(2);
+/// An explicit owner id, unique to this process and unguessable (the client id is a
+/// random UUID), so that REDIS_LOCK_OWNER names the owner `status` shows.
+pub fn cli_owner(client: &LockClient) -> String {
+    format!("{}:cli-{}", client.id(), std::process::id())
+}
+
+/// `--wait`/`--no-wait` as one value: `None` waits forever, zero tries once.
+pub fn wait_limit(args: &RunArgs) -> Option<Duration> {
+    if args.no_wait {
+        Some(Duration::ZERO)
+    } else {
+        args.wait
+    }
+}
+
+/// "not acquired (--no-wait)" or "not acquired within 1.5s".
+pub fn not_acquired(args: &RunArgs, waited: Duration) -> String {
+    if wait_limit(args).is_some_and(|wait| wait.is_zero()) {
+        "not acquired (--no-wait)".to_owned()
+    } else {
+        format!("not acquired within {}", human(waited))
+    }
+}
+
+/// The lock `name` as the options ask for: this process's owner id, lease and fencing.
+pub fn prepare(client: &LockClient, name: &str, args: &RunArgs) -> Result<Lock, Failure> {
+    let lock = client.lock(name)?;
+    let lock = lock.with_owner(cli_owner(client))?;
+    let lock = match args.lease {
+        Some(lease) => lock.with_lease(lease)?,
+        None => lock,
+    };
+    Ok(if args.fenced {
+        lock.with_fencing()
+    } else {
+        lock
+    })
+}
