@@ -8,6 +8,7 @@
 //!
 //! See `redis-locks --help` (and `redis-locks run --help`) for options and exit codes.
 
+mod acquire;
 mod args;
 mod connect;
 mod duration;
