@@ -24,7 +24,7 @@ use crate::background::Unreleased;
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
 use crate::protocol::release::{Found, Told, told};
-use crate::protocol::resend::given_back;
+use crate::protocol::resend::{attempt_give_up_at, give_back_give_up_at, given_back};
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Millis, Reply};
 use crate::waiting::{Attempts, Outcome};
@@ -136,7 +136,10 @@ impl<K: SetKind> SetAttempts<K> {
         let inner = &kind.client().inner;
         // Re-sent as it was through lost replies (the hold id is its idempotency key); a
         // grant is confirmed from the first copy's send time, as the core says.
-        let give_up_at = inner.clock.now() + 3 * inner.response_timeout.as_millis() as Millis;
+        let give_up_at = attempt_give_up_at(
+            inner.clock.now(),
+            inner.response_timeout.as_millis() as Millis,
+        );
         let resent = match inner.resend(&self.call, give_up_at).await {
             Ok(resent) => resent,
             Err((error, after_loss)) => return Outcome::from_error(error, after_loss),
@@ -237,14 +240,12 @@ async fn give_back_found<K: SetKind>(
 ) -> Result<Found> {
     let inner = &kind.client().inner;
     let call = kind.give_back_call(hold, hold_too, leaving);
-    // Re-sent for as long as the hold could live (its lease, which for a fixed lease may
-    // be longer than the watchdog's): a give-back that stopped earlier would leave the
-    // hold of an abandoned acquire behind, an orphan until its lease ends ("no orphans").
-    let lease = Duration::from_millis(kind.lease_ms());
-    let bound = lease
-        .max(inner.watchdog_timeout)
-        .max(inner.response_timeout);
-    let give_up_at = inner.clock.now() + bound.as_millis() as Millis;
+    let give_up_at = give_back_give_up_at(
+        inner.clock.now(),
+        kind.lease_ms(),
+        inner.watchdog_timeout.as_millis() as Millis,
+        inner.response_timeout.as_millis() as Millis,
+    );
     let resent = inner
         .resend(&call, give_up_at)
         .await

@@ -123,6 +123,26 @@ pub enum GivenBack {
     NotALock,
 }
 
+/// Until when an acquire attempt of a sorted-set kind re-sends its call through lost
+/// replies before it hands the failure to the waiting loop (which rides it out or reports
+/// it): three response timeouts from `now`.
+pub fn attempt_give_up_at(now: Millis, response_ms: Millis) -> Millis {
+    now.saturating_add(response_ms.saturating_mul(3))
+}
+
+/// Until when a give-back re-sends: for as long as the hold could live (its lease, which
+/// for a fixed lease may be longer than the watchdog's), and at least a watchdog lease and
+/// a response timeout. A give-back that stopped earlier would leave the hold of an
+/// abandoned acquire behind, an orphan until its lease ends ("no orphans").
+pub fn give_back_give_up_at(
+    now: Millis,
+    lease_ms: Millis,
+    watchdog_ms: Millis,
+    response_ms: Millis,
+) -> Millis {
+    now.saturating_add(lease_ms.max(watchdog_ms).max(response_ms))
+}
+
 /// Reads a give-back's reply (the members it removed; -2: not of the kind). `hold_too`:
 /// the call gave back a hold (not only a place in a queue or a reservation).
 pub fn given_back(resent: &Resent, hold_too: bool) -> Result<GivenBack, String> {
