@@ -255,23 +255,16 @@ pub(crate) async fn run<A: Attempts>(
             WaitStep::Sleep {
                 until,
                 wake_on_release,
-                pass_on,
             } => {
                 let sleep = tokio::time::sleep_until(inner.clock.instant(until));
                 let notified = match &acquiring.listener {
                     Some(listener) if wake_on_release => {
-                        if pass_on {
-                            listener.pass_on();
-                        }
                         tokio::select! {
                             _ = listener.notified() => true,
                             _ = sleep => false,
                         }
                     }
-                    listener => {
-                        if pass_on && let Some(listener) = listener {
-                            listener.pass_on();
-                        }
+                    _ => {
                         sleep.await;
                         false
                     }

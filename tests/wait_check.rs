@@ -11,7 +11,9 @@
 //! * **no orphans**: an acquire that ends without a grant gives back what its attempts may
 //!   have left (a place in a queue, a reservation, a hold whose reply was lost), and only
 //!   then; dropped at any point, it does the same;
-//! * **no stranded waiters**: a wake-up received and not used is handed on; a grant of a
+//! * **no stranded waiters**: a wake-up received and not used is handed on when the
+//!   waiter leaves (through errors it is kept: the waiter retries itself after a pause, as
+//!   handing it on at once could bounce it between waiters without pause); a grant of a
 //!   sharing kind lets the next waiter look;
 //! * **errors ridden out**: a waiter reports an error that is not permanent only after the
 //!   outage tolerance; a permanent one at once;
@@ -170,7 +172,6 @@ fn check(run: &Run, state: &State, step: &WaitStep) -> Result<(), (&'static str,
         WaitStep::Sleep {
             until,
             wake_on_release: _,
-            pass_on,
         } => {
             if single {
                 return fail("one attempt", "a zero wait sleeps".into());
@@ -179,12 +180,6 @@ fn check(run: &Run, state: &State, step: &WaitStep) -> Result<(), (&'static str,
                 return fail("no busy loop", format!("a sleep until {until} at {now}"));
             }
             bound(*until)?;
-            if *pass_on != spec.wake_up {
-                return fail(
-                    "no stranded waiters",
-                    format!("pass_on {pass_on} holding a wake-up: {}", spec.wake_up),
-                );
-            }
             if matches!(spec.last, Some(Tried::Failed(Failure::Permanent(_))))
                 || matches!(spec.last, Some(Tried::Refused { .. }))
             {
@@ -281,12 +276,8 @@ fn after_step(spec: &Spec, step: &WaitStep, now: Millis) -> Spec {
             spec.subscribed = true;
             spec.attempted_at = None;
         }
-        WaitStep::Sleep { pass_on, .. } => {
-            if *pass_on {
-                spec.wake_up = false;
-            }
-        }
-        WaitStep::Done(_) => {}
+        // A waiter that sleeps keeps the wake-up it holds (it retries itself).
+        WaitStep::Sleep { .. } | WaitStep::Done(_) => {}
     }
     spec
 }
@@ -329,36 +320,39 @@ fn after_result(run: &Run, spec: &Spec, tried: &Tried, now: Millis, waits: bool)
 fn milestones_of(run: &Run, state: &State) -> Vec<&'static str> {
     let mut reached = Vec::new();
     let spec = &state.spec;
-    match &state.step {
-        WaitStep::Sleep { until, pass_on, .. } => {
-            if *pass_on {
-                reached.push("a wake-up handed on");
-            }
-            if spec.next_attempt_by == Some(*until) {
-                reached.push("a sleep cut by a pttl or the re-check");
-            }
+    if let WaitStep::Sleep { until, .. } = &state.step {
+        if spec.wake_up {
+            reached.push("a wake-up kept through an error");
         }
-        WaitStep::Done(WaitEnd::Failed { .. })
-            if matches!(spec.last, Some(Tried::Failed(Failure::Lost)))
-                && spec.refused
-                && spec
-                    .errors_since
-                    .is_some_and(|since| state.now - since > run.policy.tolerance) =>
-        {
-            reached.push("errors reported after the tolerance");
+        if spec.next_attempt_by == Some(*until) {
+            reached.push("a sleep cut by a pttl or the re-check");
         }
-        WaitStep::Done(WaitEnd::TimedOut { give_back, .. }) => {
-            if run.deadline.is_some_and(|deadline| state.now >= deadline) && run.wait != Some(0) {
-                reached.push("timed out at the deadline");
-            }
-            if *give_back {
-                reached.push("gave back");
-            }
+    }
+    if let WaitStep::Done(
+        WaitEnd::Failed { pass_on: true, .. } | WaitEnd::TimedOut { pass_on: true, .. },
+    ) = &state.step
+    {
+        reached.push("a wake-up handed on");
+    }
+    if matches!(state.step, WaitStep::Done(WaitEnd::Failed { .. }))
+        && matches!(spec.last, Some(Tried::Failed(Failure::Lost)))
+        && spec.refused
+        && spec
+            .errors_since
+            .is_some_and(|since| state.now - since > run.policy.tolerance)
+    {
+        reached.push("errors reported after the tolerance");
+    }
+    if let WaitStep::Done(WaitEnd::TimedOut { give_back, .. }) = &state.step {
+        if run.deadline.is_some_and(|deadline| state.now >= deadline) && run.wait != Some(0) {
+            reached.push("timed out at the deadline");
         }
-        WaitStep::Done(WaitEnd::Granted { pass_on: true }) => {
-            reached.push("a grant that lets the next waiter look");
+        if *give_back {
+            reached.push("gave back");
         }
-        _ => {}
+    }
+    if let WaitStep::Done(WaitEnd::Granted { pass_on: true }) = &state.step {
+        reached.push("a grant that lets the next waiter look");
     }
     reached
 }
@@ -664,7 +658,7 @@ mod teeth {
 
     #[test]
     #[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
-    fn a_wake_up_kept_after_an_error_is_caught() {
+    fn a_leaving_waiter_that_keeps_its_wake_up_is_caught() {
         expect(Defect::WaitDropsWakeUp, "no stranded waiters");
     }
 }

@@ -74,8 +74,8 @@ pub enum Defect {
     /// A waiter that times out forgets what its attempts left (its place in a queue, its
     /// reservation): an orphan until it expires.
     WaitForgetsClaim,
-    /// A waiter whose attempt after a wake-up fails keeps the wake-up: the next local
-    /// waiter sleeps on.
+    /// A waiter that leaves (its attempt after a wake-up failed for good, or its wait ran
+    /// out) keeps the wake-up: the next local waiter sleeps on.
     WaitDropsWakeUp,
     // --- latch and multi-lock defects, second set (tests/latch_teeth.rs,
     // tests/multi_teeth.rs) go below this line ---

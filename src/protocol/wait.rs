@@ -16,9 +16,12 @@
 //! * **No orphans.** An acquire that ends without a grant gives back whatever its attempts
 //!   may have left under its id (a place in a queue, a reservation, a hold whose reply was
 //!   lost), when the kind leaves that to the waiting loop.
-//! * **No stranded waiters.** A wake-up this waiter received and did not use (its attempt
-//!   failed) goes on to the next local waiter; a grant of a kind whose holders share
-//!   (readers, permits) lets the next local waiter look too.
+//! * **No stranded waiters.** A wake-up this waiter received and did not use goes on to
+//!   the next local waiter when this one leaves (its attempts failed for good, its wait
+//!   ran out, its caller dropped it); through errors it retries itself, after a pause,
+//!   holding the wake-up (handing it on at once could bounce it between waiters without
+//!   pause). A grant of a kind whose holders share (readers, permits) lets the next local
+//!   waiter look too.
 //! * **Errors are ridden out, within limits.** The first attempt fails fast unless the
 //!   server is only busy (`BUSY`, `LOADING`, ...); a waiter rides out any error but a
 //!   permanent one, for at most the outage tolerance.
@@ -193,15 +196,12 @@ pub enum WaitStep {
         confirm_until: Option<Millis>,
     },
     /// Sleep until `until`, or until a release wakes this waiter (when `wake_on_release`);
-    /// then call [`Wait::woke`]. First, when `pass_on`, hand the wake-up this waiter
-    /// received to the next local waiter.
+    /// then call [`Wait::woke`].
     Sleep {
         /// When the sleep ends at the latest.
         until: Millis,
         /// Whether a release message ends the sleep early.
         wake_on_release: bool,
-        /// Whether to hand the received wake-up on first.
-        pass_on: bool,
     },
     /// The acquire is over.
     Done(WaitEnd),
@@ -320,7 +320,8 @@ impl Wait {
 
     /// A sleep ended: by a release message (`notified`), or at its end.
     pub fn woke(&mut self, _now: Millis, notified: bool) -> WaitStep {
-        self.woken = notified;
+        // A wake-up kept through an error stays until an attempt uses it.
+        self.woken |= notified;
         self.attempt()
     }
 
@@ -423,12 +424,14 @@ impl Wait {
             };
         }
         let until = now.saturating_add(self.errors.pause_ms(jitter));
-        let pass_on = self.woken && !planted::is(Defect::WaitDropsWakeUp);
-        self.woken = false;
+        // A wake-up this waiter got stays with it through its own retries: it attempts
+        // again after the pause, and hands the wake-up on if it leaves. Handing it on now
+        // would bounce it between the local waiters, or straight back to this one (a
+        // wake-up handed on with nobody asleep is kept for the next sleeper), in a loop
+        // without pause for as long as Redis cannot be reached.
         WaitStep::Sleep {
             until: self.cut(until),
             wake_on_release: self.subscribed,
-            pass_on,
         }
     }
 
@@ -437,7 +440,6 @@ impl Wait {
         WaitStep::Sleep {
             until: self.cut(until),
             wake_on_release: self.subscribed && !spinning,
-            pass_on: false,
         }
     }
 
@@ -450,12 +452,17 @@ impl Wait {
 
     fn timed_out(&mut self) -> WaitStep {
         let give_back = self.claim && !planted::is(Defect::WaitForgetsClaim);
-        let pass_on = std::mem::take(&mut self.woken);
+        let pass_on = self.leave_wake_up();
         WaitStep::Done(WaitEnd::TimedOut { give_back, pass_on })
     }
 
+    /// Whether a leaving waiter hands on the wake-up it holds.
+    fn leave_wake_up(&mut self) -> bool {
+        std::mem::take(&mut self.woken) && !planted::is(Defect::WaitDropsWakeUp)
+    }
+
     fn end_failed(&mut self) -> WaitStep {
-        let pass_on = std::mem::take(&mut self.woken);
+        let pass_on = self.leave_wake_up();
         WaitStep::Done(WaitEnd::Failed {
             give_back: self.claim,
             pass_on,
@@ -503,7 +510,6 @@ mod tests {
             WaitStep::Sleep {
                 until: 204,
                 wake_on_release: true,
-                pass_on: false
             }
         );
     }
