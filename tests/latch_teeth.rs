@@ -18,7 +18,9 @@ const DEFAULT_DEPTH: usize = 18;
 fn counterexample(scripts: Scripts) -> Option<(&'static str, String)> {
     for config in latchmodel::configs() {
         let report = latchmodel::explore(&config, scripts.clone(), DEFAULT_DEPTH, 3_000_000);
-        if let Some((property, message, _)) = report.violation {
+        assert!(!report.truncated, "{}: NOT exhaustive", config.name);
+        if let Some((property, message, path)) = report.violation {
+            let message = format!("{message} ({}, depth {})", config.name, path.len());
             return Some((property, message));
         }
     }
@@ -91,5 +93,26 @@ mod rust_core {
     #[test]
     fn a_count_down_without_its_own_id_is_caught() {
         expect_core(Defect::LatchSeqDropped, &["counted once"]);
+    }
+
+    /// Every client's count-downs sent under one empty client tag: another client's
+    /// count-down with the same sequence number is taken for a copy of an applied one.
+    #[test]
+    fn a_count_down_without_its_client_is_caught() {
+        expect_core(Defect::LatchTagDropped, &["counted once"]);
+    }
+
+    /// The count-down's reader takes "not a latch" for "open": a count-down of a key that
+    /// another program wrote reports the latch open.
+    #[test]
+    fn a_wrong_type_read_as_open_is_caught() {
+        expect_core(Defect::LatchWrongTypeReadAsOpen, &["reports are true"]);
+    }
+
+    /// The set's and delete's reader takes "not a latch" for "nothing to do": closing a
+    /// key that another program wrote reports the latch already closed.
+    #[test]
+    fn a_wrong_type_read_as_not_done_is_caught() {
+        expect_core(Defect::LatchWrongTypeReadAsNotDone, &["reports are true"]);
     }
 }

@@ -148,6 +148,51 @@ mod rust_core {
         expect_core(Defect::MultiKeepsPartial, &["all or none"]);
     }
 
+    /// The walk reports the multi-lock held once all but its last member are taken.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_multi_lock_held_before_its_last_member_is_caught() {
+        expect_core(Defect::MultiHeldBeforeLast, &["all or none"]);
+    }
+
+    /// A failed acquisition gives back one member fewer than it took.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_give_back_one_member_short_is_caught() {
+        expect_core(Defect::MultiGivesBackOneFewer, &["all or none"]);
+    }
+
+    /// Members ordered by key only: two users naming one key on two servers in opposite
+    /// orders each take one and wait for the other (found only in the configuration that
+    /// places one key on two servers).
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn members_ordered_by_key_only_are_caught() {
+        let config = multimodel::by_name("multi: one key on two servers, opposite orders")
+            .expect("a default configuration");
+        plant(Some(Defect::MultiOrderByKeyOnly));
+        let report = multimodel::explore(&config, Scripts::real(), DEFAULT_DEPTH, MAX_STATES);
+        plant(None);
+        assert!(!report.truncated, "{}: NOT exhaustive", config.name);
+        let (property, message, path) = report
+            .violation
+            .expect("the checker found no counterexample");
+        println!(
+            "MultiOrderByKeyOnly: {property}: {message} (depth {})",
+            path.len()
+        );
+        assert_eq!(property, "no deadlock", "{message}");
+    }
+
     /// The drift margin added instead of subtracted: a member is believed past the
     /// expiry Redis has for it.
     #[test]

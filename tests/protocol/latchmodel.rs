@@ -8,7 +8,9 @@
 //! Assumptions: one latch, one Redis, no restart (a latch has no expiry and survives only
 //! with its data); one count-down at a time per client (the library's lane); a copy of a
 //! count-down that the client gave up on never runs after the client's next request (one
-//! connection keeps its requests in order).
+//! connection keeps its requests in order). Another program may write the latch's key as
+//! something else (`Clobber`, a name clash): every call must then leave it as it is and
+//! report that it is not a latch.
 #![allow(dead_code)]
 
 use std::collections::HashSet;
@@ -36,11 +38,12 @@ pub const PROPERTIES: [&str; 4] = [
 ];
 
 /// What each configuration must reach.
-pub const MILESTONES: [&str; 4] = [
+pub const MILESTONES: [&str; 5] = [
     "opened by counting down",
     "a retried count-down counted once",
     "a count-down of an open latch",
     "closed again after opening",
+    "a count-down of a key that is not a latch",
 ];
 
 pub use crate::lua::Scripts;
@@ -58,6 +61,8 @@ pub struct Config {
     pub deletes: u8,
     /// Lost replies in all.
     pub faults: u8,
+    /// Writes of the latch's key as a string by another program, in all.
+    pub clobbers: u8,
 }
 
 pub fn configs() -> Vec<Config> {
@@ -69,6 +74,7 @@ pub fn configs() -> Vec<Config> {
             sets: 2,
             deletes: 0,
             faults: 3,
+            clobbers: 0,
         },
         Config {
             name: "latch: three clients, a delete",
@@ -77,6 +83,7 @@ pub fn configs() -> Vec<Config> {
             sets: 2,
             deletes: 1,
             faults: 2,
+            clobbers: 1,
         },
     ]
 }
@@ -84,11 +91,12 @@ pub fn configs() -> Vec<Config> {
 /// The milestones each configuration must reach at the default bound.
 pub fn must_reach(name: &str) -> Vec<&'static str> {
     match name {
-        "latch: two clients, lost replies" => MILESTONES.to_vec(),
+        "latch: two clients, lost replies" => MILESTONES[..4].to_vec(),
         "latch: three clients, a delete" => vec![
             "opened by counting down",
             "a count-down of an open latch",
             "closed again after opening",
+            "a count-down of a key that is not a latch",
         ],
         _ => Vec::new(),
     }
@@ -124,8 +132,9 @@ pub struct CountDown {
     pub request: String,
     pub resend: Resend,
     pub call: Option<Call>,
-    /// The reply of the copy that ran last, and the count right after it (0: open).
-    pub ran: Option<(Reply, u64)>,
+    /// The reply of the copy that ran last, and the count right after it (0: open;
+    /// `None`: the key is not a latch).
+    pub ran: Option<(Reply, Option<u64>)>,
     pub sleeping: bool,
     pub retried: bool,
 }
@@ -144,6 +153,7 @@ pub struct State {
     pub sets: u8,
     pub deletes: u8,
     pub faults: u8,
+    pub clobbers: u8,
     /// Count-down requests applied (counted) since the latch was last closed.
     pub applied: Vec<String>,
     /// Whether the latch was opened by counting down at least once.
@@ -156,6 +166,8 @@ pub enum Step {
     Set(usize),
     /// A client deletes the latch (runs at once).
     Delete(usize),
+    /// Another program writes the latch's key as a string (a name clash).
+    Clobber,
     /// A client starts a count-down.
     CountDown(usize),
     Run(usize),
@@ -236,6 +248,7 @@ impl State {
             sets: config.sets,
             deletes: config.deletes,
             faults: config.faults,
+            clobbers: config.clobbers,
             applied: Vec::new(),
             opened: false,
         }
@@ -266,6 +279,9 @@ impl State {
                 }
             }
         }
+        if self.clobbers > 0 {
+            steps.push(Step::Clobber);
+        }
         steps
     }
 
@@ -294,16 +310,42 @@ impl State {
                         "reports are true",
                         "set of an open latch said closed".into(),
                     ),
+                    Ok(LatchReply::NotALatch) if before.is_some() => fx.fail(
+                        "reports are true",
+                        format!("set of a latch at {before:?} said not a latch"),
+                    ),
+                    Ok(other) if before.is_none() && other != LatchReply::NotALatch => fx.fail(
+                        "reports are true",
+                        format!("set of a key that is not a latch said {other:?}"),
+                    ),
                     Ok(_) => {}
                     Err(err) => fx.fail("reports are true", err),
                 }
             }
             Step::Delete(_) => {
                 self.deletes -= 1;
+                let before = count_in(&self.ks);
                 let reply = world.run(&delete_call(&keys), &mut self.ks);
-                if let Err(err) = decode_done(&reply) {
-                    fx.fail("reports are true", err);
+                let expected = match before {
+                    Some(0) => LatchReply::Done(false),
+                    Some(_) => LatchReply::Done(true),
+                    None => LatchReply::NotALatch,
+                };
+                match decode_done(&reply) {
+                    Ok(said) if said != expected => fx.fail(
+                        "reports are true",
+                        format!("delete of a latch at {before:?} said {said:?}"),
+                    ),
+                    Ok(_) => {}
+                    Err(err) => fx.fail("reports are true", err),
                 }
+                self.applied.clear();
+            }
+            Step::Clobber => {
+                self.clobbers -= 1;
+                let key = keys.hash.as_bytes().to_vec();
+                self.ks
+                    .command(0, &[b"SET".to_vec(), key, b"not a latch".to_vec()]);
                 self.applied.clear();
             }
             Step::CountDown(c) => {
@@ -334,12 +376,17 @@ impl State {
                     other => panic!("a re-send that got a reply: {other:?}"),
                 };
                 // What the library reports is what Redis had right after that copy ran.
+                let expected = match after {
+                    Some(n) => LatchReply::Remaining(n),
+                    None => LatchReply::NotALatch,
+                };
                 match decode_count_down(&resent.reply) {
-                    Ok(LatchReply::Remaining(n)) if n != after => fx.fail(
+                    Ok(said) if said != expected => fx.fail(
                         "reports are true",
                         format!(
-                            "count-down {} reported {n} remaining; Redis had {after}",
-                            flight.request
+                            "count-down {} reported {said:?}; Redis had {}",
+                            flight.request,
+                            after.map_or("not a latch".into(), |n| n.to_string())
                         ),
                     ),
                     Ok(_) => {}
@@ -381,6 +428,7 @@ impl State {
         let flight = self.clients[c].flight.clone().expect("a count-down");
         let call = flight.call.clone().expect("a call to run");
         let before = count_in(&self.ks);
+        let foreign = self.ks.get_str(b"p:{l}:latch", 0).map(<[u8]>::to_vec);
         let reply = world.run(&call, &mut self.ks);
         let after = count_in(&self.ks);
         let first = !self.applied.contains(&flight.request);
@@ -420,13 +468,26 @@ impl State {
                     fx.reach("a retried count-down counted once");
                 }
             }
+            (None, None) => {
+                // Another program's key: left as it was.
+                if self.ks.get_str(b"p:{l}:latch", 0).map(<[u8]>::to_vec) != foreign {
+                    fx.fail(
+                        "no garbage",
+                        format!(
+                            "count-down {} wrote over a key that is not a latch",
+                            flight.request
+                        ),
+                    );
+                }
+                fx.reach("a count-down of a key that is not a latch");
+            }
             _ => fx.fail(
                 "no garbage",
                 format!("the latch is not a latch: {before:?} -> {after:?}"),
             ),
         }
         let flight = self.clients[c].flight.as_mut().expect("a count-down");
-        flight.ran = Some((reply, after.unwrap_or(0)));
+        flight.ran = Some((reply, after));
     }
 
     fn check(&self, fx: &mut Effects) {

@@ -11,7 +11,12 @@
 //! giving back in reverse) and the world: users, lost replies and the clock.
 //!
 //! Assumptions and reductions (each keeps every behaviour the properties can see):
-//! * One server: every member's `OrderKey` has the same server part.
+//! * One server: every member's `OrderKey` has the same server part; except where a
+//!   configuration places its locks ([`Config::placed`]): there two members may have one
+//!   key on two servers. The model's one keyspace then stands for both servers' (every
+//!   script touches only its own lock's keys, so their union is one keyspace), and holds
+//!   each lock under its own name (`L:{a}`, `L:{b}`); its `OrderKey` is the key as its
+//!   own server names it.
 //! * Fixed leases ([`LEASE`]), no watchdog: a holder that stops loses its members when
 //!   their leases run out.
 //! * A call runs in Redis and its reply reaches the client in one step (`Run`), or it is
@@ -56,6 +61,8 @@ pub const LEASE: Millis = 20;
 pub const RELEASE_MIN: Millis = 20;
 /// The one server's address (the server part of every `OrderKey`).
 pub const SERVER: &str = "127.0.0.1:6379";
+/// The servers a configuration may place its locks on ([`Config::placed`]).
+pub const SERVERS: [&str; 2] = [SERVER, "127.0.0.1:6380"];
 /// The locks' names.
 pub const NAMES: [&str; 3] = ["a", "b", "c"];
 
@@ -101,6 +108,10 @@ pub struct Config {
     pub faults: u8,
     /// Clock steps, in all.
     pub advances: u8,
+    /// Per lock, as the global order sees it: the name its key is made of and the server
+    /// it is on (indices into [`NAMES`] and [`SERVERS`]). Empty: lock `i` is `NAMES[i]`
+    /// on the one server.
+    pub placed: Vec<(usize, usize)>,
 }
 
 /// The default configurations.
@@ -114,6 +125,7 @@ pub fn configs() -> Vec<Config> {
             give_ups: 2,
             faults: 0,
             advances: 6,
+            placed: Vec::new(),
         },
         Config {
             name: "multi: two clients, opposite orders, lost replies",
@@ -123,6 +135,7 @@ pub fn configs() -> Vec<Config> {
             give_ups: 1,
             faults: 3,
             advances: 2,
+            placed: Vec::new(),
         },
         Config {
             name: "multi: three clients in a named cycle",
@@ -132,6 +145,7 @@ pub fn configs() -> Vec<Config> {
             give_ups: 2,
             faults: 1,
             advances: 2,
+            placed: Vec::new(),
         },
         Config {
             name: "multi: two clients, three locks, overlapping sets",
@@ -141,6 +155,19 @@ pub fn configs() -> Vec<Config> {
             give_ups: 1,
             faults: 1,
             advances: 2,
+            placed: Vec::new(),
+        },
+        Config {
+            // Both locks are `L:{a}`, one on each server (the model keeps the second as
+            // `L:{b}`): only the server part of the order tells them apart.
+            name: "multi: one key on two servers, opposite orders",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 2,
+            give_ups: 1,
+            faults: 0,
+            advances: 2,
+            placed: vec![(0, 0), (0, 1)],
         },
     ]
 }
@@ -176,6 +203,11 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "clients named the locks in opposite orders and both completed",
             "took a member whose holder's lease ran out",
             "a lost member reply resolved by a probe",
+        ],
+        "multi: one key on two servers, opposite orders" => vec![
+            "a multi-lock held",
+            "a waiter took every member after the holder released",
+            "clients named the locks in opposite orders and both completed",
         ],
         _ => Vec::new(),
     }
@@ -338,6 +370,8 @@ pub struct State {
     advances_left: u8,
     /// Hold ids whose give-back or reconciliation gave up (they expire with their lease).
     abandoned: BTreeSet<Arc<str>>,
+    /// Per lock, its place in the global order: (key, server).
+    order_keys: Arc<[OrderKey]>,
 }
 
 /// One step of the world.
@@ -467,6 +501,12 @@ impl State {
             faults_left: config.faults,
             advances_left: config.advances,
             abandoned: BTreeSet::new(),
+            order_keys: (0..config.locks)
+                .map(|lock| {
+                    let (name, server) = config.placed.get(lock).copied().unwrap_or((lock, 0));
+                    (lock_keys(name).hash.to_string(), SERVERS[server].to_owned())
+                })
+                .collect(),
         }
     }
 
@@ -649,7 +689,7 @@ impl State {
         let keys: Vec<OrderKey> = client
             .named
             .iter()
-            .map(|&lock| (lock_keys(lock).hash.to_string(), SERVER.to_owned()))
+            .map(|&lock| self.order_keys[lock].clone())
             .collect();
         let order = match global_order(&keys) {
             Ok(order) => order.into_iter().map(|i| client.named[i]).collect(),
