@@ -1,8 +1,9 @@
 //! The fair lock's protocol checker: explores every interleaving of waiting and single
-//! attempts, asks again, give-ups, deaths, releases, renewals, lost replies and expiry, up
-//! to a bound, with the library's own `protocol::fair` calls and decoders and the real
-//! `lua/fair_*.lua` and `lua/sem_renew.lua` (see `tests/protocol/fairmodel.rs`), and checks
-//! the properties in every state.
+//! attempts, asks again, give-ups, deaths, releases, renewals, lost replies, expiry,
+//! `BUSY`/`LOADING` replies, restarts that lose all data and force-unlocks, up to a bound,
+//! with the library's own `protocol::fair` calls and decoders and the real
+//! `lua/fair_*.lua` and `lua/sem_renew.lua` (see `tests/protocol/fairmodel.rs`), and
+//! checks the properties in every state.
 //!
 //! `CHECK_DEPTH=n` runs deeper; `CHECK_CONFIG=<part of a name>` runs only the matching
 //! configurations; `CHECK_REPLAY='<config>:<path>'` replays a counterexample step by step;
@@ -201,6 +202,13 @@ fn describe(state: &State) -> String {
         list(&keys.queue, 1000.0),
         list(&keys.alive, 1.0)
     );
+    if state.busy_next {
+        out += " (the next call gets BUSY)";
+    }
+    if !state.doomed.is_empty() {
+        let doomed: Vec<String> = state.doomed.iter().map(|h| show(h.as_bytes())).collect();
+        out += &format!(" wiped[{}]", doomed.join(" "));
+    }
     for (c, client) in state.clients.iter().enumerate() {
         out += &format!("; c{c}({}):", client.owner);
         for guard in &client.guards {

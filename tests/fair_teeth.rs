@@ -129,6 +129,23 @@ fn a_wake_up_to_the_wrong_waiter_is_caught() {
     expect(scripts, &["a dead waiter leaves"]);
 }
 
+/// A renewal that reads a missing hold as still there (only one whose deadline passed as
+/// gone): a holder whose hold a restart or a force-unlock took, or whose holds' set
+/// expired as a whole, is not told by its watchdog.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_renewal_that_does_not_tell_a_deleted_hold_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRenew,
+        "if type(score) ~= 'string' or tonumber(score) <= now then",
+        "if type(score) == 'string' and tonumber(score) <= now then",
+    );
+    expect(scripts, &["losses are told"]);
+}
+
 /// The gap the checker found (see `fairmodel::shared_owner`), planted back: with one
 /// explicit owner on two clients, a queued waiter granted as a re-entry keeps its place in
 /// the queue.

@@ -1,18 +1,29 @@
 //! The fair lock's protocol model: clients take the lock with waiting attempts (they
 //! queue, ask again, give up or die) and with single attempts (`try_acquire`), cancel
 //! attempts, give holds back, renew them (`lua/sem_renew.lua`, as the watchdog does) and
-//! lose replies, while the clock moves past leases and waiter leases. Every call is built
+//! lose replies, while the clock moves past leases and waiter leases, Redis answers
+//! `BUSY`/`LOADING`, restarts losing all data, and an operator force-unlocks the lock (a
+//! `DEL` of its keys: the library has no fair force-unlock). Every call is built
 //! and every reply read by the library's own `protocol::fair`, `resend::Resend` /
 //! `given_back`, `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`;
 //! every call runs the real `lua/fair_*.lua` / `lua/sem_renew.lua` in the embedded Lua
 //! against the keyspace model. A small breadth-first explorer checks the properties in
 //! every state.
 //!
-//! Assumptions (as the read-write lock's checker): one lock, one Redis, no restart; a
-//! request runs when it is sent (the clock does not move in between, and another client's
-//! run before it is the same as one after its send), so sending and running are one step;
-//! a request whose reply was lost is re-sent as it was, and a copy given up on (a lost
-//! reply's, or a cancelled attempt's) never runs after the next call. Unfenced holds only;
+//! Assumptions (as the read-write lock's checker): one lock, one Redis; a request runs
+//! when it is sent (the clock does not move in between, and another client's run before
+//! it is the same as one after its send), so sending and running are one step; a request
+//! whose reply was lost is re-sent as it was, and a copy given up on (a lost reply's, or a
+//! cancelled attempt's) never runs after the next call. A `BUSY`/`LOADING` reply (one step
+//! makes Redis refuse the next call sent, whoever sends it) means the call did not run:
+//! the library's `Resend` sleeps and sends it again, a renewal waits for the next tick. A
+//! restart takes at least 1 ms, loses every key and every reply on its way (a request
+//! lost in it, not yet run, is the same as one that ran just before it and lost its
+//! reply: the keyspace ends empty either way); re-sent copies then run against the empty
+//! keyspace. A force-unlock deletes the holds, the queue, the alive set and the fencing
+//! counter at once; replies on their way still arrive. Unfenced holds only (so the
+//! fencing counter's loss in a restart or a force-unlock is not checked: `fair_acquire.lua`
+//! floors tokens at Redis's time in µs, as `acquire.lua` does);
 //! wake-ups are checked as published, nobody listens. A waiter asks again whenever the
 //! model chooses, or never (it died, between asks and holding nothing): one that lets the
 //! waiter lease pass without asking is dead to Redis and so to the properties (the library
@@ -24,17 +35,34 @@
 //! sorted set orders them) and of its last ask, alive until that plus the waiter lease. It
 //! is built from what the model did (which attempts ran when, and whether Redis then had
 //! their hold), never from the library's reading of a reply.
+//!
+//! What a restart or a force-unlock excludes, and why (as for the plain lock, whose
+//! model states the same): a hold taken out of Redis behind its holders' backs (it was
+//! live when the keys went) is *doomed*. Nothing the library does can keep a belief in it
+//! true, so until its holder is told, another owner may take the lock and both believe
+//! they hold: such a belief is left out of "never two holders" and "belief is true", and
+//! held instead to "losses are told" (a renewal that ran after the wipe reports it gone,
+//! its release is not told "released", and it is dropped at its deadline anyway). Every
+//! other belief is held to both as before, Redis never has two owners' live holds, and a
+//! re-sent attempt that runs after the wipe and is granted afresh under the same id is a
+//! valid belief again (confirmed from its first copy's send time, before the wipe, which
+//! only shortens it). The waiters' places go with the queue: FIFO and "no queue jumping"
+//! hold among the waiters whose queue entries survive, and a waiter whose entry was wiped
+//! queues again, as a newcomer, when it next asks (behind anyone who asked before it),
+//! which the oracle follows.
 #![allow(dead_code)]
 
-use std::collections::HashSet;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use redis_locks::LostReason;
 use redis_locks::protocol::fair::{
     FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call,
 };
 use redis_locks::protocol::hold::HoldState;
+use redis_locks::protocol::release::{Found, Told, told};
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
 use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
 use redis_locks::protocol::rwlock::hold_id;
@@ -62,8 +90,8 @@ pub const DEFAULT_DEPTH: usize = 12;
 /// The properties, checked in every state (and the queue's after every run). As the
 /// scripts promise them:
 /// 1. No two owners both believe they hold, and Redis never has two owners' live holds.
-/// 2. A believed hold is live in Redis until at least the believed deadline; what a
-///    renewal reports is true (belief rests on it).
+/// 2. A believed hold is live in Redis until at least the believed deadline; a renewal
+///    never reports a live hold gone (belief rests on what it reports).
 /// 3. A fresh grant never goes ahead of a live waiter that queued earlier (by arrival,
 ///    then id), and a live waiter keeps its arrival. "Live": it asked within the waiter
 ///    lease (the script's contract; one that did not is dead, whatever its process does).
@@ -81,7 +109,14 @@ pub const DEFAULT_DEPTH: usize = 12;
 ///    the alive set hold exactly the live waiters (one granted or gone leaves); every key
 ///    has a TTL: the holds' set until its latest deadline, the queue and the alive set
 ///    from the latest alive deadline to at most a waiter lease ahead.
-pub const PROPERTIES: [&str; 7] = [
+/// 8. A holder whose hold is gone is told: a renewal never reports a gone hold current (a
+///    live one reported gone breaks 2), a release is told "released" (`release::told`)
+///    only if it took the hold out itself, and no guard believes past its deadline once
+///    the clock passed it.
+///
+/// 1 and 2 leave out the beliefs in holds a restart or a force-unlock took out of Redis
+/// (see the header); 3 and 4 hold among the queue entries that survive.
+pub const PROPERTIES: [&str; 8] = [
     "never two holders",
     "belief is true",
     "FIFO among live waiters",
@@ -89,11 +124,13 @@ pub const PROPERTIES: [&str; 7] = [
     "a dead waiter leaves",
     "release is true",
     "no orphans, no garbage",
+    "losses are told",
 ];
 
 /// What runs reach (each configuration names those it must reach, else it is vacuous);
-/// the first eight need neither lost replies nor renewals.
-pub const MILESTONES: [&str; 11] = [
+/// the first eight need neither lost replies nor renewals, the last six need restarts,
+/// force-unlocks or `BUSY`.
+pub const MILESTONES: [&str; 17] = [
     "a queued waiter granted in order",
     "a try_acquire refused because of a queue",
     "a dead waiter left the queue",
@@ -105,6 +142,12 @@ pub const MILESTONES: [&str; 11] = [
     "a retried acquire found its hold",
     "a retried release",
     "a renewal kept a hold past its first lease",
+    "a restart emptied the keyspace while a hold was believed",
+    "a force-unlock while a waiter was queued",
+    "a call refused as BUSY ran when re-sent",
+    "a holder was told its wiped hold is lost",
+    "a wiped holder and a new one both believed",
+    "a waiter queued again after a wipe",
 ];
 
 pub use crate::lua::Scripts;
@@ -121,6 +164,11 @@ pub struct Config {
     pub advances: u8,
     pub faults: u8,
     pub renewals: u8,
+    /// Restarts that lose all data, force-unlocks (an operator's `DEL` of the lock's keys)
+    /// and `BUSY`/`LOADING` replies, in all.
+    pub restarts: u8,
+    pub force_unlocks: u8,
+    pub busy: u8,
     /// The milestones it must reach at the default bound.
     pub required: Vec<&'static str>,
 }
@@ -159,6 +207,9 @@ pub enum Op {
         hold: Arc<str>,
         leaving: bool,
         resend: Resend,
+        /// A guard's give-back (`Held::release`): the loss its client had noticed when it
+        /// started, to read what its caller is told (`None` inside: none noticed).
+        noticed: Option<Option<LostReason>>,
     },
     Renew {
         items: Vec<RenewItem>,
@@ -181,6 +232,8 @@ pub struct InFlight {
     pub removed: bool,
     /// For each renewal item, whether its hold was live when the renewal ran.
     pub live: Vec<bool>,
+    /// A copy was refused with `BUSY`/`LOADING` (it did not run) and re-sent since.
+    pub busied: bool,
 }
 
 /// A waiting acquisition between asks (the library's loop asleep until a wake-up or a
@@ -214,6 +267,9 @@ pub struct Client {
     pub flight: Option<InFlight>,
     pub waiting: Option<Waiting>,
     pub place: Option<Place>,
+    /// The waiter whose live place a restart or force-unlock took out of the queue, until
+    /// it next asks or leaves.
+    pub wiped_place: Option<Arc<str>>,
 }
 
 impl Client {
@@ -232,6 +288,17 @@ pub struct State {
     pub advances: u8,
     pub faults: u8,
     pub renewals: u8,
+    pub restarts: u8,
+    pub force_unlocks: u8,
+    pub busy: u8,
+    /// Redis answers the next call sent with `BUSY`/`LOADING` (it does not run it).
+    pub busy_next: bool,
+    /// Hold ids taken out of Redis behind their holders' backs (a restart or a
+    /// force-unlock while they were live), for as long as a guard, a call or a waiter
+    /// still names them. A belief in one of them is excluded from "never two holders" and
+    /// "belief is true" (nothing can keep it true) and held to "losses are told"; a fresh
+    /// grant under the same id (a re-sent attempt that ran after the wipe) takes it out.
+    pub doomed: BTreeSet<Arc<str>>,
 }
 
 /// One step. Every call is sent and run in the step that starts it.
@@ -253,6 +320,15 @@ pub enum Step {
     /// A re-sending machine's pause is over.
     Resume(usize),
     Advance,
+    /// Redis answers the next call, whoever sends it, with `BUSY`/`LOADING`: it does not
+    /// run it (a slow script, or a restart still loading).
+    Busy,
+    /// Redis restarts without persistence: every key is lost, every reply on the way is
+    /// lost with the connections, and at least 1 ms passes.
+    Restart,
+    /// An operator deletes the fair lock's keys (`DEL` of the holds, the queue, the alive
+    /// set and the fencing counter: the library has no fair force-unlock).
+    ForceUnlock,
 }
 
 /// A step's outcome: milestones reached and the first violation.
@@ -368,6 +444,7 @@ impl State {
             flight: None,
             waiting: None,
             place: None,
+            wiped_place: None,
         };
         State {
             ks: Keyspace::default(),
@@ -378,6 +455,11 @@ impl State {
             advances: config.advances,
             faults: config.faults,
             renewals: config.renewals,
+            restarts: config.restarts,
+            force_unlocks: config.force_unlocks,
+            busy: config.busy,
+            busy_next: false,
+            doomed: BTreeSet::new(),
         }
     }
 
@@ -425,6 +507,21 @@ impl State {
         if self.advances > 0 {
             steps.push(Step::Advance);
         }
+        if self.busy > 0 && !self.busy_next {
+            steps.push(Step::Busy);
+        }
+        // Only where they change more than the clock: a key to lose, or a reply.
+        if self.restarts > 0 || self.force_unlocks > 0 {
+            let keys_there = !self.ks.keys(self.now).is_empty();
+            let replies =
+                (self.clients.iter()).any(|c| c.flight.as_ref().is_some_and(|f| f.reply.is_some()));
+            if self.restarts > 0 && (keys_there || replies) {
+                steps.push(Step::Restart);
+            }
+            if self.force_unlocks > 0 && keys_there {
+                steps.push(Step::ForceUnlock);
+            }
+        }
         steps
     }
 
@@ -456,8 +553,13 @@ impl State {
             }
             Step::GiveUp(c) | Step::Release(c, _) => {
                 let client = &mut self.clients[c];
+                let mut noticed = None;
                 let (hold, leaving) = match (*step, client.flight.take()) {
-                    (Step::Release(_, g), _) => (client.guards.remove(g).hold().clone(), false),
+                    (Step::Release(_, g), _) => {
+                        let guard = client.guards.remove(g);
+                        noticed = Some(guard.lost());
+                        (guard.hold().clone(), false)
+                    }
                     // Cancelled in flight: the copy given up on never runs again.
                     (
                         _,
@@ -468,15 +570,23 @@ impl State {
                     ) => (request.hold, true),
                     _ => (client.waiting.take().expect("a waiter").request.hold, true),
                 };
+                if leaving {
+                    client.wiped_place = None;
+                }
                 let resend = resend(release_call(keys, &hold, true, leaving));
                 let op = Op::Release {
                     hold,
                     leaving,
                     resend,
+                    noticed,
                 };
                 self.send(c, op, world, &mut fx);
             }
-            Step::Die(c) => self.clients[c].waiting.as_mut().expect("a waiter").dead = true,
+            Step::Die(c) => {
+                let client = &mut self.clients[c];
+                client.waiting.as_mut().expect("a waiter").dead = true;
+                client.wiped_place = None;
+            }
             Step::Renew(c) => {
                 self.renewals -= 1;
                 let active = self.clients[c].guards.iter().filter(|g| g.is_active());
@@ -521,23 +631,156 @@ impl State {
                     unreachable!("renewals are not re-sent")
                 };
                 match resend.resume(&mut ModelEnv(now), &mut ()) {
-                    Next::Send(call) => self.run(c, &call, world, &mut fx),
+                    Next::Send(call) => self.transmit(c, &call, world, &mut fx),
                     other => panic!("a resumed re-send that does not send: {other:?}"),
                 }
             }
             Step::Advance => {
                 self.advances -= 1;
-                self.now += ADVANCE;
-                self.ks.expire(self.now);
+                self.advance_to(now + ADVANCE, &mut fx);
+            }
+            Step::Busy => {
+                self.busy -= 1;
+                self.busy_next = true;
+            }
+            Step::Restart => {
+                self.restarts -= 1;
+                if self.believed().next().is_some() {
+                    fx.reach("a restart emptied the keyspace while a hold was believed");
+                }
+                self.wipe(keys);
+                self.ks.flush_all();
+                // The connections drop: every reply on its way is lost (a request that had
+                // not run yet is the same as one that ran just before and lost its reply:
+                // the restart empties the keyspace either way).
                 for client in &mut self.clients {
-                    for guard in &mut client.guards {
-                        guard.on_clock(self.now);
+                    let Some(flight) = client.flight.as_mut().filter(|f| f.reply.is_some()) else {
+                        continue;
+                    };
+                    match &mut flight.op {
+                        Op::Renew { .. } => client.flight = None,
+                        Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                            match resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost) {
+                                Next::SleepUntil(_) => {
+                                    flight.reply = None;
+                                    flight.retried = true;
+                                }
+                                other => panic!("the re-send gave up within the model: {other:?}"),
+                            }
+                        }
                     }
+                }
+                // A restart takes at least a millisecond.
+                self.advance_to(now + 1, &mut fx);
+            }
+            Step::ForceUnlock => {
+                self.force_unlocks -= 1;
+                if (self.clients.iter()).any(|w| w.place.as_ref().is_some_and(|p| p.alive(now))) {
+                    fx.reach("a force-unlock while a waiter was queued");
+                }
+                self.wipe(keys);
+                let del = [&keys.holds, &keys.queue, &keys.alive, &keys.fence];
+                let mut command = vec![b"DEL".to_vec()];
+                command.extend(del.iter().map(|k| k.as_bytes().to_vec()));
+                self.ks.command(now, &command);
+            }
+        }
+        self.forget_doomed();
+        self.check(keys, &mut fx);
+        fx
+    }
+
+    /// The guards that believe they hold: not told lost, deadline not reached.
+    fn believed(&self) -> impl Iterator<Item = (usize, &HoldState)> {
+        let now = self.now;
+        (self.clients.iter().enumerate())
+            .flat_map(|(c, client)| client.guards.iter().map(move |g| (c, g)))
+            .filter(move |(_, g)| g.lost().is_none() && now < g.deadline())
+    }
+
+    /// Moves the clock to `to`: keys expire, and every guard's clock says whether its
+    /// deadline passed ("losses are told": none believes past it).
+    fn advance_to(&mut self, to: Millis, fx: &mut Effects) {
+        self.now = to;
+        self.ks.expire(to);
+        for (c, client) in self.clients.iter_mut().enumerate() {
+            for guard in &mut client.guards {
+                guard.on_clock(to);
+                if guard.is_active() && to >= guard.deadline() {
+                    let message = format!(
+                        "client {c} still believes in {} at t={}, past its deadline t={}",
+                        show(guard.hold().as_bytes()),
+                        t(to),
+                        t(guard.deadline())
+                    );
+                    fx.fail("losses are told", message);
                 }
             }
         }
-        self.check(keys, &mut fx);
-        fx
+    }
+
+    /// Redis is about to lose the lock's keys behind everyone's back: the live holds are
+    /// doomed, and the waiters' places are gone (the oracle's FIFO order is kept only among
+    /// waiters whose queue entries survive: each waiter queues again, as a newcomer, when
+    /// it next asks).
+    fn wipe(&mut self, keys: &FairKeys) {
+        let now = self.now;
+        for (member, _) in live_holds(&self.ks, keys, now) {
+            let member = String::from_utf8_lossy(&member).into_owned();
+            let hold = member.strip_suffix(":1").expect("a fair hold's member");
+            self.doomed.insert(hold.into());
+        }
+        for client in &mut self.clients {
+            if let Some(place) = client.place.take().filter(|p| p.alive(now)) {
+                client.wiped_place = Some(place.id);
+            }
+        }
+    }
+
+    /// Forgets the doomed ids nothing names any more (they would only tell states apart).
+    fn forget_doomed(&mut self) {
+        if self.doomed.is_empty() {
+            return;
+        }
+        let clients = &self.clients;
+        let named = |hold: &Arc<str>| {
+            clients.iter().any(|c| {
+                c.guards.iter().any(|g| g.hold() == hold)
+                    || c.waiting.as_ref().is_some_and(|w| w.request.hold == *hold)
+                    || c.flight.as_ref().is_some_and(|f| match &f.op {
+                        Op::Acquire { request, .. } => request.hold == *hold,
+                        Op::Release { hold: h, .. } => h == hold,
+                        Op::Renew { items, .. } => items.iter().any(|i| i.hold == *hold),
+                    })
+            })
+        };
+        self.doomed.retain(named);
+    }
+
+    /// Sends `call` for client `c`'s flight: Redis runs it, or refuses it with
+    /// `BUSY`/`LOADING` (it does not run) and the library's machine decides what next.
+    fn transmit(&mut self, c: usize, call: &Call, world: &World, fx: &mut Effects) {
+        if !self.busy_next {
+            return self.run(c, call, world, fx);
+        }
+        self.busy_next = false;
+        let now = self.now;
+        let client = &mut self.clients[c];
+        let flight = client.flight.as_mut().expect("a call in flight");
+        match &mut flight.op {
+            // The watchdog does not re-send a failed renewal: its next tick renews.
+            Op::Renew { .. } => client.flight = None,
+            Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                let busy = Failure::Transient("BUSY Redis is busy running a script".into());
+                match resend.on_failure(&mut ModelEnv(now), &mut (), busy) {
+                    Next::SleepUntil(_) => {
+                        flight.reply = None;
+                        flight.busied = true;
+                    }
+                    other => panic!("a re-send that does not retry BUSY: {other:?}"),
+                }
+            }
+        }
     }
 
     /// Starts `op` (its machine's first call, or the renewal) and runs it.
@@ -559,8 +802,9 @@ impl State {
             removed_now: false,
             removed: false,
             live: Vec::new(),
+            busied: false,
         });
-        self.run(c, &call, world, fx);
+        self.transmit(c, &call, world, fx);
     }
 
     /// The live places (by the oracle) of the waiters other than `c` that are ahead of
@@ -678,7 +922,12 @@ impl State {
             .place
             .take()
             .filter(|p| p.alive(now) && p.id == request.hold);
+        let wiped_place = (self.clients[c].wiped_place.take()).is_some_and(|id| id == request.hold);
         if score_of(&seen.after, &member).is_some() {
+            if score_of(&seen.before, &member).is_none() {
+                // A fresh grant: whatever a wipe took of this id before is history.
+                self.doomed.remove(&request.hold);
+            }
             if score_of(&seen.before, &member).is_some() {
                 // A copy whose reply was lost took it: checked when that copy ran.
             } else if blocked {
@@ -744,11 +993,16 @@ impl State {
                     }
                     Place { last: now, ..place }
                 }
-                None => Place {
-                    id: request.hold.clone(),
-                    arrival: now,
-                    last: now,
-                },
+                None => {
+                    if wiped_place {
+                        fx.reach("a waiter queued again after a wipe");
+                    }
+                    Place {
+                        id: request.hold.clone(),
+                        arrival: now,
+                        last: now,
+                    }
+                }
             };
             self.clients[c].place = Some(place);
         }
@@ -819,6 +1073,10 @@ impl State {
         let now = self.now;
         let flight = self.clients[c].flight.take().expect("a call in flight");
         let reply = flight.reply.expect("delivered after it ran");
+        if flight.busied {
+            fx.reach("a call refused as BUSY ran when re-sent");
+        }
+        let doomed = &self.doomed;
         let resent = |mut resend: Resend| match resend.on_reply(&mut ModelEnv(now), &mut (), &reply)
         {
             Next::Done(Ok(resent)) => resent,
@@ -846,13 +1104,19 @@ impl State {
                 Ok(FairAcquired::Wait(_)) => {}
                 other => fx.fail("belief is true", format!("an attempt read as {other:?}")),
             },
-            Op::Release { hold, resend, .. } => {
+            Op::Release {
+                hold,
+                resend,
+                noticed,
+                ..
+            } => {
                 if flight.retried {
                     fx.reach("a retried release");
                 }
                 // What the library reports, read by its own `given_back` (both give-backs
                 // name the hold: `hold_too`), and what the reply says, must be true.
-                let claim = match given_back(&resent(resend), true) {
+                let given = given_back(&resent(resend), true);
+                let claim = match given {
                     Ok(GivenBack::Removed) if !flight.removed => {
                         Some("it removed the hold, but no copy did")
                     }
@@ -874,6 +1138,22 @@ impl State {
                     );
                     fx.fail("release is true", message);
                 }
+                // What the guard's caller is told (`Held::release`, by the core's `told`):
+                // "released" only if this give-back took the hold out, so a hold lost
+                // before (expired, or wiped by a restart or a force-unlock) is told.
+                let found = given.ok().as_ref().and_then(Found::of_given_back);
+                if let (Some(noticed), Some(found)) = (noticed, found) {
+                    let said = told(found, noticed, false);
+                    let name = show(hold.as_bytes());
+                    if said == Told::Released && !flight.removed {
+                        let message =
+                            format!("release of {name} told released, but no copy took it out");
+                        fx.fail("losses are told", message);
+                    }
+                    if said != Told::Released && doomed.contains(&hold) {
+                        fx.reach("a holder was told its wiped hold is lost");
+                    }
+                }
             }
             Op::Renew {
                 items,
@@ -890,7 +1170,13 @@ impl State {
                     if (*status == Renewed::Current) != flight.live[i] {
                         let message =
                             format!("renewal said {status:?} of {}", show(item.hold.as_bytes()));
-                        fx.fail("belief is true", message);
+                        // "Current" of a gone hold leaves a loss untold; "gone" of a live one
+                        // is a false report.
+                        let property = match flight.live[i] {
+                            false => "losses are told",
+                            true => "belief is true",
+                        };
+                        fx.fail(property, message);
                     }
                     let Some(guard) = client.guards.iter_mut().find(|g| g.hold() == &item.hold)
                     else {
@@ -901,8 +1187,8 @@ impl State {
                         if now > START + LEASE {
                             fx.reach("a renewal kept a hold past its first lease");
                         }
-                    } else {
-                        guard.on_gone();
+                    } else if guard.on_gone().is_some() && doomed.contains(&item.hold) {
+                        fx.reach("a holder was told its wiped hold is lost");
                     }
                 }
             }
@@ -922,10 +1208,18 @@ impl State {
         }
         // Who believes what: (client, owner, hold), each believed hold live in Redis with a
         // deadline (on Redis's clock, the model's, scored in ms) no earlier than believed.
+        // A hold wiped behind its holders' backs is excluded: two holders are then possible
+        // until its holder is told ("losses are told": a renewal, its release, its
+        // deadline).
         let mut believers = Vec::new();
+        let mut wiped = Vec::new();
         for (c, client) in self.clients.iter().enumerate() {
             for guard in &client.guards {
                 if guard.lost().is_some() || now >= guard.deadline() {
+                    continue;
+                }
+                if self.doomed.contains(guard.hold()) {
+                    wiped.push(&client.owner);
                     continue;
                 }
                 believers.push((c, &client.owner, guard.hold()));
@@ -953,6 +1247,9 @@ impl State {
                 );
                 fx.fail("never two holders", message);
             }
+        }
+        if (wiped.iter()).any(|w| believers.iter().any(|b| b.1 != *w)) {
+            fx.reach("a wiped holder and a new one both believed");
         }
         // No orphans: with nothing in flight, every live hold is some guard's.
         if self.clients.iter().all(|c| c.flight.is_none()) {
@@ -1081,6 +1378,9 @@ pub fn configs() -> Vec<Config> {
             advances: 3,
             faults: 0,
             renewals: 0,
+            restarts: 0,
+            force_unlocks: 0,
+            busy: 0,
             required: MILESTONES[..8].to_vec(),
         },
         Config {
@@ -1091,9 +1391,49 @@ pub fn configs() -> Vec<Config> {
             advances: 3,
             faults: 1,
             renewals: 1,
-            required: MILESTONES.to_vec(),
+            restarts: 0,
+            force_unlocks: 0,
+            busy: 0,
+            required: MILESTONES[..11].to_vec(),
         },
         shared_owner(),
+        Config {
+            name: "fair: two owners, a restart, BUSY and a lost reply",
+            owners: vec!["a", "b"],
+            acquires: 2,
+            asks: 2,
+            advances: 1,
+            faults: 1,
+            renewals: 1,
+            restarts: 1,
+            force_unlocks: 0,
+            busy: 1,
+            required: vec![
+                "a restart emptied the keyspace while a hold was believed",
+                "a call refused as BUSY ran when re-sent",
+                "a holder was told its wiped hold is lost",
+                "a wiped holder and a new one both believed",
+                "a waiter queued again after a wipe",
+            ],
+        },
+        Config {
+            name: "fair: two owners, a force-unlock, a lost reply and renewal",
+            owners: vec!["a", "b"],
+            acquires: 3,
+            asks: 2,
+            advances: 1,
+            faults: 1,
+            renewals: 1,
+            restarts: 0,
+            force_unlocks: 1,
+            busy: 0,
+            required: vec![
+                "a force-unlock while a waiter was queued",
+                "a holder was told its wiped hold is lost",
+                "a wiped holder and a new one both believed",
+                "a waiter queued again after a wipe",
+            ],
+        },
     ]
 }
 
@@ -1111,6 +1451,9 @@ pub fn shared_owner() -> Config {
         advances: 1,
         faults: 0,
         renewals: 0,
+        restarts: 0,
+        force_unlocks: 0,
+        busy: 0,
         required: vec!["an owner re-entered", "a queued waiter granted in order"],
     }
 }
