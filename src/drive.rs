@@ -128,13 +128,27 @@ impl ClientInner {
         call: &Call,
         give_up_at: crate::protocol::Millis,
     ) -> std::result::Result<crate::protocol::resend::Resent, (Error, bool)> {
-        let mut resend = crate::protocol::resend::Resend::new(call.clone(), give_up_at);
+        let resend = crate::protocol::resend::Resend::new(call.clone(), give_up_at);
+        self.drive_resend(resend)
+            .await
+            .map_err(|(error, gave_up)| (error, gave_up.after_loss))
+    }
+
+    /// A [`Resend`](crate::protocol::resend::Resend) driven to its end: the reply, or the
+    /// error and how it gave up.
+    pub(crate) async fn drive_resend(
+        &self,
+        mut resend: crate::protocol::resend::Resend,
+    ) -> std::result::Result<
+        crate::protocol::resend::Resent,
+        (Error, crate::protocol::resend::GaveUp),
+    > {
         let driven = drive(self, &mut (), &mut resend).await;
         match driven.outcome {
             Ok(resent) => Ok(resent),
             Err(gave_up) => {
                 let error = driven.last_error.unwrap_or_else(|| self.timeout_error());
-                Err((self.redis_error(error), gave_up.after_loss))
+                Err((self.redis_error(error), gave_up))
             }
         }
     }

@@ -24,7 +24,7 @@ use crate::background::Unreleased;
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
 use crate::protocol::release::{Found, Told, told};
-use crate::protocol::resend::{attempt_give_up_at, give_back_give_up_at, given_back};
+use crate::protocol::resend::{SendHistory, attempt_give_up_at, give_back_give_up_at, given_back};
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Millis, Reply};
 use crate::waiting::{Attempts, Outcome};
@@ -110,6 +110,7 @@ pub(crate) async fn acquire_until<K: SetKind>(
         call: kind.attempt_call(&attempt),
         kind: kind.clone(),
         attempt,
+        sends: SendHistory::default(),
     };
     crate::waiting::acquire(
         inner,
@@ -128,10 +129,12 @@ struct SetAttempts<K: SetKind> {
     attempt: Attempt,
     /// The attempt's call: the same on every attempt (its hold id is its idempotency key).
     call: Call,
+    /// The send history of the acquisition's attempts.
+    sends: SendHistory,
 }
 
 impl<K: SetKind> SetAttempts<K> {
-    async fn attempt_once(&self) -> Outcome<Held<K>> {
+    async fn attempt_once(&mut self) -> Outcome<Held<K>> {
         let kind = &self.kind;
         let inner = &kind.client().inner;
         // Re-sent as it was through lost replies (the hold id is its idempotency key); a
@@ -140,9 +143,18 @@ impl<K: SetKind> SetAttempts<K> {
             inner.clock.now(),
             inner.response_timeout.as_millis() as Millis,
         );
-        let resent = match inner.resend(&self.call, give_up_at).await {
-            Ok(resent) => resent,
-            Err((error, after_loss)) => return Outcome::from_error(error, after_loss),
+        // Continues the acquisition's send history: a grant is confirmed from the first
+        // send of any earlier attempt that may have taken it (the core's `SendHistory`).
+        let resend = self.sends.resend(self.call.clone(), give_up_at);
+        let resent = match inner.drive_resend(resend).await {
+            Ok(resent) => {
+                self.sends.ended(None);
+                resent
+            }
+            Err((error, gave_up)) => {
+                self.sends.ended(Some(&gave_up));
+                return Outcome::from_error(error, gave_up.after_loss);
+            }
         };
         let claim_may_remain = resent.after_loss;
         let refused = |error| Outcome::Refused {

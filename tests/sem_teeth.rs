@@ -153,6 +153,37 @@ fn a_renewal_that_revives_an_expired_permit_is_caught() {
     expect(scripts, 11, &["losses are told"]);
 }
 
+/// An acquire that takes a missing size for a default one. Only a restart with data loss
+/// (before the size is set again) leaves the semaphore without a size: found in the
+/// restart configuration, and only there.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn an_acquire_that_defaults_a_lost_size_is_caught() {
+    let scripts = Scripts::real()
+        .planted(
+            ScriptId::SemAcquire,
+            "  if kind == 'none' then\n    return {3}\n  end\n  return {2, kind}",
+            "  if kind ~= 'none' then\n    return {2, kind}\n  end",
+        )
+        .planted(
+            ScriptId::SemAcquire,
+            "local size = tonumber(state[1])",
+            "local size = tonumber(state[1]) or 2",
+        );
+    let found = counterexample(scripts, 8);
+    println!("{found:?}");
+    let (property, message, _, replay) = found.expect("the checker found no counterexample");
+    let expected = ["never more permits than the size", "no orphans, no garbage"];
+    assert!(
+        expected.contains(&property),
+        "{property}: {message}; {replay}"
+    );
+    assert!(replay.starts_with("sem: size 1, restart"), "{replay}");
+}
+
 /// Sanity: the real scripts pass at a small bound.
 #[test]
 #[cfg_attr(
@@ -238,4 +269,27 @@ mod rust_core {
             &["no permit counted twice", "belief is true"],
         );
     }
+}
+
+/// A waiter's next attempt, after one that gave up with its outcome unknown, confirms a
+/// grant from its own first send (the defect the deeper configuration found in the
+/// library, fixed by the core's `SendHistory`): "belief is true" fails at depth 14.
+#[test]
+#[cfg(feature = "planted-defects")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_next_attempt_that_forgets_earlier_sends_is_caught() {
+    use redis_locks::protocol::planted::{Defect, plant};
+    plant(Some(Defect::AttemptsForgetEarlierSends));
+    let found = semmodel::probes().into_iter().find_map(|config| {
+        let report = semmodel::explore(&config, Scripts::real(), 14, 3_000_000);
+        report
+            .violation
+            .map(|(property, message, _)| (property, message))
+    });
+    plant(None);
+    let (property, message) = found.expect("the checker found no counterexample");
+    assert_eq!(property, "belief is true", "{message}");
 }

@@ -77,6 +77,10 @@ pub enum Defect {
     /// A waiter that leaves (its attempt after a wake-up failed for good, or its wait ran
     /// out) keeps the wake-up: the next local waiter sleeps on.
     WaitDropsWakeUp,
+    /// A set-kind acquisition's next attempt, after one that gave up with its outcome
+    /// unknown, confirms a grant from its own first send: the earlier attempt's copy may
+    /// have taken the hold, earlier (found by `tests/sem_teeth.rs`).
+    AttemptsForgetEarlierSends,
     // --- latch and multi-lock defects, second set (tests/latch_teeth.rs,
     // tests/multi_teeth.rs) go below this line ---
     /// A count-down names only its sequence number, not its client: every client's

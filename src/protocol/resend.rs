@@ -32,6 +32,46 @@ pub struct GaveUp {
     pub failure: Failure,
     /// Whether a copy may have run.
     pub after_loss: bool,
+    /// When the first copy was sent (`None`: none was).
+    pub first_sent_at: Option<Millis>,
+}
+
+/// The attempts of one acquisition of a sorted-set kind: each attempt is one [`Resend`] of
+/// the same call (its hold id is its idempotency key), and the waiting loop may start a new
+/// attempt after one that gave up with its outcome unknown. A copy of that earlier attempt
+/// may have taken the hold, which the new attempt then finds: its grant must be confirmed
+/// from the earlier attempt's first send, not its own (else a client believes a lease
+/// longer than the one Redis set). A reply to a later attempt ends that doubt: the script
+/// finds the hold under its id if any copy took it, so a refusal means none did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct SendHistory {
+    /// The first send of an attempt whose outcome is unknown, since the last reply.
+    unknown_since: Option<Millis>,
+}
+
+impl SendHistory {
+    /// The next attempt: `call` re-sent until `give_up_at`, continuing the send history.
+    pub fn resend(&self, call: Call, give_up_at: Millis) -> Resend {
+        let mut resend = Resend::new(call, give_up_at);
+        if let Some(since) = self.unknown_since
+            && !planted::is(Defect::AttemptsForgetEarlierSends)
+        {
+            resend.first_sent_at = Some(since);
+            resend.after_loss = true;
+        }
+        resend
+    }
+
+    /// An attempt ended: with a reply (`None`) or without one.
+    pub fn ended(&mut self, gave_up: Option<&GaveUp>) {
+        match gave_up {
+            Some(gave_up) if gave_up.after_loss => {
+                self.unknown_since = self.unknown_since.or(gave_up.first_sent_at);
+            }
+            Some(_) => {}
+            None => self.unknown_since = None,
+        }
+    }
 }
 
 /// One call, re-sent until `give_up_at`.
@@ -96,6 +136,7 @@ impl Machine for Resend {
             return Next::Done(Err(GaveUp {
                 failure,
                 after_loss,
+                first_sent_at: self.first_sent_at,
             }));
         }
         self.after_loss |= failure.may_have_run();
