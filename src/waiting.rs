@@ -227,9 +227,13 @@ pub(crate) async fn run<A: Attempts>(
                 if let Some(listener) = &mut acquiring.listener {
                     listener.set_first_in_line(first_in_line);
                 }
-                let next = acquiring
-                    .wait
-                    .attempted(now, tried, spinning, inner.jitter());
+                // The random number only feeds a pause: none is drawn for a grant (the hot
+                // path; drawing one costs a getrandom call).
+                let jitter = match tried {
+                    Tried::Granted => 0,
+                    _ => inner.jitter(),
+                };
+                let next = acquiring.wait.attempted(now, tried, spinning, jitter);
                 if let WaitStep::Done(end) = &next {
                     acquiring.done = true;
                     return finish(&acquiring, end, result);
