@@ -1,24 +1,53 @@
 //! The read-write lock's protocol model: clients that take read and write holds with single
 //! attempts, give them back, renew them (`lua/sem_renew.lua`, as the watchdog does), lose
-//! replies and retry with the same hold id, while the clock moves past leases. Every call
-//! is built and every reply read by the library's own `redis_locks::protocol::rwlock`,
+//! replies and retry with the same hold id, while the clock moves past leases, Redis
+//! answers `BUSY`/`LOADING`, restarts losing all data, and an operator force-unlocks the
+//! lock (a `DEL` of its keys: the write set, the read set, the writer-waiting reservation
+//! and the fencing counter). Every call is built and every reply read by the library's own
+//! `redis_locks::protocol::rwlock`, `resend::Resend` / `given_back`, `release::told`,
 //! `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`; every call runs
 //! the real `lua/rw_*.lua` / `lua/sem_renew.lua` in the embedded Lua against the keyspace
 //! model. A small breadth-first explorer checks the properties in every state.
 //!
-//! Assumptions (as the reentrant lock's checker): one lock, one Redis, no restart; the
-//! clock only moves when no call is waiting to execute (a request executes at its send
-//! time); a request whose reply was lost is re-sent as it was (same hold id, same send
-//! time for the lease estimate, as `held::acquire_until` keeps `sent_at`), and the copy
-//! given up on never runs after the retry.
+//! Assumptions (as the reentrant lock's checker): one lock, one Redis; the clock only
+//! moves when no call is waiting to execute (a request executes at its send time), except
+//! for a restart; a request whose reply was lost is re-sent as it was (same hold id, same
+//! send time for the lease estimate, as `held::acquire_until` keeps `sent_at`), and the
+//! copy given up on never runs after the retry. A `BUSY`/`LOADING` reply (one step makes
+//! Redis refuse the next call that reaches it, whoever sends it) means the call did not
+//! run: the library's `Resend` sleeps and sends it again (as for `Failure::Transient`), a
+//! renewal waits for the next tick. A restart takes at least 1 ms, loses every key and
+//! every call on its way, run or not (one not yet run is the same as one that ran just
+//! before the restart and lost its reply: the keyspace ends empty either way), each as
+//! `Failure::Lost`; re-sent copies then run against the empty keyspace. A force-unlock
+//! deletes the lock's keys at once; replies on their way still arrive. Unfenced holds only
+//! (the fencing counter's loss is not checked); wake-ups are not checked, nobody listens.
+//!
+//! What a restart or a force-unlock excludes, and why (as for the fair lock): a hold taken
+//! out of Redis behind its holders' backs (it was live when the keys went) is *doomed*.
+//! Nothing the library does can keep a belief in it true, so until its holder is told,
+//! another owner may take the lock and both believe they hold: such a belief is left out
+//! of "never a writer with another holder" and "belief is true", and held instead to
+//! "losses are told" (a renewal that ran after the wipe reports it gone, its release is
+//! not told "released" by `release::told`, and it is dropped at its deadline anyway).
+//! Every other belief is held to both as before, and a re-sent attempt that runs after the
+//! wipe and is granted afresh under the same id is a valid belief again (confirmed from
+//! its first copy's send time, before the wipe, which only shortens it).
+//!
+//! Not modelled: more than one Redis (replicas, failover, cluster moves), fenced holds and
+//! tokens, re-entry (`joins`), upgrades, waiting readers and wake-ups, a writer that waits
+//! for its reservation across asks (a waiting writer reserves once and leaves), clock
+//! drift between client and Redis, and a call that runs after its machine gave up on it.
 #![allow(dead_code)]
 
-use std::collections::HashSet;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use redis_locks::LostReason;
 use redis_locks::protocol::hold::HoldState;
+use redis_locks::protocol::release::{Found as Reading, Told, told};
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
 use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
 use redis_locks::protocol::rwlock::{RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call};
@@ -37,7 +66,10 @@ pub const RESERVATION: Millis = 150;
 /// The model's clock at the start (Redis's TIME answers from it).
 const START: Millis = 1_000_000;
 
-/// The properties, checked in every state.
+/// The properties, checked in every state. "Losses are told": a renewal tells the truth
+/// about each hold, and a guard's release is told "released" (`release::told`) only if
+/// some copy of it took the hold out. The first two leave out the beliefs in holds a
+/// restart or a force-unlock took out of Redis (see the header).
 pub const PROPERTIES: [&str; 7] = [
     "never a writer with another holder",
     "belief is true",
@@ -48,14 +80,20 @@ pub const PROPERTIES: [&str; 7] = [
     "no orphans, no garbage",
 ];
 
-/// What each run must reach (else the run is vacuous).
-pub const MILESTONES: [&str; 6] = [
+/// What runs reach (each configuration names those it must reach, else it is vacuous):
+/// the first six need neither restarts, force-unlocks nor `BUSY`; the last five do.
+pub const MILESTONES: [&str; 11] = [
     "a write granted",
     "two owners reading at once",
     "a retried acquire found its hold",
     "a retried release",
     "a renewal kept a hold past its first lease",
     "a renewal told a loss",
+    "a restart emptied the keyspace while a write was believed",
+    "a force-unlock while a reader held",
+    "a call refused as BUSY ran when re-sent",
+    "a holder was told its wiped hold is lost",
+    "a wiped holder and a new one both believed",
 ];
 
 pub use crate::lua::Scripts;
@@ -76,6 +114,11 @@ pub struct Config {
     pub renewals: u8,
     /// Writers wait (`q`: a writer that finds readers reserves the lock, then leaves).
     pub waiting_writers: bool,
+    /// Restarts that lose all data, force-unlocks (an operator's `DEL` of the lock's keys)
+    /// and `BUSY`/`LOADING` replies, in all.
+    pub restarts: u8,
+    pub force_unlocks: u8,
+    pub busy: u8,
 }
 
 pub fn keys() -> RwKeys {
@@ -122,6 +165,9 @@ pub enum Op {
         kind: RwKind,
         leaving: bool,
         resend: Resend,
+        /// A guard's release (`Held::release`): the loss its client had noticed when it
+        /// started, to read what its caller is told (`None` for a leaving writer).
+        noticed: Option<Option<LostReason>>,
     },
     Renew {
         items: Vec<RenewItem>,
@@ -153,6 +199,8 @@ pub struct InFlight {
     pub sleeping: bool,
     /// Some copy of this release took the hold out.
     pub removed: bool,
+    /// A copy was refused with `BUSY`/`LOADING` (it did not run) and re-sent since.
+    pub busied: bool,
 }
 
 impl InFlight {
@@ -164,6 +212,7 @@ impl InFlight {
             retried: false,
             sleeping: false,
             removed: false,
+            busied: false,
         }
     }
 }
@@ -195,6 +244,18 @@ pub struct State {
     pub renewals: u8,
     /// Writers wait (see `Config`).
     pub waiting_writers: bool,
+    pub restarts: u8,
+    pub force_unlocks: u8,
+    pub busy: u8,
+    /// Redis answers the next call that reaches it with `BUSY`/`LOADING` (it does not run).
+    pub busy_next: bool,
+    /// Hold ids taken out of Redis behind their holders' backs (a restart or a
+    /// force-unlock while they were live), for as long as a guard or a call still names
+    /// them. A belief in one of them is excluded from "never a writer with another holder"
+    /// and "belief is true" (nothing can keep it true) and held to "losses are told"; a
+    /// fresh grant under the same id (a re-sent attempt that ran after the wipe) takes it
+    /// out.
+    pub doomed: BTreeSet<Arc<str>>,
 }
 
 /// One step.
@@ -209,6 +270,15 @@ pub enum Step {
     /// A re-sending machine's pause is over.
     Resume(usize),
     Advance,
+    /// Redis answers the next call that reaches it, whoever sends it, with
+    /// `BUSY`/`LOADING`: it does not run it (a slow script, or a restart still loading).
+    Busy,
+    /// Redis restarts without persistence: every key is lost, every call on its way is
+    /// lost with the connections, and at least 1 ms passes.
+    Restart,
+    /// An operator deletes the lock's keys (`DEL` of the write set, the read set, the
+    /// writer-waiting reservation and the fencing counter).
+    ForceUnlock,
 }
 
 /// A step's outcome: milestones reached and the first violation.
@@ -303,6 +373,11 @@ impl State {
             faults: config.faults,
             renewals: config.renewals,
             waiting_writers: config.waiting_writers,
+            restarts: config.restarts,
+            force_unlocks: config.force_unlocks,
+            busy: config.busy,
+            busy_next: false,
+            doomed: BTreeSet::new(),
         }
     }
 
@@ -338,6 +413,21 @@ impl State {
         }
         if self.advances > 0 && !waiting_to_run {
             steps.push(Step::Advance);
+        }
+        if self.busy > 0 && !self.busy_next {
+            steps.push(Step::Busy);
+        }
+        // Only where they change more than the clock: a key to lose, or a call on its way.
+        if self.restarts > 0 || self.force_unlocks > 0 {
+            let keys_there = !self.ks.keys(self.now).is_empty();
+            let on_its_way =
+                (self.clients.iter()).any(|c| c.flight.as_ref().is_some_and(|f| !f.sleeping));
+            if self.restarts > 0 && (keys_there || on_its_way) {
+                steps.push(Step::Restart);
+            }
+            if self.force_unlocks > 0 && keys_there {
+                steps.push(Step::ForceUnlock);
+            }
         }
         steps
     }
@@ -379,6 +469,7 @@ impl State {
                         kind: guard.kind,
                         leaving: false,
                         resend,
+                        noticed: Some(guard.state.lost()),
                     },
                     call,
                 ));
@@ -407,6 +498,7 @@ impl State {
                     None,
                 ));
             }
+            Step::Run(c) if self.busy_next => self.refuse(c),
             Step::Run(c) => self.run(c, world, &mut fx),
             Step::Deliver(c) => self.deliver(c, &mut fx),
             Step::LoseReply(c) => {
@@ -451,17 +543,143 @@ impl State {
             }
             Step::Advance => {
                 self.advances -= 1;
-                self.now += ADVANCE;
-                self.ks.expire(self.now);
+                self.advance_to(self.now + ADVANCE);
+            }
+            Step::Busy => {
+                self.busy -= 1;
+                self.busy_next = true;
+            }
+            Step::Restart => {
+                self.restarts -= 1;
+                let wiped = self.wipe(keys);
+                if wiped.iter().any(|(_, kind)| *kind == RwKind::Write) {
+                    fx.reach("a restart emptied the keyspace while a write was believed");
+                }
+                self.ks.flush_all();
+                // The connections drop: every call on its way is lost (one that had not
+                // run yet is the same as one that ran just before and lost its reply: the
+                // restart empties the keyspace either way).
+                let now = self.now;
                 for client in &mut self.clients {
-                    for guard in &mut client.guards {
-                        guard.state.on_clock(self.now);
+                    let Some(flight) = client.flight.as_mut().filter(|f| !f.sleeping) else {
+                        continue;
+                    };
+                    let next = match &mut flight.op {
+                        Op::Renew { .. } => None,
+                        Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                            Some(resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost))
+                        }
+                    };
+                    match next {
+                        None => client.flight = None,
+                        Some(Next::SleepUntil(_)) => {
+                            flight.ran = None;
+                            flight.retried = true;
+                            flight.sleeping = true;
+                        }
+                        Some(other) => fx.fail(
+                            "one hold per acquisition",
+                            format!("the re-send gave up within the model's bound: {other:?}"),
+                        ),
                     }
+                }
+                // A restart takes at least a millisecond.
+                self.advance_to(now + 1);
+            }
+            Step::ForceUnlock => {
+                self.force_unlocks -= 1;
+                let wiped = self.wipe(keys);
+                if wiped.iter().any(|(_, kind)| *kind == RwKind::Read) {
+                    fx.reach("a force-unlock while a reader held");
+                }
+                let mut command = vec![b"DEL".to_vec()];
+                for key in [&keys.write, &keys.read, &keys.reservation, &keys.fence] {
+                    command.push(key.as_bytes().to_vec());
+                }
+                self.ks.command(self.now, &command);
+            }
+        }
+        self.forget_doomed();
+        self.check(keys, &mut fx);
+        fx
+    }
+
+    /// Moves the clock to `to`: keys expire, and every guard's clock says whether its
+    /// deadline passed.
+    fn advance_to(&mut self, to: Millis) {
+        self.now = to;
+        self.ks.expire(to);
+        for client in &mut self.clients {
+            for guard in &mut client.guards {
+                guard.state.on_clock(to);
+            }
+        }
+    }
+
+    /// Redis is about to lose the lock's keys behind everyone's back: the live holds are
+    /// doomed. Returns the believed holds it dooms (hold, kind).
+    fn wipe(&mut self, keys: &RwKeys) -> Vec<(Arc<str>, RwKind)> {
+        let now = self.now;
+        let mut believed = Vec::new();
+        for (member, kind, _) in live_members(&self.ks, keys, now) {
+            let member = String::from_utf8_lossy(&member).into_owned();
+            let hold: Arc<str> = member.strip_suffix(":1").unwrap_or(&member).into();
+            let held = self.clients.iter().any(|c| {
+                c.guards.iter().any(|g| {
+                    g.state.hold() == &hold
+                        && g.kind == kind
+                        && g.state.lost().is_none()
+                        && now < g.state.deadline()
+                })
+            });
+            if held {
+                believed.push((hold.clone(), kind));
+            }
+            self.doomed.insert(hold);
+        }
+        believed
+    }
+
+    /// Forgets the doomed ids nothing names any more (they would only tell states apart).
+    fn forget_doomed(&mut self) {
+        if self.doomed.is_empty() {
+            return;
+        }
+        let clients = &self.clients;
+        let named = |hold: &Arc<str>| {
+            clients.iter().any(|c| {
+                c.guards.iter().any(|g| g.state.hold() == hold)
+                    || c.flight.as_ref().is_some_and(|f| match &f.op {
+                        Op::Acquire { request, .. } => request.hold == *hold,
+                        Op::Release { hold: h, .. } => h == hold,
+                        Op::Renew { items, .. } => items.iter().any(|i| i.hold == *hold),
+                    })
+            })
+        };
+        self.doomed.retain(named);
+    }
+
+    /// Redis refuses client `c`'s call with `BUSY`/`LOADING` (it does not run it), and the
+    /// library's machine decides what next: a re-send after a pause, as for any transient
+    /// failure; the watchdog's next tick renews.
+    fn refuse(&mut self, c: usize) {
+        self.busy_next = false;
+        let now = self.now;
+        let client = &mut self.clients[c];
+        let flight = client.flight.as_mut().expect("a call in flight");
+        match &mut flight.op {
+            Op::Renew { .. } => client.flight = None,
+            Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                let busy = Failure::Transient("BUSY Redis is busy running a script".into());
+                match resend.on_failure(&mut ModelEnv(now), &mut (), busy) {
+                    Next::SleepUntil(_) => {
+                        flight.sleeping = true;
+                        flight.busied = true;
+                    }
+                    other => panic!("a re-send that does not retry BUSY: {other:?}"),
                 }
             }
         }
-        self.check(keys, &mut fx);
-        fx
     }
 
     fn run(&mut self, c: usize, world: &World, fx: &mut Effects) {
@@ -520,6 +738,13 @@ impl State {
                     .collect(),
             },
         };
+        if let Op::Acquire { request, .. } = &flight.op {
+            let member = member_of(&request.hold);
+            if !present(&before, &member) && present(&after, &member) {
+                // A fresh grant: whatever a wipe took of this id before is history.
+                self.doomed.remove(&request.hold);
+            }
+        }
         let flight = self.clients[c].flight.as_mut().expect("a call in flight");
         flight.removed |= found == (Found::Release { removed: true });
         flight.ran = Some((reply, found));
@@ -529,6 +754,9 @@ impl State {
         let now = self.now;
         let flight = self.clients[c].flight.take().expect("a call in flight");
         let (reply, found) = flight.ran.expect("delivered after it ran");
+        if flight.busied {
+            fx.reach("a call refused as BUSY ran when re-sent");
+        }
         let resent = |resend: Resend| {
             let mut resend = resend;
             match resend.on_reply(&mut ModelEnv(now), &mut (), &reply) {
@@ -577,6 +805,7 @@ impl State {
                             kind: request.kind,
                             leaving: true,
                             resend,
+                            noticed: None,
                         },
                         call,
                     ));
@@ -592,13 +821,34 @@ impl State {
                 hold,
                 leaving,
                 resend,
+                noticed,
                 ..
             } => {
                 if flight.retried {
                     fx.reach("a retried release");
                 }
                 // What the library reports, read by its own `given_back`, must be true.
-                match given_back(&resent(resend), !leaving) {
+                let given = given_back(&resent(resend), !leaving);
+                // What the guard's caller is told (`Held::release`, by the core's `told`):
+                // "released" only if a copy of this release took the hold out, so a hold
+                // lost before (expired, or wiped by a restart or a force-unlock) is told.
+                let reading = given.as_ref().ok().and_then(Reading::of_given_back);
+                if let (Some(noticed), Some(reading)) = (noticed, reading) {
+                    let said = told(reading, noticed, false);
+                    if said == Told::Released && !flight.removed {
+                        fx.fail(
+                            "losses are told",
+                            format!(
+                                "release of {} told released, but no copy took it out",
+                                show(hold.as_bytes())
+                            ),
+                        );
+                    }
+                    if said != Told::Released && self.doomed.contains(&hold) {
+                        fx.reach("a holder was told its wiped hold is lost");
+                    }
+                }
+                match given {
                     Ok(GivenBack::Removed) if !flight.removed => fx.fail(
                         "release is true",
                         format!(
@@ -682,6 +932,9 @@ impl State {
                         Renewed::Gone => {
                             if guard.state.on_gone().is_some() {
                                 fx.reach("a renewal told a loss");
+                                if self.doomed.contains(&item.hold) {
+                                    fx.reach("a holder was told its wiped hold is lost");
+                                }
                             }
                         }
                         Renewed::Elsewhere => fx.fail(
@@ -700,9 +953,14 @@ impl State {
         let live = live_members(&self.ks, keys, now);
         // Who believes what: (client, owner, kind, hold).
         let mut believers = Vec::new();
+        // Beliefs in holds wiped behind their holders' backs (see the header): left out.
+        let mut wiped = Vec::new();
         for (c, client) in self.clients.iter().enumerate() {
             for guard in &client.guards {
-                if guard.state.lost().is_none() && now < guard.state.deadline() {
+                let believed = guard.state.lost().is_none() && now < guard.state.deadline();
+                if believed && self.doomed.contains(guard.state.hold()) {
+                    wiped.push(&client.owner);
+                } else if believed {
                     believers.push((c, &client.owner, guard.kind, guard.state.hold()));
                     let member = member_of(guard.state.hold());
                     // Its deadline on Redis's clock (the model's clock, scored in ms).
@@ -734,6 +992,9 @@ impl State {
                     }
                 }
             }
+        }
+        if (wiped.iter()).any(|w| believers.iter().any(|b| b.1 != *w)) {
+            fx.reach("a wiped holder and a new one both believed");
         }
         for (i, a) in believers.iter().enumerate() {
             for b in &believers[i + 1..] {
@@ -840,6 +1101,9 @@ impl State {
         if let Some(q) = self.ks.get_str(keys.reservation.as_bytes(), self.now) {
             out += &format!(" reserved-by {}", show(q));
         }
+        if self.busy_next {
+            out += " (next call BUSY)";
+        }
         for (c, client) in self.clients.iter().enumerate() {
             out += &format!("; c{c}({}):", client.owner);
             for guard in &client.guards {
@@ -849,7 +1113,11 @@ impl State {
                     guard.kind,
                     show(guard.state.hold().as_bytes()),
                     guard.state.deadline() as i64 - START as i64,
-                    if believed { "" } else { " (not believed)" }
+                    match (believed, self.doomed.contains(guard.state.hold())) {
+                        (false, _) => " (not believed)",
+                        (true, true) => " (wiped)",
+                        (true, false) => "",
+                    }
                 );
             }
             if let Some(flight) = &client.flight {
@@ -869,6 +1137,7 @@ impl State {
                     Op::Renew { items, .. } => format!("renew {} holds", items.len()),
                 };
                 let stage = match &flight.ran {
+                    None if flight.sleeping => "asleep before a re-send".to_string(),
                     None => "sent".to_string(),
                     Some((reply, _)) => format!("ran -> {reply:?}"),
                 };
@@ -997,6 +1266,9 @@ pub fn configs() -> Vec<Config> {
             faults: 2,
             renewals: 2,
             waiting_writers: false,
+            restarts: 0,
+            force_unlocks: 0,
+            busy: 0,
         },
         Config {
             name: "rw: two owners, waiting writers, faults",
@@ -1006,6 +1278,33 @@ pub fn configs() -> Vec<Config> {
             faults: 2,
             renewals: 2,
             waiting_writers: true,
+            restarts: 0,
+            force_unlocks: 0,
+            busy: 0,
+        },
+        Config {
+            name: RESTART,
+            owners: vec!["a", "b"],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 1,
+            waiting_writers: false,
+            restarts: 1,
+            force_unlocks: 0,
+            busy: 1,
+        },
+        Config {
+            name: FORCE_UNLOCK,
+            owners: vec!["a", "b"],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 1,
+            waiting_writers: true,
+            restarts: 0,
+            force_unlocks: 1,
+            busy: 0,
         },
     ]
 }
@@ -1014,8 +1313,27 @@ pub fn config_by_name(name: &str) -> Option<Config> {
     configs().into_iter().find(|c| c.name == name)
 }
 
-/// The milestones each default configuration must reach at the default bound: every one,
-/// for both of them.
-pub fn must_reach(_name: &str) -> Vec<&'static str> {
-    MILESTONES.to_vec()
+const RESTART: &str = "rw: two owners, a restart, BUSY and a lost reply";
+const FORCE_UNLOCK: &str = "rw: two owners, waiting writers, a force-unlock";
+
+/// The milestones each default configuration must reach at the default bound: the first
+/// two configurations the first six milestones; the restart and force-unlock ones those
+/// their steps make possible.
+pub fn must_reach(name: &str) -> Vec<&'static str> {
+    match name {
+        RESTART => vec![
+            "a write granted",
+            "a restart emptied the keyspace while a write was believed",
+            "a call refused as BUSY ran when re-sent",
+            "a holder was told its wiped hold is lost",
+            "a wiped holder and a new one both believed",
+        ],
+        FORCE_UNLOCK => vec![
+            "two owners reading at once",
+            "a force-unlock while a reader held",
+            "a holder was told its wiped hold is lost",
+            "a wiped holder and a new one both believed",
+        ],
+        _ => MILESTONES[..6].to_vec(),
+    }
 }
