@@ -320,13 +320,7 @@ impl Lock {
     /// # Cancel safety
     /// Cancel-safe, as [`Lock::acquire`].
     pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        if wait > keys::MAX_DURATION {
-            return Err(Error::InvalidDuration {
-                what: "wait",
-                value: wait,
-                reason: "must be at most 100 years; use acquire() to wait without limit",
-            });
-        }
+        keys::validate_wait(wait)?;
         self.acquire_until(Some(wait)).await
     }
 
@@ -337,13 +331,7 @@ impl Lock {
     /// # Cancel safety
     /// Cancel-safe, as [`Lock::acquire`].
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<LockGuard> {
-        if wait > keys::MAX_DURATION {
-            return Err(Error::InvalidDuration {
-                what: "wait",
-                value: wait,
-                reason: "must be at most 100 years; use acquire() to wait without limit",
-            });
-        }
+        keys::validate_wait(wait)?;
         match self.acquire_until(Some(wait)).await? {
             Some(guard) => Ok(guard),
             None => Err(Error::Timeout {
