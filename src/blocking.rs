@@ -72,7 +72,7 @@ impl Drop for Shared {
         // Let dropped guards' releases reach Redis before the runtime (and with it the
         // background tasks) stops. Bounded: an unreachable Redis must not hang the drop.
         if tokio::runtime::Handle::try_current().is_err() {
-            let wait = self.client.inner.response_timeout * 4;
+            let wait = self.client.inner.calls.response_timeout * 4;
             let client = &self.client;
             runtime.block_on(async {
                 let _ = tokio::time::timeout(wait, client.flush()).await;

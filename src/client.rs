@@ -1,19 +1,18 @@
 //! The client: configuration, connections and the background tasks shared by every lock.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::background::Background;
+use crate::calls::{Calls, ReplicaAck};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lanes::Lanes;
-use crate::protocol::{Call, Reply};
 use crate::pubsub::Hub;
-use crate::scripts::{self, CallError, Scripts};
+use crate::scripts::Scripts;
 use crate::topology::{self, Conn, REDACTED, Target};
 use crate::watchdog::{Registry, Watchdog, WatchdogStats};
 
@@ -53,47 +52,44 @@ impl std::fmt::Debug for LockClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Short on purpose: a client appears in the Debug output of every lock and guard.
         f.debug_struct("LockClient")
-            .field("id", &self.inner.id)
-            .field("addr", &self.inner.addr)
-            .field("prefix", &self.inner.prefix)
+            .field("id", &self.inner.calls.id)
+            .field("addr", &self.inner.calls.addr)
+            .field("prefix", &self.inner.layout.prefix)
             .finish_non_exhaustive()
     }
 }
 
+/// What a client's handles share, in parts with their own methods: the call driver
+/// (connections, the clock, ids), the key layout, the registry of live holds (what the
+/// watchdog renews), the pub/sub hub, the lanes, and the background work.
 #[derive(Debug)]
 pub(crate) struct ClientInner {
-    pub(crate) id: Arc<str>,
-    pub(crate) conn: Conn,
-    /// Wake-ups go over sharded channels (a cluster).
-    pub(crate) sharded: bool,
-    /// Acquisitions wait for this many replicas to acknowledge them.
-    pub(crate) replica_ack: Option<ReplicaAck>,
-    /// With replica acknowledgement: the connection acquires (and their `WAIT`) go on.
-    /// Redis blocks a connection for the whole of a `WAIT`, so it must not be the one the
-    /// watchdog, releases and reads share; its response timeout covers the `WAIT`.
-    pub(crate) ack_conn: Option<Conn>,
-    pub(crate) scripts: Arc<Scripts>,
+    /// How calls are sent (see `calls.rs`); `drive.rs` drives the core's machines on it.
+    pub(crate) calls: Calls,
+    /// Where this client's keys live.
+    pub(crate) layout: Layout,
     pub(crate) registry: Arc<Registry>,
     pub(crate) hub: Hub,
-    pub(crate) prefix: String,
-    pub(crate) db: i64,
-    pub(crate) addr: String,
+    pub(crate) lanes: Arc<Lanes>,
+    pub(crate) background: Arc<Background>,
+    /// The runtime the client was connected on (its watchdog and hub run there): work a
+    /// guard starts when it is dropped outside any runtime goes there.
+    pub(crate) runtime: tokio::runtime::Handle,
+    pub(crate) watchdog_timeout: Duration,
     /// The server's socket addresses as resolved at connect (one server only; empty for
     /// a cluster, a Sentinel set or a Unix socket): what tells two spellings of one
     /// server apart from two servers (`RedLock::new`).
     pub(crate) resolved: Vec<std::net::SocketAddr>,
-    pub(crate) watchdog_timeout: Duration,
-    pub(crate) response_timeout: Duration,
-    /// A short random tag naming this client in request and hold ids.
-    pub(crate) tag: Arc<str>,
-    request_counter: AtomicU64,
     shutdown: CancellationToken,
-    pub(crate) background: Arc<Background>,
-    pub(crate) lanes: Arc<Lanes>,
-    /// The runtime the client was connected on (its watchdog and hub run there): work a
-    /// guard starts when it is dropped outside any runtime goes there.
-    pub(crate) runtime: tokio::runtime::Handle,
-    pub(crate) clock: Clock,
+}
+
+/// Where a client's keys live: the key prefix and database (in every key and channel
+/// name), and whether wake-ups go over sharded channels (a cluster).
+#[derive(Debug)]
+pub(crate) struct Layout {
+    pub(crate) prefix: String,
+    pub(crate) db: i64,
+    pub(crate) sharded: bool,
 }
 
 impl Drop for ClientInner {
@@ -104,119 +100,17 @@ impl Drop for ClientInner {
 }
 
 impl ClientInner {
-    /// A new owner id for one acquisition by a handle without an explicit owner (see
-    /// `owner.rs`).
-    pub(crate) fn next_owner(&self) -> Arc<str> {
-        let n = self.request_counter.fetch_add(1, Ordering::Relaxed) + 1;
-        crate::owner::fresh_owner(&self.id, n).into()
-    }
-
-    /// A request id unique across clients: `<tag>.<seq>` (see `lua/acquire.lua`).
-    pub(crate) fn next_request_id(&self) -> String {
-        let n = self.request_counter.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("{}.{n}", self.tag)
-    }
-
-    /// A random number for back-off jitter (the core draws none itself).
     /// What this client's settings give every kind's waiting loop: Redis errors are
     /// ridden out for the longer of the watchdog and response timeouts.
     pub(crate) fn wait_timing(&self) -> crate::protocol::wait::WaitTiming {
         crate::protocol::wait::WaitTiming {
-            tolerance: self.watchdog_timeout.max(self.response_timeout).as_millis()
-                as crate::protocol::Millis,
-            response: self.response_timeout.as_millis() as crate::protocol::Millis,
+            tolerance: self
+                .watchdog_timeout
+                .max(self.calls.response_timeout)
+                .as_millis() as crate::protocol::Millis,
+            response: self.calls.response_timeout.as_millis() as crate::protocol::Millis,
         }
     }
-
-    pub(crate) fn jitter(&self) -> u64 {
-        uuid::Uuid::new_v4().as_u64_pair().0
-    }
-
-    /// Sends one call of the protocol core, bounded by the response timeout (which also
-    /// bounds waiting for a reconnect).
-    pub(crate) async fn run(&self, call: &Call) -> std::result::Result<Reply, CallError> {
-        self.run_on(&self.conn, call).await
-    }
-
-    /// [`ClientInner::run`] for a probe of what an acquire whose reply was lost did: on the
-    /// connection acquires go on, so that the acquire, if it is still on its way, runs
-    /// before the probe (one connection keeps its requests in order); on a separate
-    /// acquire connection (replica acknowledgement), the probe could otherwise overtake it
-    /// and report "nothing" for a hold that is taken a moment later.
-    pub(crate) async fn run_probe(&self, call: &Call) -> std::result::Result<Reply, CallError> {
-        self.run_on(self.ack_conn.as_ref().unwrap_or(&self.conn), call)
-            .await
-    }
-
-    async fn run_on(&self, conn: &Conn, call: &Call) -> std::result::Result<Reply, CallError> {
-        let mut conn = conn.clone();
-        match tokio::time::timeout(
-            self.response_timeout,
-            scripts::run(&mut conn, &self.scripts, call),
-        )
-        .await
-        {
-            Ok(reply) => reply,
-            Err(_) => Err(CallError {
-                failure: crate::protocol::Failure::TimedOut,
-                error: self.timeout_error(),
-            }),
-        }
-    }
-
-    /// [`ClientInner::run`] for an acquire: with replica acknowledgement configured, the
-    /// script is followed by `WAIT` in one pipeline, and the replicas that acknowledged
-    /// come back too.
-    pub(crate) async fn run_acquire(
-        &self,
-        call: &Call,
-    ) -> std::result::Result<(Reply, Option<u32>), CallError> {
-        let Some(ack) = self.replica_ack else {
-            return self.run(call).await.map(|reply| (reply, None));
-        };
-        let mut conn = self.ack_conn.clone().unwrap_or_else(|| self.conn.clone());
-        let ms = ack.timeout.as_millis() as u64;
-        let sent = scripts::run_acknowledged(&mut conn, &self.scripts, call, ack.replicas, ms);
-        // WAIT itself may take its whole timeout.
-        match tokio::time::timeout(self.response_timeout + ack.timeout, sent).await {
-            Ok(Ok((reply, acked))) => Ok((reply, Some(u32::try_from(acked.max(0)).unwrap_or(0)))),
-            Ok(Err(err)) => Err(err),
-            Err(_) => Err(CallError {
-                failure: crate::protocol::Failure::TimedOut,
-                error: self.timeout_error(),
-            }),
-        }
-    }
-
-    /// [`ClientInner::run`] for calls whose failures are simply reported.
-    pub(crate) async fn eval(&self, call: &Call) -> Result<Reply> {
-        self.run(call)
-            .await
-            .map_err(|err| self.redis_error(err.error))
-    }
-
-    /// A failed command, naming this client's server.
-    pub(crate) fn redis_error(&self, error: redis::RedisError) -> Error {
-        Error::Redis(crate::error::CommandError {
-            server: self.addr.clone(),
-            error,
-        })
-    }
-
-    pub(crate) fn timeout_error(&self) -> redis::RedisError {
-        std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no reply within {:?}", self.response_timeout),
-        )
-        .into()
-    }
-}
-
-/// Replica acknowledgement settings (see [`LockClientBuilder::min_replicas`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ReplicaAck {
-    pub(crate) replicas: u32,
-    pub(crate) timeout: Duration,
 }
 
 /// Builds a [`LockClient`]. Obtain one with [`LockClient::builder`] or
@@ -335,7 +229,7 @@ impl LockClient {
 
     /// This client's random identity (UUID v4). Default owner ids start with it.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        &self.inner.calls.id
     }
 
     /// The lease used, and renewed, for locks taken without an explicit lease.
@@ -345,7 +239,7 @@ impl LockClient {
 
     /// The key prefix in use.
     pub fn prefix(&self) -> &str {
-        &self.inner.prefix
+        &self.inner.layout.prefix
     }
 
     /// What the watchdog has done so far.
@@ -661,30 +555,30 @@ impl LockClientBuilder {
         };
         runtime.spawn(watchdog.run());
 
-        let id = uuid::Uuid::new_v4();
         Ok(LockClient {
             inner: Arc::new(ClientInner {
-                id: id.to_string().into(),
-                tag: format!("{:016x}", id.as_u64_pair().1).into(),
-                conn,
-                sharded: target.sharded(),
-                replica_ack: self.replica_ack,
-                ack_conn,
-                scripts,
+                calls: Calls::new(
+                    conn,
+                    ack_conn,
+                    self.replica_ack,
+                    scripts,
+                    self.response_timeout,
+                    addr,
+                    clock,
+                ),
+                layout: Layout {
+                    prefix: self.prefix,
+                    db,
+                    sharded: target.sharded(),
+                },
                 registry,
                 hub,
-                prefix: self.prefix,
-                db,
-                addr,
                 resolved,
                 watchdog_timeout,
-                response_timeout: self.response_timeout,
-                request_counter: AtomicU64::new(0),
                 shutdown,
                 background: Arc::default(),
                 lanes: Arc::default(),
                 runtime,
-                clock,
             }),
         })
     }

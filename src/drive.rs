@@ -6,14 +6,14 @@
 
 use redis::RedisError;
 
-use crate::client::ClientInner;
+use crate::calls::Calls;
 use crate::error::{Error, Result};
 use crate::protocol::{Call, Reply};
 use crate::protocol::{Env, Machine, Millis, Next, ScriptId};
 use crate::scripts::CallError;
 
 /// The core's view of the client: its monotonic clock, random jitter and request ids.
-pub(crate) struct ClientEnv<'a>(pub(crate) &'a ClientInner);
+pub(crate) struct ClientEnv<'a>(pub(crate) &'a Calls);
 
 impl Env for ClientEnv<'_> {
     fn now(&self) -> Millis {
@@ -45,11 +45,11 @@ pub(crate) struct Driven<T> {
 /// Not cancel-safe: a call may be in flight. Callers run it where dropping is handled
 /// (an attempt is detached into the background, a release runs to its end).
 pub(crate) async fn drive<M: Machine>(
-    inner: &ClientInner,
+    calls: &Calls,
     lane: &mut M::Ctx,
     machine: &mut M,
 ) -> Driven<M::Outcome> {
-    let mut env = ClientEnv(inner);
+    let mut env = ClientEnv(calls);
     let mut last_error = None;
     let mut acked = None;
     let mut next = machine.start(&mut env, lane);
@@ -59,9 +59,9 @@ pub(crate) async fn drive<M: Machine>(
                 // Acquires go where replica acknowledgement is waited for, and probes after
                 // them on the same connection (in order); the rest on the shared one.
                 let result = match call.script {
-                    ScriptId::Acquire => inner.run_acquire(&call).await,
-                    ScriptId::Probe => inner.run_probe(&call).await.map(|reply| (reply, None)),
-                    _ => inner.run(&call).await.map(|reply| (reply, None)),
+                    ScriptId::Acquire => calls.run_acquire(&call).await,
+                    ScriptId::Probe => calls.run_probe(&call).await.map(|reply| (reply, None)),
+                    _ => calls.run(&call).await.map(|reply| (reply, None)),
                 };
                 match result {
                     Ok((reply, replicas)) => {
@@ -78,7 +78,7 @@ pub(crate) async fn drive<M: Machine>(
                 }
             }
             Next::SleepUntil(at) => {
-                tokio::time::sleep_until(inner.clock.instant(at)).await;
+                tokio::time::sleep_until(calls.clock.instant(at)).await;
                 machine.resume(&mut env, lane)
             }
             Next::Done(outcome) => {
@@ -93,9 +93,9 @@ pub(crate) async fn drive<M: Machine>(
 }
 
 /// The calls re-sent as they were (the core's `Resend`), driven here: they are the
-/// driver's, not the client's (so `client.rs` does not depend on the driver).
-impl ClientInner {
-    /// [`ClientInner::run`] for a read-only call (inspection), re-sent through connection
+/// driver's, not the call sender's (so `calls.rs` does not depend on the driver).
+impl Calls {
+    /// [`Calls::run`] for a read-only call (inspection), re-sent through connection
     /// errors and transient states for up to a response timeout: running it twice
     /// changes nothing, and right after a failover the first call may meet a connection
     /// to the dead node.

@@ -13,11 +13,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
-
 use crate::client::LockClient;
-use crate::error::{Error, LostReason, Result};
-use crate::held::{self, Attempt, Attempted, Held, SetKind};
+use crate::error::{Error, Result};
+use crate::guard::{Guard, GuardKind, sealed};
+use crate::held::{self, Attempt, Attempted, SetKind};
 use crate::keys;
 use crate::protocol::fair::{
     FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call, state_call,
@@ -86,7 +85,12 @@ impl LockClient {
         Ok(FairLock {
             client: self.clone(),
             name: name.into(),
-            keys: FairKeys::new(&inner.prefix, inner.db, inner.sharded, name),
+            keys: FairKeys::new(
+                &inner.layout.prefix,
+                inner.layout.db,
+                inner.layout.sharded,
+                name,
+            ),
             mode: LeaseMode::Watchdog,
             owner: None,
             fenced: false,
@@ -212,7 +216,12 @@ impl FairLock {
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn state(&self) -> Result<FairLockState> {
-        let reply = self.client.inner.read(&state_call(&self.keys)).await?;
+        let reply = self
+            .client
+            .inner
+            .calls
+            .read(&state_call(&self.keys))
+            .await?;
         let bad = || Error::UnexpectedReply(format!("fair_state.lua: {reply:?}"));
         let Reply::Array(items) = &reply else {
             return Err(bad());
@@ -256,21 +265,25 @@ impl FairLock {
         let explicit_owner = owner.is_some() || self.owner.is_some();
         let owner = owner
             .or_else(|| self.owner.clone())
-            .unwrap_or_else(|| inner.next_owner());
+            .unwrap_or_else(|| inner.calls.next_owner());
         let attempt = Attempt {
-            hold: hold_id(&owner, &inner.next_request_id()),
+            hold: hold_id(&owner, &inner.calls.next_request_id()),
             owner,
             waits: wait != Some(Duration::ZERO),
             explicit_owner,
             joins: None,
         };
-        Ok(held::acquire_until(self, attempt, wait)
-            .await?
-            .map(|held| FairGuard { held }))
+        held::acquire_until(self, attempt, wait).await
     }
 }
 
 impl SetKind for FairLock {
+    type Handle = FairLock;
+
+    fn guarded(&self) -> (FairLock, ()) {
+        (self.clone(), ())
+    }
+
     fn client(&self) -> &LockClient {
         &self.client
     }
@@ -324,91 +337,36 @@ impl SetKind for FairLock {
     }
 }
 
-/// A hold of a [`FairLock`]. Released (in the background) when dropped; prefer
-/// [`FairGuard::release`], which reports the outcome.
-#[must_use = "dropping the guard releases the hold at once"]
-pub struct FairGuard {
-    held: Held<FairLock>,
+/// A hold of a [`FairLock`]: the one [`Guard`] of every kind (see it for what every guard
+/// does), with [`reenter`](Guard::reenter). Released in the background when dropped;
+/// prefer [`release`](Guard::release), which reports the outcome and wakes the head of the
+/// queue.
+pub type FairGuard = Guard<FairLock>;
+
+impl sealed::Sealed for FairLock {}
+
+impl GuardKind for FairLock {
+    /// Nothing beyond what every guard knows.
+    type Detail = ();
+    const GUARD: &'static str = "FairGuard";
 }
 
-impl std::fmt::Debug for FairGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FairGuard")
-            .field("lock", &self.held.kind.name)
-            .field("owner", &self.held.owner)
-            .field("lost", &self.held.lost_reason())
-            .finish_non_exhaustive()
-    }
-}
-
-impl FairGuard {
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        &self.held.kind.name
-    }
-
-    /// The owner id this hold belongs to.
-    pub fn owner(&self) -> &str {
-        &self.held.owner
-    }
-
-    /// The hold's fencing token, for a fenced handle ([`FairLock::with_fencing`]).
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.held.token
-    }
-
-    /// Resolves when the hold is lost (expired unrenewed, deleted). Cancel-safe.
-    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.held.lost()
-    }
-
-    /// A token cancelled when the hold is lost.
-    pub fn lost_token(&self) -> CancellationToken {
-        self.held.lost_token()
-    }
-
-    /// Whether the hold is lost (also checks the clock).
-    pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
-    }
-
-    /// Why the hold was lost, if it was.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.held.lost_reason()
-    }
-
-    /// The lease this client can still count on.
-    pub fn remaining_lease(&self) -> Duration {
-        self.held.remaining_lease()
-    }
-
+impl Guard<FairLock> {
     /// Another hold for the same owner, with this handle's lease terms: a nested critical
     /// section. Never waits and never queues (this hold already lets it in).
     ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn reenter(&self) -> Result<FairGuard> {
-        if self.is_lost() {
-            return Err(self.held.lost_error());
-        }
+        self.ensure_not_lost()?;
+        let owner = self.core.owner.clone();
         match self
-            .held
-            .kind
-            .acquire_until(Some(Duration::ZERO), Some(self.held.owner.clone()))
+            .handle
+            .acquire_until(Some(Duration::ZERO), Some(owner))
             .await?
         {
             Some(guard) => Ok(guard),
-            None => Err(self.held.lost_error()),
+            None => Err(self.lost_error()),
         }
-    }
-
-    /// Gives the hold back and wakes the head of the queue. `Err(LockLost)` when it had
-    /// been lost (expired, deleted); `Err(ReleaseUnconfirmed)` when a retry after a lost
-    /// reply found it gone.
-    ///
-    /// # Cancel safety
-    /// Not cancel-safe: cancelled after it was sent, the hold may or may not be back.
-    pub async fn release(self) -> Result<()> {
-        self.held.release().await
     }
 }

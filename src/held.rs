@@ -1,6 +1,7 @@
 //! What the kinds whose holds live in sorted sets share (the semaphore, the read-write lock
-//! and the fair lock): the waiting loop, the give-back of abandoned attempts, and the
-//! guard's core.
+//! and the fair lock): their attempts in the one waiting loop, and the give-back (of an
+//! abandoned attempt, and of a guard's hold: their [`GiveBack`]). Their guards are the
+//! one generic [`Guard`] (`src/guard.rs`).
 //!
 //! A hold of such a kind is n members `<hold id>:1..n` of a sorted set (n = 1 but for a
 //! semaphore acquisition of n permits), each scored by its deadline on Redis's clock; the
@@ -18,17 +19,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
-
-use crate::background::Unreleased;
 use crate::client::LockClient;
-use crate::error::{Error, LostReason, Result};
-use crate::protocol::release::{Found, Told, told};
+use crate::error::{Error, Result};
+use crate::guard::{GiveBack, GivingBack, Grant, Guard, GuardKind};
+use crate::protocol::hold::Rearm;
+use crate::protocol::release::Found;
 use crate::protocol::resend::{SendHistory, attempt_give_up_at, give_back_give_up_at, given_back};
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Millis, Reply};
 use crate::waiting::{Attempts, Outcome};
-use crate::watchdog::{HoldEntry, LeaseMode};
+use crate::watchdog::LeaseMode;
 
 /// One acquisition being attempted.
 #[derive(Debug, Clone)]
@@ -67,6 +67,10 @@ pub(crate) enum Attempted {
 
 /// A kind of hold kept in a sorted set.
 pub(crate) trait SetKind: Clone + Send + Sync + 'static {
+    /// The public handle whose guard holds this kind's holds.
+    type Handle: GuardKind;
+    /// The handle, and what its guard knows about a hold of this kind.
+    fn guarded(&self) -> (Self::Handle, <Self::Handle as GuardKind>::Detail);
     fn client(&self) -> &LockClient;
     fn name(&self) -> &Arc<str>;
     fn lease_mode(&self) -> LeaseMode;
@@ -102,7 +106,7 @@ pub(crate) async fn acquire_until<K: SetKind>(
     kind: &K,
     attempt: Attempt,
     wait: Option<Duration>,
-) -> Result<Option<Held<K>>> {
+) -> Result<Option<Guard<K::Handle>>> {
     let inner = &kind.client().inner;
     let policy = kind.wait_policy(inner.wait_timing());
     let channel = kind.channel(&attempt);
@@ -134,19 +138,19 @@ struct SetAttempts<K: SetKind> {
 }
 
 impl<K: SetKind> SetAttempts<K> {
-    async fn attempt_once(&mut self) -> Outcome<Held<K>> {
+    async fn attempt_once(&mut self) -> Outcome<Guard<K::Handle>> {
         let kind = &self.kind;
         let inner = &kind.client().inner;
         // Re-sent as it was through lost replies (the hold id is its idempotency key); a
         // grant is confirmed from the first copy's send time, as the core says.
         let give_up_at = attempt_give_up_at(
-            inner.clock.now(),
-            inner.response_timeout.as_millis() as Millis,
+            inner.calls.clock.now(),
+            inner.calls.response_timeout.as_millis() as Millis,
         );
         // Continues the acquisition's send history: a grant is confirmed from the first
         // send of any earlier attempt that may have taken it (the core's `SendHistory`).
         let resend = self.sends.resend(self.call.clone(), give_up_at);
-        let resent = match inner.drive_resend(resend).await {
+        let resent = match inner.calls.drive_resend(resend).await {
             Ok(resent) => {
                 self.sends.ended(None);
                 resent
@@ -171,15 +175,19 @@ impl<K: SetKind> SetAttempts<K> {
                     kind.lease_ms(),
                     resent.first_sent_at,
                 );
-                Outcome::Granted(Held {
-                    kind: kind.clone(),
+                let (handle, detail) = kind.guarded();
+                let grant = Grant {
+                    client: kind.client().clone(),
+                    name: kind.name().clone(),
+                    mode: kind.lease_mode(),
                     owner: self.attempt.owner.clone(),
                     hold: self.attempt.hold.clone(),
                     token,
                     entry,
-                    armed: true,
-                    acquired_at: std::time::Instant::now(),
-                })
+                    fixed_end: None,
+                    give_back: Arc::new(SetGiveBack(kind.clone())),
+                };
+                Outcome::Granted(Guard::new(handle, detail, grant))
             }
             Ok(Attempted::Wait(ms)) => Outcome::Busy(ms),
             Ok(Attempted::FirstInLine(ms)) => Outcome::FirstInLine(ms),
@@ -202,13 +210,13 @@ impl<K: SetKind> SetAttempts<K> {
 }
 
 impl<K: SetKind> Attempts for SetAttempts<K> {
-    type Won = Held<K>;
+    type Won = Guard<K::Handle>;
 
     fn attempt(
         &mut self,
         _waits: bool,
         _listening: bool,
-    ) -> impl std::future::Future<Output = Outcome<Held<K>>> + Send {
+    ) -> impl std::future::Future<Output = Outcome<Guard<K::Handle>>> + Send {
         self.attempt_once()
     }
 
@@ -234,7 +242,14 @@ pub(crate) async fn give_back<K: SetKind>(
     hold_too: bool,
     leaving: bool,
 ) -> Result<bool> {
-    match give_back_found(kind, hold, hold_too, leaving).await? {
+    let inner = &kind.client().inner;
+    let give_up_at = give_back_give_up_at(
+        inner.calls.clock.now(),
+        kind.lease_ms(),
+        inner.watchdog_timeout.as_millis() as Millis,
+        inner.calls.response_timeout.as_millis() as Millis,
+    );
+    match give_back_found(kind, hold, hold_too, leaving, give_up_at).await? {
         Found::Removed => Ok(true),
         Found::Unconfirmed => Err(Error::ReleaseUnconfirmed {
             name: kind.name().to_string(),
@@ -243,22 +258,19 @@ pub(crate) async fn give_back<K: SetKind>(
     }
 }
 
-/// Gives back `hold` (see [`give_back`]): what the give-back found.
+/// Gives back `hold` (see [`give_back`]), re-sending through lost replies until
+/// `give_up_at`: what the give-back found.
 async fn give_back_found<K: SetKind>(
     kind: &K,
     hold: &Arc<str>,
     hold_too: bool,
     leaving: bool,
+    give_up_at: Millis,
 ) -> Result<Found> {
     let inner = &kind.client().inner;
     let call = kind.give_back_call(hold, hold_too, leaving);
-    let give_up_at = give_back_give_up_at(
-        inner.clock.now(),
-        kind.lease_ms(),
-        inner.watchdog_timeout.as_millis() as Millis,
-        inner.response_timeout.as_millis() as Millis,
-    );
     let resent = inner
+        .calls
         .resend(&call, give_up_at)
         .await
         .map_err(|(error, _)| error)?;
@@ -271,104 +283,21 @@ async fn give_back_found<K: SetKind>(
     }
 }
 
-/// The core of a guard: one hold, its lost signal, and its release.
-pub(crate) struct Held<K: SetKind> {
-    pub(crate) kind: K,
-    pub(crate) owner: Arc<str>,
-    pub(crate) hold: Arc<str>,
-    pub(crate) token: Option<u64>,
-    entry: Arc<HoldEntry>,
-    armed: bool,
-    /// For the `hold_seconds` metric.
-    acquired_at: std::time::Instant,
-}
+/// How a guard gives a set kind's hold back: its members (a place in a queue or a
+/// reservation it cannot have while it holds).
+struct SetGiveBack<K: SetKind>(K);
 
-impl<K: SetKind> Held<K> {
-    pub(crate) fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.entry.lost_token().cancelled()
-    }
-
-    pub(crate) fn lost_token(&self) -> CancellationToken {
-        self.entry.lost_token().child_token()
-    }
-
-    pub(crate) fn is_lost(&self) -> bool {
-        self.entry.is_lost(&self.kind.client().inner.registry)
-    }
-
-    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        self.entry.lost_reason()
-    }
-
-    pub(crate) fn remaining_lease(&self) -> Duration {
-        self.entry.remaining_lease()
-    }
-
-    pub(crate) fn lost_error(&self) -> Error {
-        Error::LockLost {
-            name: self.kind.name().to_string(),
-            reason: self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-        let inner = &self.kind.client().inner;
-        let lease = inner.watchdog_timeout.as_millis() as u64;
-        let _ = inner
-            .registry
-            .leave(&self.entry, self.kind.lease_mode(), None, lease);
-    }
-
-    /// Gives the hold back: `Err(LockLost)` when it had been lost, `Err(ReleaseUnconfirmed)`
-    /// when a retry after a lost reply found it gone (as the core's `release::told` says,
-    /// for every kind).
-    pub(crate) async fn release(mut self) -> Result<()> {
-        // A lease that ran out before this call is a loss, even if the watchdog task has
-        // not run since: check the clock before leaving.
-        self.is_lost();
-        self.disarm();
-        crate::observe::hold_ended(self.kind.name(), self.acquired_at.elapsed(), "released");
-        let found = give_back_found(&self.kind, &self.hold, true, false).await?;
-        let fixed = matches!(self.kind.lease_mode(), LeaseMode::Fixed(_));
-        let name = || self.kind.name().to_string();
-        match told(found, self.lost_reason(), fixed) {
-            Told::Released => Ok(()),
-            Told::Lost { reason, gone } => {
-                if gone {
-                    // Tell every other guard of this hold (a read re-entered through it).
-                    self.kind.client().inner.registry.gone(&self.entry);
-                }
-                Err(Error::LockLost {
-                    name: name(),
-                    reason,
-                })
-            }
-            Told::Unconfirmed => Err(Error::ReleaseUnconfirmed { name: name() }),
-        }
-    }
-}
-
-impl<K: SetKind> Drop for Held<K> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let lease_left = self.remaining_lease();
-        self.disarm();
-        crate::observe::hold_ended(self.kind.name(), self.acquired_at.elapsed(), "dropped");
-        let kind = self.kind.clone();
-        let inner = kind.client().inner.clone();
-        let runtime =
-            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
-        let hold = self.hold.clone();
-        let mut unfinished = Unreleased::new(kind.name(), lease_left);
-        inner.background.spawn(&runtime, async move {
-            let outcome = give_back(&kind, &hold, true, false).await;
-            unfinished.ran();
-            if let Err(err) = outcome {
-                tracing::warn!(lock = %kind.name(), error = %err, "dropped guard: background release failed; the hold expires with its lease");
-            }
-        });
+impl<K: SetKind> GiveBack for SetGiveBack<K> {
+    fn give_back(
+        &self,
+        _owner: Arc<str>,
+        hold: Arc<str>,
+        give_up_at: Millis,
+        // A set kind's members carry their own deadlines: its release has no expiry to
+        // re-arm.
+        _rearm: Option<Rearm>,
+    ) -> GivingBack {
+        let kind = self.0.clone();
+        Box::pin(async move { give_back_found(&kind, &hold, true, false, give_up_at).await })
     }
 }

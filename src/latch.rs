@@ -79,11 +79,11 @@ impl LockClient {
     pub fn latch(&self, name: &str) -> Result<CountDownLatch> {
         keys::validate_name(name)?;
         let inner = &self.inner;
-        let key: Arc<str> = format!("{}:{{{name}}}:latch", inner.prefix).into();
+        let key: Arc<str> = format!("{}:{{{name}}}:latch", inner.layout.prefix).into();
         Ok(CountDownLatch {
             client: self.clone(),
             name: name.into(),
-            channel: format!("{key}:db{}:open", inner.db).into(),
+            channel: format!("{key}:db{}:open", inner.layout.db).into(),
             key,
             recheck: DEFAULT_LATCH_RECHECK,
         })
@@ -131,7 +131,7 @@ impl CountDownLatch {
             )));
         }
         let call = latch::set_call(&self.keys(), count);
-        match latch::decode_done(&self.client.inner.eval(&call).await?) {
+        match latch::decode_done(&self.client.inner.calls.eval(&call).await?) {
             Ok(LatchReply::Done(closed)) => Ok(closed),
             Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
             Ok(other) => Err(Error::UnexpectedReply(format!("latch_set.lua: {other:?}"))),
@@ -143,16 +143,19 @@ impl CountDownLatch {
     /// and its waiters were woken). Counting down an open latch does nothing and returns
     /// 0. Exactly once: a count-down whose reply was lost is retried with the same request
     /// id until Redis answers (through reconnects and transient states, for as long as
-    /// the watchdog timeout), and never counts twice.
+    /// the watchdog timeout), and never counts twice in one closing of the latch. One
+    /// limit (see the README): if the latch that count-down was meant for is gone before
+    /// the retry arrives (opened, deleted, or lost in a restart) and it is closed again,
+    /// the retry counts the new closing down once.
     ///
     /// # Cancel safety
     /// Not cancel-safe: cancelled after it was sent, it may or may not have counted down.
     pub async fn count_down(&self) -> Result<u64> {
         let inner = &self.client.inner;
-        let _lane = inner.lanes.enter(&self.key, &inner.tag).await;
-        let call = latch::count_down_call(&self.keys(), &inner.next_request_id());
-        let give_up_at = Instant::now() + inner.watchdog_timeout.max(inner.response_timeout);
-        match latch::decode_count_down(&inner.resend_until(&call, give_up_at).await.0?) {
+        let _lane = inner.lanes.enter(&self.key, &inner.calls.tag).await;
+        let call = latch::count_down_call(&self.keys(), &inner.calls.next_request_id());
+        let give_up_at = Instant::now() + inner.watchdog_timeout.max(inner.calls.response_timeout);
+        match latch::decode_count_down(&inner.calls.resend_until(&call, give_up_at).await.0?) {
             Ok(LatchReply::Remaining(n)) => Ok(n),
             Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
             Ok(other) => Err(Error::UnexpectedReply(format!(
@@ -173,11 +176,11 @@ impl CountDownLatch {
         // the TYPE and the HGET ("a hash without a count" for a moment). Any other server
         // error (an ACL that refuses TYPE or HGET) fails at once, as it is.
         let inner = &self.client.inner;
-        let give_up_at = Instant::now() + inner.response_timeout;
+        let give_up_at = Instant::now() + inner.calls.response_timeout;
         let mut backoff = Backoff::RESEND;
         let mut raced = false;
         loop {
-            let mut conn = inner.conn.clone();
+            let mut conn = inner.calls.conn.clone();
             let mut pipe = redis::pipe();
             pipe.ignore_errors()
                 .cmd("TYPE")
@@ -186,7 +189,7 @@ impl CountDownLatch {
                 .arg(&*self.key)
                 .arg("count");
             let sent = tokio::time::timeout(
-                inner.response_timeout,
+                inner.calls.response_timeout,
                 pipe.query_async::<Vec<Value>>(&mut conn),
             )
             .await;
@@ -195,11 +198,11 @@ impl CountDownLatch {
                 failed => {
                     let error = match failed {
                         Ok(Err(err)) => err,
-                        _ => inner.timeout_error(),
+                        _ => inner.calls.timeout_error(),
                     };
-                    let pause = Duration::from_micros(backoff.pause(inner.jitter()));
+                    let pause = Duration::from_micros(backoff.pause(inner.calls.jitter()));
                     if Instant::now() + pause > give_up_at {
-                        return Err(inner.redis_error(error));
+                        return Err(inner.calls.redis_error(error));
                     }
                     tokio::time::sleep(pause).await;
                     continue;
@@ -221,9 +224,9 @@ impl CountDownLatch {
             });
             if let Some(error) = failed {
                 let transient = matches!(classify(&error), Failure::Transient(_));
-                let pause = Duration::from_micros(backoff.pause(inner.jitter()));
+                let pause = Duration::from_micros(backoff.pause(inner.calls.jitter()));
                 if !transient || Instant::now() + pause > give_up_at {
-                    return Err(inner.redis_error(error));
+                    return Err(inner.calls.redis_error(error));
                 }
                 // A redirection or a transient state: nothing was read.
                 tracing::debug!(latch = %self.name, error = ?error, "latch count: retrying");
@@ -273,7 +276,7 @@ impl CountDownLatch {
     pub async fn delete(&self) -> Result<bool> {
         let inner = &self.client.inner;
         let call = latch::delete_call(&self.keys());
-        match latch::decode_done(&inner.eval(&call).await?) {
+        match latch::decode_done(&inner.calls.eval(&call).await?) {
             Ok(LatchReply::Done(deleted)) => Ok(deleted),
             Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
             Ok(other) => Err(Error::UnexpectedReply(format!(
@@ -313,7 +316,7 @@ impl CountDownLatch {
         LatchKeys {
             hash: self.key.clone(),
             channel: self.channel.clone(),
-            sharded: self.client.inner.sharded,
+            sharded: self.client.inner.layout.sharded,
         }
     }
 

@@ -40,12 +40,14 @@
 mod background;
 #[cfg(feature = "blocking")]
 pub mod blocking;
+mod calls;
 mod client;
 mod clock;
 mod detach;
 mod drive;
 mod error;
 mod fair;
+mod guard;
 mod held;
 mod join;
 mod keys;
@@ -72,6 +74,7 @@ pub use client::{
 };
 pub use error::{CommandError, Error, LostReason, Result};
 pub use fair::{FAIR_WAITER_LEASE, FairGuard, FairLock, FairLockState};
+pub use guard::{Guard, GuardKind};
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, MAX_COUNT};
 pub use lock::{Lock, LockGuard, LockState};

@@ -174,7 +174,7 @@ fn order_key(lock: &Lock) -> (String, String) {
     let server = inner
         .resolved
         .first()
-        .map_or_else(|| inner.addr.clone(), ToString::to_string);
+        .map_or_else(|| inner.calls.addr.clone(), ToString::to_string);
     (lock.key().to_owned(), server)
 }
 
@@ -219,7 +219,7 @@ impl MultiGuard {
         let (any_lost, watching) = (lost.clone(), stop.clone());
         let runtime = guards
             .first()
-            .map(|guard| guard.lock_client().inner.runtime.clone());
+            .map(|guard| guard.client().inner.runtime.clone());
         let watch = async move {
             let any =
                 crate::join::first_n(tokens.into_iter().map(|t| t.cancelled_owned()).collect(), 1);

@@ -77,13 +77,13 @@ impl RedLock {
         // address as written, and as resolved at connect), not locks.
         let same_server = |a: &Lock, b: &Lock| {
             let (a, b) = (&a.client().inner, &b.client().inner);
-            a.addr == b.addr || a.resolved.iter().any(|addr| b.resolved.contains(addr))
+            a.calls.addr == b.calls.addr || a.resolved.iter().any(|addr| b.resolved.contains(addr))
         };
         for (i, a) in members.iter().enumerate() {
             if members[..i].iter().any(|b| same_server(a, b)) {
                 return Err(Error::InvalidConfig(format!(
                     "a RedLock names the server {} twice: it would count twice towards the majority",
-                    a.client().inner.addr
+                    a.client().inner.calls.addr
                 )));
             }
         }
@@ -249,7 +249,7 @@ impl RedLock {
                     // A server that does not answer within this must not eat the validity.
                     let limit = Duration::from_millis(redlock::server_limit(
                         Self::lease_of(lock).as_millis() as Millis,
-                        lock.client().inner.response_timeout.as_millis() as Millis,
+                        lock.client().inner.calls.response_timeout.as_millis() as Millis,
                     ));
                     tokio::time::timeout(limit, lock.try_acquire())
                 })
@@ -332,7 +332,7 @@ impl RedLock {
     }
 
     fn server(&self, i: usize) -> String {
-        self.members[i].client().inner.addr.to_string()
+        self.members[i].client().inner.calls.addr.to_string()
     }
 }
 
@@ -351,7 +351,7 @@ impl Attempts for QuorumAttempts<'_> {
             // Every waiter of every client is woken by the same release: a random head
             // start spreads them, so that one of them gets a majority rather than each
             // getting a minority (a split vote).
-            let spread = Duration::from_micros(inner.jitter() % 1_000);
+            let spread = Duration::from_micros(inner.calls.jitter() % 1_000);
             tokio::time::sleep(spread).await;
         }
         self.attempts += 1;
@@ -365,7 +365,7 @@ impl Attempts for QuorumAttempts<'_> {
             },
             Err(None) => Outcome::Busy(redlock::retry_pause(
                 self.lock.retry_delay.as_millis() as Millis,
-                inner.jitter(),
+                inner.calls.jitter(),
             )),
         }
     }
@@ -447,7 +447,7 @@ impl RedGuard {
             .iter()
             .flatten()
             .next()
-            .map(|guard| guard.lock_client().inner.runtime.clone());
+            .map(|guard| guard.client().inner.runtime.clone());
         let (fire, watching) = (lost.clone(), stop.clone());
         let watch = async move {
             let losses = crate::join::first_n(

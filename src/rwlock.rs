@@ -18,11 +18,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
-
 use crate::client::LockClient;
-use crate::error::{Error, LostReason, Result};
-use crate::held::{self, Attempt, Attempted, Held, SetKind};
+use crate::error::{Error, Result};
+use crate::guard::{Guard, GuardKind, sealed};
+use crate::held::{self, Attempt, Attempted, SetKind};
 use crate::keys;
 use crate::protocol::rwlock::{
     RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call, state_call,
@@ -92,7 +91,12 @@ impl LockClient {
         Ok(RwLock {
             client: self.clone(),
             name: name.into(),
-            keys: RwKeys::new(&inner.prefix, inner.db, inner.sharded, name),
+            keys: RwKeys::new(
+                &inner.layout.prefix,
+                inner.layout.db,
+                inner.layout.sharded,
+                name,
+            ),
             mode: LeaseMode::Watchdog,
             owner: None,
             fenced: false,
@@ -250,7 +254,12 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn state(&self) -> Result<RwLockState> {
-        let reply = self.client.inner.read(&state_call(&self.keys)).await?;
+        let reply = self
+            .client
+            .inner
+            .calls
+            .read(&state_call(&self.keys))
+            .await?;
         let bad = || Error::UnexpectedReply(format!("rw_state.lua: {reply:?}"));
         let Reply::Array(items) = &reply else {
             return Err(bad());
@@ -307,9 +316,9 @@ impl RwLock {
         let explicit_owner = owner.is_some() || self.owner.is_some();
         let owner = owner
             .or_else(|| self.owner.clone())
-            .unwrap_or_else(|| inner.next_owner());
+            .unwrap_or_else(|| inner.calls.next_owner());
         let attempt = Attempt {
-            hold: hold_id(&owner, &inner.next_request_id()),
+            hold: hold_id(&owner, &inner.calls.next_request_id()),
             owner,
             waits: wait != Some(Duration::ZERO),
             explicit_owner,
@@ -319,9 +328,7 @@ impl RwLock {
             lock: self.clone(),
             kind,
         };
-        Ok(held::acquire_until(&side, attempt, wait)
-            .await?
-            .map(|held| RwGuard { held }))
+        held::acquire_until(&side, attempt, wait).await
     }
 }
 
@@ -333,6 +340,12 @@ struct RwSide {
 }
 
 impl SetKind for RwSide {
+    type Handle = RwLock;
+
+    fn guarded(&self) -> (RwLock, RwKind) {
+        (self.lock.clone(), self.kind)
+    }
+
     fn client(&self) -> &LockClient {
         &self.lock.client
     }
@@ -413,33 +426,25 @@ impl RwSide {
     }
 }
 
-/// A read or write hold of an [`RwLock`]. Released (in the background) when dropped;
-/// prefer [`RwGuard::release`], which reports the outcome.
-#[must_use = "dropping the guard releases the hold at once"]
-pub struct RwGuard {
-    held: Held<RwSide>,
+/// A read or write hold of an [`RwLock`]: the one [`Guard`] of every kind (see it for what
+/// every guard does), with the read-write lock's own methods ([`kind`](Guard::kind),
+/// [`reenter`](Guard::reenter), [`read`](Guard::read), [`write`](Guard::write)).
+/// Released in the background when dropped; prefer [`release`](Guard::release), which
+/// reports the outcome.
+pub type RwGuard = Guard<RwLock>;
+
+impl sealed::Sealed for RwLock {}
+
+impl GuardKind for RwLock {
+    /// Read or write.
+    type Detail = RwKind;
+    const GUARD: &'static str = "RwGuard";
 }
 
-impl std::fmt::Debug for RwGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RwGuard")
-            .field("lock", &self.held.kind.lock.name)
-            .field("kind", &self.held.kind.kind)
-            .field("owner", &self.held.owner)
-            .field("lost", &self.held.lost_reason())
-            .finish_non_exhaustive()
-    }
-}
-
-impl RwGuard {
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        &self.held.kind.lock.name
-    }
-
+impl Guard<RwLock> {
     /// Read or write.
     pub fn kind(&self) -> RwKind {
-        self.held.kind.kind
+        self.detail
     }
 
     /// Whether this is a write hold.
@@ -447,63 +452,20 @@ impl RwGuard {
         self.kind() == RwKind::Write
     }
 
-    /// The owner id this hold belongs to.
-    pub fn owner(&self) -> &str {
-        &self.held.owner
-    }
-
-    /// The fencing token of a write hold of a fenced handle ([`RwLock::with_fencing`]).
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.held.token
-    }
-
-    /// Resolves when the hold is lost (expired unrenewed, deleted). Cancel-safe.
-    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.held.lost()
-    }
-
-    /// A token cancelled when the hold is lost.
-    pub fn lost_token(&self) -> CancellationToken {
-        self.held.lost_token()
-    }
-
-    /// Whether the hold is lost (also checks the clock).
-    pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
-    }
-
-    /// Why the hold was lost, if it was.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.held.lost_reason()
-    }
-
-    /// The lease this client can still count on.
-    pub fn remaining_lease(&self) -> Duration {
-        self.held.remaining_lease()
-    }
-
     /// One attempt of `kind` for this guard's owner, re-entering through this hold.
     async fn join(&self, kind: RwKind) -> Result<RwGuard> {
-        if self.is_lost() {
-            return Err(self.held.lost_error());
-        }
-        let joins = (self.kind() == RwKind::Read).then(|| self.held.hold.clone());
+        self.ensure_not_lost()?;
+        let joins = (self.kind() == RwKind::Read).then(|| self.core.hold.clone());
+        let owner = Some(self.core.owner.clone());
         match self
-            .held
-            .kind
-            .lock
-            .acquire_until(
-                kind,
-                Some(Duration::ZERO),
-                Some(self.held.owner.clone()),
-                joins,
-            )
+            .handle
+            .acquire_until(kind, Some(Duration::ZERO), owner, joins)
             .await?
         {
             Some(guard) => Ok(guard),
             // Only another owner's write could stand in the way, and it cannot exist
             // while this hold lives: the hold is gone.
-            None => Err(self.held.lost_error()),
+            None => Err(self.lost_error()),
         }
     }
 
@@ -539,14 +501,5 @@ impl RwGuard {
             });
         }
         self.join(RwKind::Write).await
-    }
-
-    /// Gives the hold back. `Err(LockLost)` when it had been lost (expired, deleted);
-    /// `Err(ReleaseUnconfirmed)` when a retry after a lost reply found it gone.
-    ///
-    /// # Cancel safety
-    /// Not cancel-safe: cancelled after it was sent, the hold may or may not be back.
-    pub async fn release(self) -> Result<()> {
-        self.held.release().await
     }
 }

@@ -22,11 +22,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
-
 use crate::client::LockClient;
-use crate::error::{Error, LostReason, Result};
-use crate::held::{self, Attempt, Attempted, Held, SetKind};
+use crate::error::{Error, Result};
+use crate::guard::{Guard, GuardKind, sealed};
+use crate::held::{self, Attempt, Attempted, SetKind};
 use crate::keys;
 use crate::protocol::semaphore::{
     SemAcquired, SemaphoreKeys, acquire_call, decode_acquire, release_call, set_call, state_call,
@@ -75,15 +74,15 @@ impl LockClient {
     pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
         keys::validate_name(name)?;
         let inner = &self.inner;
-        let base = format!("{}:{{{name}}}", inner.prefix);
+        let base = format!("{}:{{{name}}}", inner.layout.prefix);
         Ok(Semaphore {
             client: self.clone(),
             name: name.into(),
             keys: SemaphoreKeys {
                 hash: format!("{base}:semaphore").into(),
                 permits: format!("{base}:permits").into(),
-                channel: format!("{base}:semaphore:db{}:released", inner.db).into(),
-                sharded: inner.sharded,
+                channel: format!("{base}:semaphore:db{}:released", inner.layout.db).into(),
+                sharded: inner.layout.sharded,
             },
             mode: LeaseMode::Watchdog,
         })
@@ -165,6 +164,7 @@ impl Semaphore {
         let reply = self
             .client
             .inner
+            .calls
             .eval(&set_call(&self.keys, size, only_if_unset))
             .await?;
         match reply {
@@ -185,7 +185,13 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn state(&self) -> Result<SemaphoreState> {
-        match self.client.inner.read(&state_call(&self.keys)).await? {
+        match self
+            .client
+            .inner
+            .calls
+            .read(&state_call(&self.keys))
+            .await?
+        {
             Reply::Array(items) => match items.as_slice() {
                 [Reply::Int(size), Reply::Int(used), Reply::Int(reserved)] => Ok(SemaphoreState {
                     size: (*size >= 0).then_some(*size as u64),
@@ -244,7 +250,7 @@ impl Semaphore {
                 self.name
             )));
         }
-        let id: Arc<str> = self.client.inner.next_request_id().into();
+        let id: Arc<str> = self.client.inner.calls.next_request_id().into();
         let attempt = Attempt {
             hold: id.clone(),
             owner: id,
@@ -256,9 +262,7 @@ impl Semaphore {
             semaphore: self.clone(),
             n,
         };
-        Ok(held::acquire_until(&permits, attempt, wait)
-            .await?
-            .map(|held| SemaphoreGuard { held }))
+        held::acquire_until(&permits, attempt, wait).await
     }
 
     fn wrong_type(&self) -> Error {
@@ -278,6 +282,12 @@ struct Permits {
 }
 
 impl SetKind for Permits {
+    type Handle = Semaphore;
+
+    fn guarded(&self) -> (Semaphore, u32) {
+        (self.semaphore.clone(), self.n)
+    }
+
     fn client(&self) -> &LockClient {
         &self.semaphore.client
     }
@@ -348,72 +358,29 @@ impl SetKind for Permits {
     }
 }
 
-/// Permits held from a [`Semaphore`]. Released (in the background) when dropped; prefer
-/// [`SemaphoreGuard::release`], which reports the outcome.
-#[must_use = "dropping the guard gives the permits back at once"]
-pub struct SemaphoreGuard {
-    held: Held<Permits>,
+/// Permits held from a [`Semaphore`]: the one [`Guard`] of every kind (see it for what
+/// every guard does; its [`owner`](Guard::owner) and [`hold_id`](Guard::hold_id) are the
+/// acquisition's id), with [`permits`](Guard::permits). Released in the background when
+/// dropped; prefer [`release`](Guard::release), which reports the outcome.
+pub type SemaphoreGuard = Guard<Semaphore>;
+
+impl sealed::Sealed for Semaphore {}
+
+impl GuardKind for Semaphore {
+    /// How many permits the guard holds.
+    type Detail = u32;
+    const GUARD: &'static str = "SemaphoreGuard";
 }
 
-impl std::fmt::Debug for SemaphoreGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SemaphoreGuard")
-            .field("semaphore", &self.held.kind.semaphore.name)
-            .field("permits", &self.held.kind.n)
-            .field("id", &self.held.hold)
-            .field("lost", &self.held.lost_reason())
-            .finish()
-    }
-}
-
-impl SemaphoreGuard {
-    /// The semaphore's name.
-    pub fn name(&self) -> &str {
-        &self.held.kind.semaphore.name
-    }
-
+impl Guard<Semaphore> {
     /// How many permits this guard holds.
     pub fn permits(&self) -> u32 {
-        self.held.kind.n
+        self.detail
     }
 
-    /// The id of this acquisition (its permits are `<id>:1..n` in the permits set).
+    /// The id of this acquisition (its permits are `<id>:1..n` in the permits set); the
+    /// same as [`hold_id`](Guard::hold_id).
     pub fn id(&self) -> &str {
-        &self.held.hold
-    }
-
-    /// Resolves when the permits are lost (expired unrenewed, deleted, or the semaphore's
-    /// keys removed). Cancel-safe.
-    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.held.lost()
-    }
-
-    /// A token cancelled when the permits are lost.
-    pub fn lost_token(&self) -> CancellationToken {
-        self.held.lost_token()
-    }
-
-    /// Whether the permits are lost (also checks the clock).
-    pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
-    }
-
-    /// Why the permits were lost, if they were.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.held.lost_reason()
-    }
-
-    /// The lease this client can still count on.
-    pub fn remaining_lease(&self) -> Duration {
-        self.held.remaining_lease()
-    }
-
-    /// Gives the permits back. `Err(LockLost)` when they had been lost (expired, deleted);
-    /// `Err(ReleaseUnconfirmed)` when a retry after a lost reply found them gone.
-    ///
-    /// # Cancel safety
-    /// Not cancel-safe: cancelled after it was sent, the permits may or may not be back.
-    pub async fn release(self) -> Result<()> {
-        self.held.release().await
+        self.hold_id()
     }
 }

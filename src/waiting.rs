@@ -186,7 +186,7 @@ pub(crate) async fn run<A: Attempts>(
     attempts: A,
     counted: bool,
 ) -> Result<Option<A::Won>> {
-    let now = inner.clock.now();
+    let now = inner.calls.clock.now();
     let mut acquiring = Acquiring {
         attempts,
         wait: Wait::new(policy, now, wait),
@@ -204,7 +204,7 @@ pub(crate) async fn run<A: Attempts>(
                 let listening = acquiring.wait.subscribed();
                 let outcome = acquiring.attempts.attempt(waits, listening).await;
                 let spinning = acquiring.listener.as_ref().is_some_and(Listening::denied);
-                let now = inner.clock.now();
+                let now = inner.calls.clock.now();
                 let (tried, result) = match outcome {
                     Outcome::Granted(guard) => (Tried::Granted, Some(Ok(guard))),
                     Outcome::Busy(within) => {
@@ -231,7 +231,7 @@ pub(crate) async fn run<A: Attempts>(
                 // path; drawing one costs a getrandom call).
                 let jitter = match tried {
                     Tried::Granted => 0,
-                    _ => inner.jitter(),
+                    _ => inner.calls.jitter(),
                 };
                 let next = acquiring.wait.attempted(now, tried, spinning, jitter);
                 if let WaitStep::Done(end) = &next {
@@ -252,15 +252,16 @@ pub(crate) async fn run<A: Attempts>(
                 }
                 if let Some(until) = confirm_until {
                     let _ =
-                        tokio::time::timeout_at(inner.clock.instant(until), listener.ready()).await;
+                        tokio::time::timeout_at(inner.calls.clock.instant(until), listener.ready())
+                            .await;
                 }
-                acquiring.wait.subscribed_at(inner.clock.now())
+                acquiring.wait.subscribed_at(inner.calls.clock.now())
             }
             WaitStep::Sleep {
                 until,
                 wake_on_release,
             } => {
-                let sleep = tokio::time::sleep_until(inner.clock.instant(until));
+                let sleep = tokio::time::sleep_until(inner.calls.clock.instant(until));
                 let notified = match &acquiring.listener {
                     Some(listener) if wake_on_release => {
                         tokio::select! {
@@ -273,7 +274,7 @@ pub(crate) async fn run<A: Attempts>(
                         false
                     }
                 };
-                acquiring.wait.woke(inner.clock.now(), notified)
+                acquiring.wait.woke(inner.calls.clock.now(), notified)
             }
             WaitStep::Done(end) => {
                 // Only an attempt's result ends the loop (handled above).

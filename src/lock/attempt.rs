@@ -62,13 +62,13 @@ impl Lock {
         let request = AcquireRequest {
             owner: owner.clone(),
             lease_ms: self.lease_ms(),
-            request: inner.next_request_id(),
+            request: inner.calls.next_request_id(),
             fenced: self.fenced,
             others_waiting,
         };
         let may_reenter = inner.registry.holds(&self.keys.hash, owner);
         let mut op = AttemptOp::new(self.keys.protocol.clone(), request).may_reenter(may_reenter);
-        let driven = drive(inner, lane.state(), &mut op).await;
+        let driven = drive(&inner.calls, lane.state(), &mut op).await;
         match driven.outcome {
             AttemptOutcome::Granted {
                 granted,
@@ -99,8 +99,10 @@ impl Lock {
                 if reconcile_in_background {
                     self.reconcile_in_background(owner.clone());
                 }
-                let error = driven.last_error.unwrap_or_else(|| inner.timeout_error());
-                Err(inner.redis_error(error))
+                let error = driven
+                    .last_error
+                    .unwrap_or_else(|| inner.calls.timeout_error());
+                Err(inner.calls.redis_error(error))
             }
         }
     }
@@ -116,12 +118,12 @@ impl Lock {
         let background = self.client.inner.background.clone();
         background.spawn(&runtime, async move {
             let inner = &lock.client.inner;
-            let mut at = ReconcileRound::first_at(inner.clock.now(), inner.jitter());
+            let mut at = ReconcileRound::first_at(inner.calls.clock.now(), inner.calls.jitter());
             loop {
-                tokio::time::sleep_until(inner.clock.instant(at)).await;
+                tokio::time::sleep_until(inner.calls.clock.instant(at)).await;
                 let mut lane = inner.lanes.enter(&lock.keys.hash, &owner).await;
                 let mut round = ReconcileRound::new(lock.keys.protocol.clone());
-                match drive(inner, lane.state(), &mut round).await.outcome {
+                match drive(&inner.calls, lane.state(), &mut round).await.outcome {
                     RoundOutcome::Resolved => return,
                     RoundOutcome::RetryAt(next) => at = next,
                     RoundOutcome::GaveUp => {
@@ -143,7 +145,7 @@ impl Lock {
     /// the hold was found by a probe) is given back, and the caller gets
     /// [`Error::NotReplicated`].
     pub(super) async fn replicated(&self, attempt: Attempt, acked: Option<u32>) -> Result<Attempt> {
-        let Some(ack) = self.client.inner.replica_ack else {
+        let Some(ack) = self.client.inner.calls.replica_ack else {
             return Ok(attempt);
         };
         let Attempt::Acquired(guard) = attempt else {
@@ -192,7 +194,7 @@ impl Lock {
             LeaseMode::Fixed(_) => Some(sent_at + lease_ms),
             LeaseMode::Watchdog => None,
         };
-        LockGuard::new(
+        LockGuard::of_lock(
             self.clone(),
             owner.clone(),
             entry,

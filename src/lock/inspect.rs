@@ -46,7 +46,11 @@ impl Lock {
     /// A cancelled call may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
         let inner = &self.client.inner;
-        match inner.eval(&force_unlock_call(&self.keys.protocol)).await? {
+        match inner
+            .calls
+            .eval(&force_unlock_call(&self.keys.protocol))
+            .await?
+        {
             Reply::Int(-2) => Err(self.wrong_type("not a hash")),
             Reply::Int(deleted) => Ok(deleted > 0),
             other => Err(Error::UnexpectedReply(format!("force_unlock: {other:?}"))),
@@ -64,7 +68,7 @@ impl Lock {
             keys: vec![self.keys.hash.clone(), self.keys.fence.clone()],
             args: Vec::new(),
         };
-        let reply: Vec<Value> = match inner.read(&call).await? {
+        let reply: Vec<Value> = match inner.calls.read(&call).await? {
             Reply::Array(items) => items.into_iter().map(to_value).collect(),
             other => return Err(Error::UnexpectedReply(format!("inspect: {other:?}"))),
         };
@@ -130,23 +134,23 @@ impl Lock {
     /// Cancel-safe: read-only.
     pub async fn waiting_clients(&self) -> Result<u64> {
         let inner = &self.client.inner;
-        let mut conn = inner.conn.clone();
+        let mut conn = inner.calls.conn.clone();
         let mut cmd = redis::cmd("PUBSUB");
         // A cluster's wake-ups are sharded; redis-rs sends this to every primary and adds
         // the counts up.
-        let numsub = if inner.sharded {
+        let numsub = if inner.layout.sharded {
             "SHARDNUMSUB"
         } else {
             "NUMSUB"
         };
         cmd.arg(numsub).arg(&*self.keys.channel);
         let reply = tokio::time::timeout(
-            inner.response_timeout,
+            inner.calls.response_timeout,
             cmd.query_async::<Vec<(String, u64)>>(&mut conn),
         )
         .await
-        .map_err(|_| inner.redis_error(inner.timeout_error()))?
-        .map_err(|err| inner.redis_error(err))?;
+        .map_err(|_| inner.calls.redis_error(inner.calls.timeout_error()))?
+        .map_err(|err| inner.calls.redis_error(err))?;
         Ok(reply.first().map_or(0, |(_, n)| *n))
     }
 

@@ -79,7 +79,12 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self, name: &str) -> Result<Lock> {
-        let keys = LockKeys::new(&self.inner.prefix, self.inner.db, self.inner.sharded, name)?;
+        let keys = LockKeys::new(
+            &self.inner.layout.prefix,
+            self.inner.layout.db,
+            self.inner.layout.sharded,
+            name,
+        )?;
         Ok(Lock::new(self.clone(), keys))
     }
 }
@@ -205,7 +210,7 @@ impl Lock {
     pub(super) fn resolve_owner(&self) -> Arc<str> {
         match &self.owner {
             Some(owner) => owner.clone(),
-            None => self.client.inner.next_owner(),
+            None => self.client.inner.calls.next_owner(),
         }
     }
 

@@ -35,24 +35,25 @@ impl Lock {
             owner: owner.to_string(),
         };
         // The owner's current hold, whichever it is: a guardless release acts for the owner.
-        let mut conn = inner.conn.clone();
+        let mut conn = inner.calls.conn.clone();
         let hold: Option<String> = tokio::time::timeout(
-            inner.response_timeout,
+            inner.calls.response_timeout,
             redis::cmd("HGET")
                 .arg(&*self.keys.hash)
                 .arg(HOLD_FIELD)
                 .query_async(&mut conn),
         )
         .await
-        .map_err(|_| inner.redis_error(inner.timeout_error()))?
+        .map_err(|_| inner.calls.redis_error(inner.calls.timeout_error()))?
         .map_err(|err| match err.code() {
             Some("WRONGTYPE") => self.wrong_type("not a hash"),
-            _ => inner.redis_error(err),
+            _ => inner.calls.redis_error(err),
         })?;
         let Some(hold) = hold else {
             return Err(not_held());
         };
-        let give_up_at = inner.clock.now() + 2 * inner.response_timeout.as_millis() as Millis;
+        let give_up_at =
+            inner.calls.clock.now() + 2 * inner.calls.response_timeout.as_millis() as Millis;
         match self
             .release_hold(&owner, &hold.clone().into(), give_up_at, None)
             .await?
@@ -74,7 +75,7 @@ impl Lock {
                 name: self.keys.name.to_string(),
             }),
             ReleaseOutcome::NotALock => Err(self.wrong_type("not a hash")),
-            ReleaseOutcome::Failed(_) => Err(inner.redis_error(inner.timeout_error())),
+            ReleaseOutcome::Failed(_) => Err(inner.calls.redis_error(inner.calls.timeout_error())),
         }
     }
 
@@ -99,11 +100,13 @@ impl Lock {
             give_up_at,
             rearm,
         );
-        let driven = drive(inner, lane.state(), &mut flow).await;
+        let driven = drive(&inner.calls, lane.state(), &mut flow).await;
         match driven.outcome {
             Ok(ReleaseOutcome::Failed(_)) => {
-                let error = driven.last_error.unwrap_or_else(|| inner.timeout_error());
-                Err(inner.redis_error(error))
+                let error = driven
+                    .last_error
+                    .unwrap_or_else(|| inner.calls.timeout_error());
+                Err(inner.calls.redis_error(error))
             }
             Ok(outcome) => Ok(outcome),
             Err(unreadable) => Err(Error::UnexpectedReply(unreadable)),

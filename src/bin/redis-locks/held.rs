@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use redis_locks::{Error, FairGuard, Lock, LockClient, LockGuard, RwGuard, SemaphoreGuard};
+use redis_locks::{Error, Guard, GuardKind, Lock, LockClient};
 
 use crate::args::RunArgs;
 use crate::duration::human;
@@ -54,8 +54,7 @@ pub trait Holding: Send + Sync {
     /// Why it was lost, when it was.
     fn lost_reason(&self) -> Option<String>;
 
-    /// Gives it back. `Err(LockLost)` when it had been lost. A lost hold is given back all
-    /// the same where that removes only its own entry, and the release reports the loss.
+    /// Gives it back. `Err(LockLost)` when it had been lost.
     fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>>;
 }
 
@@ -71,13 +70,15 @@ fn logged(result: Result<(), Error>, what: &str) -> Result<(), Error> {
     result
 }
 
-impl Holding for LockGuard {
+/// Every kind's guard (the plain lock, a semaphore permit, a read or write hold, a
+/// fair-lock hold) is the library's one generic guard.
+impl<K: GuardKind> Holding for Guard<K> {
     fn name(&self) -> &str {
-        LockGuard::name(self)
+        Guard::name(self)
     }
 
     fn owner(&self) -> &str {
-        LockGuard::owner(self)
+        Guard::owner(self)
     }
 
     fn token(&self) -> Option<String> {
@@ -85,98 +86,26 @@ impl Holding for LockGuard {
     }
 
     fn lost(&self) -> Pending<'_, ()> {
-        Box::pin(LockGuard::lost(self))
+        Box::pin(Guard::lost(self))
     }
 
     fn lost_reason(&self) -> Option<String> {
-        LockGuard::lost_reason(self).map(|reason| reason.to_string())
+        Guard::lost_reason(self).map(|reason| reason.to_string())
     }
 
-    /// Releases the lock (or, when it is already lost, just stops tracking it: there is
-    /// nothing left in Redis to release).
+    /// Gives the hold back (or, when it is already lost, just stops tracking it: its
+    /// entry in Redis is gone or ends with its lease, and a release could only wait for a
+    /// Redis that may be unreachable).
     fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
         Box::pin(async move {
-            if let Some(reason) = LockGuard::lost_reason(&self) {
-                let name = LockGuard::name(&self).to_owned();
+            if let Some(reason) = Guard::lost_reason(&self) {
+                let name = Guard::name(&self).to_owned();
                 self.detach();
                 return Err(Error::LockLost { name, reason });
             }
-            logged(LockGuard::release(*self).await, "the lock")
+            let what = format!("{:?}", Guard::name(&self));
+            logged(Guard::release(*self).await, &what)
         })
-    }
-}
-
-impl Holding for SemaphoreGuard {
-    fn name(&self) -> &str {
-        SemaphoreGuard::name(self)
-    }
-
-    fn owner(&self) -> &str {
-        self.id()
-    }
-
-    fn lost(&self) -> Pending<'_, ()> {
-        Box::pin(SemaphoreGuard::lost(self))
-    }
-
-    fn lost_reason(&self) -> Option<String> {
-        SemaphoreGuard::lost_reason(self).map(|reason| reason.to_string())
-    }
-
-    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
-        Box::pin(async move { logged(SemaphoreGuard::release(*self).await, "the permit") })
-    }
-}
-
-impl Holding for RwGuard {
-    fn name(&self) -> &str {
-        RwGuard::name(self)
-    }
-
-    fn owner(&self) -> &str {
-        RwGuard::owner(self)
-    }
-
-    fn token(&self) -> Option<String> {
-        self.fencing_token().map(|token| token.to_string())
-    }
-
-    fn lost(&self) -> Pending<'_, ()> {
-        Box::pin(RwGuard::lost(self))
-    }
-
-    fn lost_reason(&self) -> Option<String> {
-        RwGuard::lost_reason(self).map(|reason| reason.to_string())
-    }
-
-    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
-        Box::pin(async move { logged(RwGuard::release(*self).await, "the read-write lock hold") })
-    }
-}
-
-impl Holding for FairGuard {
-    fn name(&self) -> &str {
-        FairGuard::name(self)
-    }
-
-    fn owner(&self) -> &str {
-        FairGuard::owner(self)
-    }
-
-    fn token(&self) -> Option<String> {
-        self.fencing_token().map(|token| token.to_string())
-    }
-
-    fn lost(&self) -> Pending<'_, ()> {
-        Box::pin(FairGuard::lost(self))
-    }
-
-    fn lost_reason(&self) -> Option<String> {
-        FairGuard::lost_reason(self).map(|reason| reason.to_string())
-    }
-
-    fn release(self: Box<Self>) -> Pending<'static, Result<(), Error>> {
-        Box::pin(async move { logged(FairGuard::release(*self).await, "the fair lock") })
     }
 }
 

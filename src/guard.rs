@@ -1,0 +1,415 @@
+//! One guard for every kind: [`Guard<K>`], what every hold's guard does (its lost signal,
+//! its release, its drop, detaching), written once.
+//!
+//! A kind's guard is `Guard<its handle>` ([`LockGuard`](crate::LockGuard) is
+//! `Guard<Lock>`, [`RwGuard`](crate::RwGuard) is `Guard<RwLock>`, ...). What only one kind
+//! has (the plain lock's `extend`, a read-write hold's `read`/`write`, a semaphore
+//! guard's `permits`) is an `impl Guard<ThatKind>` block in the kind's own module. A kind
+//! plugs in with a [`GiveBack`]: how its release call is made and read, the one thing
+//! that differs between kinds once a hold exists (`lock_api`'s raw trait, in miniature).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+use crate::background::Unreleased;
+use crate::client::LockClient;
+use crate::error::{Error, LostReason, Result};
+use crate::protocol::Millis;
+use crate::protocol::hold::Rearm;
+use crate::protocol::release::{Found, Told, told};
+use crate::watchdog::{HoldEntry, LeaseMode};
+
+/// How many response timeouts [`Guard::release`] waits for its outcome before it leaves
+/// the release to a background task.
+const RELEASE_WAIT_TIMEOUTS: u32 = 4;
+
+/// A kind of hold that has a [`Guard`]: [`Lock`](crate::Lock),
+/// [`RwLock`](crate::RwLock), [`FairLock`](crate::FairLock) and
+/// [`Semaphore`](crate::Semaphore). Sealed: the kinds are this crate's.
+pub trait GuardKind: sealed::Sealed + Clone + Send + Sync + 'static {
+    /// What a guard of this kind knows about its hold beyond what every guard knows: the
+    /// plain lock's hold count, a read-write hold's side, a semaphore guard's permits.
+    type Detail: Clone + Send + Sync + std::fmt::Debug + 'static;
+    /// The guard's name in `{:?}` output.
+    const GUARD: &'static str;
+}
+
+pub(crate) mod sealed {
+    /// Only this crate's kinds have guards.
+    pub trait Sealed {}
+}
+
+/// The future a [`GiveBack`] returns: `'static`, so that a release can move to a
+/// background task when its caller stops waiting.
+pub(crate) type GivingBack = Pin<Box<dyn Future<Output = Result<Found>> + Send>>;
+
+/// How a kind gives one of its holds back: the kind's release call, driven through lost
+/// replies until `give_up_at`, and what it found.
+pub(crate) trait GiveBack: Send + Sync + 'static {
+    /// Gives back `hold` of `owner`; `rearm`: the expiry to leave for this process's other
+    /// guards of the hold (a kind whose release cannot re-arm ignores it).
+    fn give_back(
+        &self,
+        owner: Arc<str>,
+        hold: Arc<str>,
+        give_up_at: Millis,
+        rearm: Option<Rearm>,
+    ) -> GivingBack;
+}
+
+/// What a grant gives a guard: the hold and how it is tracked.
+pub(crate) struct Grant {
+    pub(crate) client: LockClient,
+    pub(crate) name: Arc<str>,
+    pub(crate) mode: LeaseMode,
+    pub(crate) owner: Arc<str>,
+    /// The hold's id: the same for every guard of one hold.
+    pub(crate) hold: Arc<str>,
+    pub(crate) token: Option<u64>,
+    pub(crate) entry: Arc<HoldEntry>,
+    /// For a fixed lease: when it ends (the acquire's send time plus the lease).
+    pub(crate) fixed_end: Option<Millis>,
+    pub(crate) give_back: Arc<dyn GiveBack>,
+}
+
+/// Proof of one hold, of any kind. `Send` and `'static`, so it can move between tasks.
+///
+/// * [`release`](Guard::release) gives the hold back and reports the outcome: the way to
+///   end a critical section whose result matters.
+/// * Dropping the guard without `release` gives the hold back in the background (on the
+///   current tokio runtime, or else the client's). It never blocks and never panics. If
+///   that runtime has shut down, it logs a warning and lets the lease expire.
+/// * [`lost`](Guard::lost) resolves when the library can no longer prove the hold exists
+///   (renewal found it gone, Redis was unreachable until the lease ran out, or a fixed
+///   lease elapsed). Stop the protected work when it fires.
+/// * [`detach`](Guard::detach) stops tracking the hold without giving it back.
+///
+/// Guards of one hold in one process (nested ones, from a guard's `reenter`) share one
+/// lost signal.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+/// let guard = client.lock("nightly-export")?.acquire().await?;
+/// tokio::select! {
+///     _ = guard.lost() => eprintln!("lock lost: {:?}; stopping", guard.lost_reason()),
+///     _ = async { /* long job */ } => {}
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping a guard gives the hold back at once"]
+pub struct Guard<K: GuardKind> {
+    pub(crate) handle: K,
+    pub(crate) detail: K::Detail,
+    pub(crate) core: Core,
+}
+
+impl<K: GuardKind> std::fmt::Debug for Guard<K> {
+    /// One line: the lock, the hold and its state.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(K::GUARD)
+            .field("lock", &self.core.name)
+            .field("detail", &self.detail)
+            .field("owner", &self.core.owner)
+            .field("hold", &self.core.hold)
+            .field("token", &self.core.token)
+            .field("lease", &self.core.mode)
+            .field("lost", &self.core.entry.lost_reason())
+            .finish()
+    }
+}
+
+impl<K: GuardKind> Guard<K> {
+    pub(crate) fn new(handle: K, detail: K::Detail, grant: Grant) -> Self {
+        Guard {
+            handle,
+            detail,
+            core: Core {
+                acquired_at: std::time::Instant::now(),
+                grant,
+                armed: true,
+            },
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The owner id this hold belongs to (a semaphore acquisition's: its id).
+    pub fn owner(&self) -> &str {
+        &self.core.owner
+    }
+
+    /// The id of the hold this guard belongs to: the request id of the acquire that
+    /// created it. Guards of one hold share it; a fresh acquisition gets a new one.
+    pub fn hold_id(&self) -> &str {
+        &self.core.hold
+    }
+
+    /// The hold's fencing token, when the handle was made with `with_fencing`. Tokens
+    /// grow strictly with each fresh acquisition of the lock name; a nested hold carries
+    /// its outer hold's token.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.core.token
+    }
+
+    /// Whether the lease is renewed by the watchdog (as opposed to a fixed lease).
+    pub fn is_watchdog_leased(&self) -> bool {
+        self.core.mode == LeaseMode::Watchdog
+    }
+
+    /// The lease time left as last confirmed by Redis (zero once lost). With the watchdog
+    /// this stays between two and three thirds of the watchdog timeout while all is well.
+    pub fn remaining_lease(&self) -> Duration {
+        self.core.entry.remaining_lease()
+    }
+
+    /// Resolves when the hold is lost. Resolves at once if it already is.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes the signal.
+    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
+        self.core.entry.lost_token().cancelled()
+    }
+
+    /// A token cancelled when the hold is lost, to hand to code that does not borrow the
+    /// guard. Cancelling it yourself does not affect the hold.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.core.entry.lost_token().child_token()
+    }
+
+    /// Whether the hold has been lost. Also checks the clock, so an elapsed lease is
+    /// reported even when the runtime has not run the watchdog lately.
+    pub fn is_lost(&self) -> bool {
+        self.core.is_lost()
+    }
+
+    /// Why the hold was lost, if it was (checks the clock first, like
+    /// [`is_lost`](Guard::is_lost)).
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.core.is_lost();
+        self.core.entry.lost_reason()
+    }
+
+    /// Gives this hold back: for a reentrant hold, this guard's count; on the last one the
+    /// hold ends and waiters are woken. Only this guard's own hold is given back: if the
+    /// hold ended and the owner has since taken a newer one, that newer hold is left alone.
+    ///
+    /// `Ok` means this call gave the hold back while it was held. Errors:
+    /// * [`Error::LockLost`] when the hold was lost before the release (the critical
+    ///   section was not protected to the end);
+    /// * [`Error::ReleaseUnconfirmed`] when a reply was lost and the retry found the hold
+    ///   gone, so it cannot be told whether this release or an earlier loss ended it;
+    /// * [`Error::Redis`] when Redis could not be reached (retrying through lost replies
+    ///   and transient states such as `BUSY` and `LOADING`) within four response
+    ///   timeouts, or answered with a permanent error. The release then goes on in the
+    ///   background until the lease has run out (renewal has already stopped), so the hold
+    ///   is given back as soon as Redis answers again, and never twice.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: once cancelled, the release goes on in a background task; the hold is
+    /// given back exactly once (or expires with its lease).
+    pub async fn release(self) -> Result<()> {
+        self.core.release().await
+    }
+
+    /// Stops tracking this hold without giving it back: no more renewal, no release on
+    /// drop. The hold stays in Redis until its lease ends, or until an owner with the same
+    /// id takes it again or clears it. This is how a hold is handed to another process
+    /// that uses the same explicit owner id.
+    pub fn detach(mut self) {
+        let _ = self.core.disarm();
+    }
+
+    /// The client this guard's hold belongs to.
+    pub(crate) fn client(&self) -> &LockClient {
+        &self.core.client
+    }
+
+    /// How long ago, in ms, the lease as last confirmed started (RedLock's validity
+    /// counts from the oldest of its members').
+    pub(crate) fn confirmed_age(&self) -> Millis {
+        self.core.entry.confirmed_age()
+    }
+
+    /// `LockLost` with the reason this hold was lost (the hold is gone, if none is known).
+    pub(crate) fn lost_error(&self) -> Error {
+        self.core.lost_error()
+    }
+
+    /// `Err(LockLost)` when this hold is known to be lost (the clock included).
+    pub(crate) fn ensure_not_lost(&self) -> Result<()> {
+        if self.is_lost() {
+            return Err(self.lost_error());
+        }
+        Ok(())
+    }
+
+    /// Tells every guard of this hold that it is gone (a re-entry found it ended).
+    pub(crate) fn tell_gone(&self) {
+        self.core.client.inner.registry.gone(&self.core.entry);
+    }
+}
+
+/// What every guard holds and does, whatever its kind: not generic, so that it is
+/// compiled once.
+pub(crate) struct Core {
+    grant: Grant,
+    armed: bool,
+    /// When this guard's acquire returned (for the hold-time metric).
+    acquired_at: std::time::Instant,
+}
+
+impl std::ops::Deref for Core {
+    type Target = Grant;
+
+    fn deref(&self) -> &Grant {
+        &self.grant
+    }
+}
+
+impl Core {
+    fn is_lost(&self) -> bool {
+        self.entry.is_lost(&self.client.inner.registry)
+    }
+
+    fn lost_error(&self) -> Error {
+        Error::LockLost {
+            name: self.name.to_string(),
+            reason: self
+                .entry
+                .lost_reason()
+                .unwrap_or(LostReason::OwnerFieldGone),
+        }
+    }
+
+    async fn release(mut self) -> Result<()> {
+        // A lease that ran out before this call is a loss, even if the watchdog task has
+        // not run since (the runtime was busy): check the clock before leaving.
+        self.is_lost();
+        let give_up_at = self.give_up_at();
+        let rearm = self.disarm();
+        crate::observe::hold_ended(&self.name, self.acquired_at.elapsed(), "released");
+        let span = tracing::debug_span!("redis_locks::release", lock = %self.name);
+        let found =
+            tracing::Instrument::instrument(self.release_detached(give_up_at, rearm), span).await?;
+        let fixed = matches!(self.mode, LeaseMode::Fixed(_));
+        match told(found, self.entry.lost_reason(), fixed) {
+            Told::Released => Ok(()),
+            Told::Lost { reason, gone } => {
+                if gone {
+                    // Tell every other guard of this hold, even if the watchdog had not
+                    // noticed.
+                    self.client.inner.registry.gone(&self.entry);
+                }
+                Err(Error::LockLost {
+                    name: self.name.to_string(),
+                    reason,
+                })
+            }
+            Told::Unconfirmed => Err(Error::ReleaseUnconfirmed {
+                name: self.name.to_string(),
+            }),
+        }
+    }
+
+    /// Runs the release (in this task; in a background task once the caller stops
+    /// waiting) and waits for it for at most [`RELEASE_WAIT_TIMEOUTS`] response timeouts.
+    /// If Redis is unreachable or busy for longer, the caller gets an error and the task
+    /// keeps retrying until the lease has run out, so the hold is freed as soon as Redis
+    /// answers again (never twice).
+    async fn release_detached(&self, give_up_at: Millis, rearm: Option<Rearm>) -> Result<Found> {
+        let inner = &self.client.inner;
+        let giving_back =
+            self.give_back
+                .give_back(self.owner.clone(), self.hold.clone(), give_up_at, rearm);
+        let mut work =
+            crate::detach::Detachable::new(giving_back, &inner.background, &inner.runtime, true);
+        let wait = inner.calls.response_timeout * RELEASE_WAIT_TIMEOUTS;
+        match tokio::time::timeout(wait, &mut work).await {
+            Ok(found) => found,
+            // Dropping `work` moves the release to a background task.
+            Err(_) => Err(inner.calls.redis_error(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "release of {:?} not confirmed within {wait:?}; still retrying in \
+                         the background until the lease runs out",
+                        self.name,
+                    ),
+                )
+                .into(),
+            )),
+        }
+    }
+
+    /// Until when a release keeps retrying: the lease as last confirmed, and at least two
+    /// response timeouts.
+    fn give_up_at(&self) -> Millis {
+        let inner = &self.client.inner;
+        let min_ms = 2 * inner.calls.response_timeout.as_millis() as Millis;
+        self.entry.release_until(inner.calls.clock.now(), min_ms)
+    }
+
+    /// Stops renewal of this hold for this guard (once) and makes `Drop` do nothing more.
+    /// Returns the expiry re-arm for its release when other guards of the hold remain here
+    /// (see `HoldState::prepare_rearm`).
+    fn disarm(&mut self) -> Option<Rearm> {
+        if !std::mem::replace(&mut self.armed, false) {
+            return None;
+        }
+        let inner = &self.client.inner;
+        inner.registry.leave(
+            &self.entry,
+            self.mode,
+            self.fixed_end,
+            inner.watchdog_timeout.as_millis() as Millis,
+        )
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let give_up_at = self.give_up_at();
+        let lease_left = self.entry.remaining_lease();
+        let rearm = self.disarm();
+        crate::observe::hold_ended(&self.name, self.acquired_at.elapsed(), "dropped");
+        let inner = &self.client.inner;
+        // The current runtime, or else the client's own (a guard dropped on a plain
+        // thread): the release runs there as long as that runtime lives. If it has shut
+        // down, the task is dropped unrun and `Unreleased` says so.
+        let runtime =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
+        let name = self.name.clone();
+        let giving_back =
+            self.give_back
+                .give_back(self.owner.clone(), self.hold.clone(), give_up_at, rearm);
+        let mut unfinished = Unreleased::new(&name, lease_left);
+        inner.background.spawn(&runtime, async move {
+            let outcome = giving_back.await;
+            unfinished.ran();
+            match outcome {
+                Ok(Found::Removed) => {}
+                Ok(found) => tracing::debug!(
+                    lock = %name,
+                    ?found,
+                    "dropped guard: the hold was not given back by this release"
+                ),
+                Err(err) => tracing::warn!(
+                    lock = %name,
+                    error = %err,
+                    "dropped guard: background release failed; the hold expires with its lease"
+                ),
+            }
+        });
+    }
+}

@@ -1,0 +1,280 @@
+//! What every kind's guard does alike (the one generic `Guard<K>`), tested once for every
+//! kind: the plain lock, a read and a write of a read-write lock, the fair lock and a
+//! semaphore permit. A real redis-server; faults through the in-process TCP proxy.
+//!
+//! * a release that Redis does not answer returns an error within a bounded time, and
+//!   finishes in the background once Redis answers (the hold is freed long before its
+//!   lease ends);
+//! * a release cancelled after it was sent still gives the hold back;
+//! * a detached hold stays in Redis until its lease ends, and is no longer tracked;
+//! * every guard reports its hold alike, and tells its loss alike.
+
+mod common;
+#[allow(dead_code)]
+#[path = "faults/proxy.rs"]
+mod proxy;
+
+use std::time::Duration;
+
+use common::{RedisServer, eventually};
+use proxy::{FaultProxy, proxied_client};
+use redis_locks::{Error, Guard, GuardKind, LockClient};
+
+const SEC: Duration = Duration::from_secs(1);
+/// A lease no test waits out: a hold freed within a test was given back, not expired.
+const LONG_LEASE: Duration = Duration::from_secs(60);
+/// Bound on a single library call.
+const STEP: Duration = Duration::from_secs(10);
+
+/// One kind, as these tests use it.
+trait Kind {
+    type K: GuardKind;
+    const LABEL: &'static str;
+    /// Takes a hold of `name` (with `lease`, or the watchdog's when `None`).
+    async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K>;
+    /// Whether another owner can take what the hold excludes, right now (given back at
+    /// once if so).
+    async fn is_free(client: &LockClient, name: &str) -> bool;
+}
+
+struct Plain;
+struct Read;
+struct Write;
+struct Fair;
+struct Permit;
+
+impl Kind for Plain {
+    type K = redis_locks::Lock;
+    const LABEL: &'static str = "lock";
+    async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
+        let mut lock = client.lock(name).unwrap();
+        if let Some(lease) = lease {
+            lock = lock.with_lease(lease).unwrap();
+        }
+        lock.acquire().await.unwrap()
+    }
+    async fn is_free(client: &LockClient, name: &str) -> bool {
+        let taken = client.lock(name).unwrap().try_acquire().await.unwrap();
+        given_back(taken).await
+    }
+}
+
+impl Kind for Read {
+    type K = redis_locks::RwLock;
+    const LABEL: &'static str = "read";
+    async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
+        let mut lock = client.rw_lock(name).unwrap();
+        if let Some(lease) = lease {
+            lock = lock.with_lease(lease).unwrap();
+        }
+        lock.read().await.unwrap()
+    }
+    async fn is_free(client: &LockClient, name: &str) -> bool {
+        // A write is what a read excludes.
+        let taken = client.rw_lock(name).unwrap().try_write().await.unwrap();
+        given_back(taken).await
+    }
+}
+
+impl Kind for Write {
+    type K = redis_locks::RwLock;
+    const LABEL: &'static str = "write";
+    async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
+        let mut lock = client.rw_lock(name).unwrap();
+        if let Some(lease) = lease {
+            lock = lock.with_lease(lease).unwrap();
+        }
+        lock.write().await.unwrap()
+    }
+    async fn is_free(client: &LockClient, name: &str) -> bool {
+        let taken = client.rw_lock(name).unwrap().try_read().await.unwrap();
+        given_back(taken).await
+    }
+}
+
+impl Kind for Fair {
+    type K = redis_locks::FairLock;
+    const LABEL: &'static str = "fair";
+    async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
+        let mut lock = client.fair_lock(name).unwrap();
+        if let Some(lease) = lease {
+            lock = lock.with_lease(lease).unwrap();
+        }
+        lock.acquire().await.unwrap()
+    }
+    async fn is_free(client: &LockClient, name: &str) -> bool {
+        let taken = client.fair_lock(name).unwrap().try_acquire().await.unwrap();
+        given_back(taken).await
+    }
+}
+
+impl Kind for Permit {
+    type K = redis_locks::Semaphore;
+    const LABEL: &'static str = "semaphore";
+    async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
+        let mut semaphore = client.semaphore(name).unwrap();
+        semaphore.try_set_permits(1).await.unwrap();
+        if let Some(lease) = lease {
+            semaphore = semaphore.with_lease(lease).unwrap();
+        }
+        semaphore.acquire(1).await.unwrap()
+    }
+    async fn is_free(client: &LockClient, name: &str) -> bool {
+        let taken = client
+            .semaphore(name)
+            .unwrap()
+            .try_acquire(1)
+            .await
+            .unwrap();
+        given_back(taken).await
+    }
+}
+
+/// Whether a hold was taken; gives it back.
+async fn given_back<K: GuardKind>(taken: Option<Guard<K>>) -> bool {
+    match taken {
+        Some(guard) => {
+            guard.release().await.unwrap();
+            true
+        }
+        None => false,
+    }
+}
+
+/// A server, a proxy in front of it, a client through the proxy (200 ms response
+/// timeout) and a client straight to the server (to look).
+async fn rig() -> (RedisServer, FaultProxy, LockClient, LockClient) {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port).await;
+    let client = proxied_client(&proxy, 3 * SEC, Duration::from_millis(200)).await;
+    let direct = server.client(3 * SEC).await;
+    (server, proxy, client, direct)
+}
+
+async fn release_outlives_an_unanswering_redis<T: Kind>() {
+    let (_server, proxy, client, direct) = rig().await;
+    let name = format!("unanswered-{}", T::LABEL);
+    let guard = T::take(&client, &name, Some(LONG_LEASE)).await;
+    proxy.stall(true);
+    let released = tokio::time::timeout(STEP, guard.release())
+        .await
+        .unwrap_or_else(|_| panic!("{}: release did not return within {STEP:?}", T::LABEL));
+    println!("{}: release with Redis stalled: {released:?}", T::LABEL);
+    assert!(
+        matches!(released, Err(Error::Redis(_))),
+        "{}: {released:?}",
+        T::LABEL
+    );
+    assert!(
+        !T::is_free(&direct, &name).await,
+        "{}: freed while stalled",
+        T::LABEL
+    );
+    proxy.stall(false);
+    tokio::time::timeout(STEP, client.flush()).await.unwrap();
+    assert!(
+        T::is_free(&direct, &name).await,
+        "{}: the background release did not give the hold back",
+        T::LABEL
+    );
+}
+
+async fn a_cancelled_release_gives_the_hold_back<T: Kind>() {
+    let (_server, proxy, client, direct) = rig().await;
+    let name = format!("cancelled-{}", T::LABEL);
+    let guard = T::take(&client, &name, Some(LONG_LEASE)).await;
+    proxy.stall(true);
+    let cancelled = tokio::time::timeout(Duration::from_millis(100), guard.release()).await;
+    assert!(
+        cancelled.is_err(),
+        "{}: release returned while stalled",
+        T::LABEL
+    );
+    proxy.stall(false);
+    tokio::time::timeout(STEP, client.flush()).await.unwrap();
+    assert!(
+        T::is_free(&direct, &name).await,
+        "{}: a cancelled release left the hold behind",
+        T::LABEL
+    );
+}
+
+async fn detach_leaves_the_hold_until_its_lease_ends<T: Kind>() {
+    let (_server, _proxy, client, direct) = rig().await;
+    let name = format!("detached-{}", T::LABEL);
+    let guard = T::take(&client, &name, Some(SEC)).await;
+    assert_eq!(client.held_count(), 1, "{}", T::LABEL);
+    guard.detach();
+    assert_eq!(client.held_count(), 0, "{}: still tracked", T::LABEL);
+    client.flush().await;
+    assert!(
+        !T::is_free(&direct, &name).await,
+        "{}: detach gave the hold back",
+        T::LABEL
+    );
+    assert!(
+        eventually(5 * SEC, || T::is_free(&direct, &name)).await,
+        "{}: the detached hold outlived its lease",
+        T::LABEL
+    );
+}
+
+async fn every_guard_reports_and_loses_alike<T: Kind>() {
+    let (server, _proxy, client, _direct) = rig().await;
+    let name = format!("reports-{}", T::LABEL);
+    let guard = T::take(&client, &name, None).await;
+    assert_eq!(guard.name(), name);
+    assert!(!guard.owner().is_empty() && !guard.hold_id().is_empty());
+    assert!(guard.is_watchdog_leased());
+    assert!(guard.remaining_lease() > Duration::ZERO);
+    assert!(!guard.is_lost() && guard.lost_reason().is_none());
+    let debug = format!("{guard:?}");
+    assert!(!debug.contains('\n') && debug.contains(&name), "{debug}");
+    let token = guard.lost_token();
+    // An operator wipes the keyspace: every kind's guard is told.
+    let mut conn = server.conn().await;
+    let () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+    tokio::time::timeout(STEP, guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("{}: loss not told", T::LABEL));
+    assert!(token.is_cancelled() && guard.is_lost() && guard.lost_reason().is_some());
+    let released = tokio::time::timeout(STEP, guard.release()).await.unwrap();
+    assert!(
+        matches!(released, Err(Error::LockLost { .. })),
+        "{}: {released:?}",
+        T::LABEL
+    );
+}
+
+macro_rules! for_every_kind {
+    ($check:ident) => {
+        mod $check {
+            use super::*;
+            #[tokio::test]
+            async fn lock() {
+                $check::<Plain>().await
+            }
+            #[tokio::test]
+            async fn read() {
+                $check::<Read>().await
+            }
+            #[tokio::test]
+            async fn write() {
+                $check::<Write>().await
+            }
+            #[tokio::test]
+            async fn fair() {
+                $check::<Fair>().await
+            }
+            #[tokio::test]
+            async fn semaphore() {
+                $check::<Permit>().await
+            }
+        }
+    };
+}
+
+for_every_kind!(release_outlives_an_unanswering_redis);
+for_every_kind!(a_cancelled_release_gives_the_hold_back);
+for_every_kind!(detach_leaves_the_hold_until_its_lease_ends);
+for_every_kind!(every_guard_reports_and_loses_alike);
