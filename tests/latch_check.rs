@@ -1,8 +1,12 @@
 //! The count-down latch's protocol checker: explores every interleaving of closings,
-//! count-downs (re-sent through lost replies by the library's own `Resend`) and deletes,
-//! up to a bound, with the library's `protocol::latch` calls and decoders and the real
-//! `lua/latch_*.lua` (see `tests/protocol/latchmodel.rs`), and checks the properties in
-//! every state. `./scripts/check-protocol.sh` runs it; `CHECK_DEPTH=n` runs deeper.
+//! count-downs (re-sent through lost replies and `BUSY`/`LOADING` by the library's own
+//! `Resend`), deletes and restarts that lose the latch, up to a bound, with the library's
+//! `protocol::latch` calls and decoders and the real `lua/latch_*.lua` (see
+//! `tests/protocol/latchmodel.rs`), and checks the properties in every state. It prints,
+//! per configuration, the states, whether it was exhaustive to the bound, and each
+//! required milestone; hitting the state bound fails, and so does a missed milestone at
+//! the default release bound. `./scripts/check-protocol.sh` runs it; `CHECK_DEPTH=n` runs
+//! deeper.
 
 #[path = "protocol/keyspace.rs"]
 mod keyspace;

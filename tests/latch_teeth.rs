@@ -1,6 +1,8 @@
 //! Teeth for the count-down latch's checker (`tests/latch_check.rs`): each test plants one
-//! known defect, in a copy of a script or in the Rust core, and asserts that the checker
-//! finds a counterexample to the property it breaks, at the default bound.
+//! known defect, in a copy of a script, in the Rust core, or in the model's driver (how a
+//! `BUSY`/`LOADING` reply is handed to the core: the driver's defects that only the `Busy`
+//! step reaches), and asserts that the checker finds a counterexample to the property it
+//! breaks, at the default bound.
 
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
@@ -9,19 +11,33 @@ mod latchmodel;
 #[path = "protocol/lua.rs"]
 mod lua;
 
-use latchmodel::Scripts;
+use latchmodel::{Driver, Scripts};
 use redis_locks::protocol::ScriptId;
 
 /// The default bound of `tests/latch_check.rs` in a release build.
 const DEFAULT_DEPTH: usize = 18;
 
 fn counterexample(scripts: Scripts) -> Option<(&'static str, String)> {
+    found_with(scripts, Driver::Library).map(|(property, message, _)| (property, message))
+}
+
+/// The first counterexample, in the order of the configurations, with the configuration
+/// that found it (every configuration before it passed with the defect planted).
+fn found_with(
+    scripts: Scripts,
+    driver: Driver,
+) -> Option<(&'static str, String, latchmodel::Config)> {
     for config in latchmodel::configs() {
-        let report = latchmodel::explore(&config, scripts.clone(), DEFAULT_DEPTH, 3_000_000);
+        let report =
+            latchmodel::explore_with(&config, scripts.clone(), driver, DEFAULT_DEPTH, 3_000_000);
         assert!(!report.truncated, "{}: NOT exhaustive", config.name);
         if let Some((property, message, path)) = report.violation {
+            println!(
+                "{}",
+                latchmodel::replay_with(&config, scripts.clone(), driver, &path)
+            );
             let message = format!("{message} ({}, depth {})", config.name, path.len());
-            return Some((property, message));
+            return Some((property, message, config));
         }
     }
     None
@@ -57,6 +73,61 @@ fn an_early_opening_is_caught() {
         "if count <= 2 then",
     );
     expect(scripts, &["opens exactly at zero", "counted once"]);
+}
+
+/// A closing of a closed latch that deletes it (a re-close read as "start over"): the
+/// latch opens without reaching zero. "Opens exactly at zero" used to be checked on
+/// count-downs only, so this passed; it now names the only three ways a closed latch
+/// opens (its last count-down, a delete, a restart) and checks every step.
+#[test]
+fn a_set_that_opens_a_closed_latch_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::LatchSet,
+        "  return -2\nend\nreturn 0",
+        "  return -2\nend\nredis.call('DEL', KEYS[1])\nreturn 0",
+    );
+    expect(scripts, &["opens exactly at zero"]);
+}
+
+/// A counterexample with the model's driver `driver` (a defect in how it hands a
+/// `BUSY`/`LOADING` reply to the core), found by a configuration with the `Busy` step
+/// (and with a restart when `restart`): every configuration before it passed with the
+/// defect planted.
+fn expect_driver(driver: Driver, restart: bool, properties: &[&str]) {
+    let found = found_with(Scripts::real(), driver);
+    let (property, message, config) = found.expect("the checker found no counterexample");
+    println!("{driver:?}: {property}: {message}");
+    assert!(config.busy > 0, "{driver:?} found without BUSY: {message}");
+    assert!(
+        !restart || config.restarts > 0,
+        "{driver:?} found without a restart: {message}"
+    );
+    assert!(
+        properties.contains(&property),
+        "found {property} ({message}), expected one of {properties:?}"
+    );
+}
+
+/// The driver hands a `BUSY` reply to the count-down's `Resend` as its reply (as if the
+/// script had run and answered): the count-down ends without counting, its caller told
+/// of an unreadable reply.
+#[test]
+fn a_busy_reply_read_as_ran_is_caught() {
+    expect_driver(Driver::BusyReadAsReply, false, &["counted once"]);
+}
+
+/// The driver classifies `BUSY`/`LOADING` as permanent (a classifier without the
+/// transient codes): the count-down gives up at the first `BUSY`, without counting.
+#[test]
+fn a_busy_reply_read_as_permanent_is_caught() {
+    expect_driver(Driver::TransientReadAsPermanent, false, &["counted once"]);
+}
+
+/// The driver classifies only `LOADING` as permanent: a count-down refused while Redis
+/// loads after a restart gives up without counting. Only a restart reaches it.
+#[test]
+fn a_loading_reply_read_as_permanent_is_caught() {
+    expect_driver(Driver::LoadingReadAsPermanent, true, &["counted once"]);
 }
 
 /// Sanity: the real scripts pass at the same bound.

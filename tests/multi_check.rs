@@ -6,7 +6,14 @@
 //! `tests/protocol/multimodel.rs`), and checks the properties in every state.
 //!
 //! `CHECK_DEPTH=n` runs deeper; `CHECK_REPLAY='<config>:<path>'` replays a counterexample
-//! step by step; `CHECK_SHOW=1` prints a shortest trace to each milestone reached.
+//! step by step; `CHECK_SHOW=1` prints a shortest trace to each milestone reached;
+//! `CHECK_ONLY=<text>` runs only the configurations whose name contains the text;
+//! `CHECK_MAX_STATES=n` lowers the bound on states (a run that hits it fails).
+//!
+//! Besides users, waits, lost requests and replies and the clock, the configurations with
+//! `busy` have Redis answer calls `BUSY`/`LOADING` (they do not run), and those with
+//! `restarts` have a Redis server restart empty (see the module doc of the model for what
+//! a restart excludes from "never two holders", and why).
 
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
@@ -35,17 +42,30 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|d| d.parse().ok())
         .unwrap_or(DEFAULT_DEPTH);
+    let max_states = std::env::var("CHECK_MAX_STATES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(MAX_STATES);
     let started = Instant::now();
     let mut failed = false;
     let mut total = 0;
+    let mut reasons: Vec<String> = Vec::new();
     println!("multi-lock checker: real lua/ scripts + redis_locks::protocol, depth {depth}");
+    // CHECK_ONLY=<text>: only the configurations whose name contains it.
+    let only = std::env::var("CHECK_ONLY").unwrap_or_default();
     for config in multimodel::configs() {
+        if !config.name.contains(only.as_str()) {
+            continue;
+        }
         let t = Instant::now();
-        let report = multimodel::explore(&config, Scripts::real(), depth, MAX_STATES);
+        let report = multimodel::explore(&config, Scripts::real(), depth, max_states);
         total += report.states;
         println!(
-            "  {}: {} states, depth {}, {} ({:.1?})",
+            "  {} (faults {}, busy {}, restarts {}): {} states, depth {}, {} ({:.1?})",
             config.name,
+            config.faults,
+            config.busy,
+            config.restarts,
             report.states,
             report.depth_reached,
             if report.truncated {
@@ -57,6 +77,9 @@ fn main() -> ExitCode {
         );
         // A bound hit means part of the space went unexplored: a failure, not a note.
         failed |= report.truncated;
+        if report.truncated {
+            reasons.push(format!("{}: the state bound was hit", config.name));
+        }
         // Each configuration must reach its own milestones.
         for milestone in multimodel::must_reach(config.name) {
             let index = MILESTONES
@@ -68,7 +91,10 @@ fn main() -> ExitCode {
                 "    reached {milestone}: {}",
                 if hit { "yes" } else { "NO" }
             );
-            failed |= !hit && depth >= RELEASE_DEPTH;
+            if !hit && depth >= RELEASE_DEPTH {
+                failed = true;
+                reasons.push(format!("{}: {milestone} not reached", config.name));
+            }
         }
         let also: Vec<&str> = MILESTONES
             .iter()
@@ -90,6 +116,7 @@ fn main() -> ExitCode {
         }
         if let Some((property, message, path)) = report.violation {
             failed = true;
+            reasons.push(format!("{}: {property} violated", config.name));
             println!("\nFAILED {property}: {message}");
             print!("{}", multimodel::replay(&config, Scripts::real(), &path));
             println!(
@@ -100,6 +127,9 @@ fn main() -> ExitCode {
         }
     }
     println!("states explored: {total}");
+    for reason in &reasons {
+        println!("FAILED: {reason}");
+    }
     for property in PROPERTIES {
         println!(
             "  {property}: {}",

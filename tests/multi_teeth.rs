@@ -1,7 +1,8 @@
 //! Teeth for the multi-lock's checker (`tests/multi_check.rs`): each test plants one known
 //! defect, in a copy of a script or in the Rust core, and asserts that the checker finds a
 //! counterexample to the property it breaks, at the default bound. A checker that passed
-//! these would not be checking anything.
+//! these would not be checking anything. The restart teeth also assert that the same
+//! configuration without its restart finds nothing: only the restart step catches them.
 
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
@@ -34,6 +35,42 @@ fn counterexample(scripts: Scripts) -> Option<(&'static str, String, String)> {
         }
     }
     None
+}
+
+/// Asserts that the restart configurations find a counterexample to "release is true" with
+/// `scripts` (and whatever defect is planted), and that the same configurations without
+/// their restart find none: the defect is one only a restart shows.
+fn expect_only_with_restarts(scripts: Scripts) {
+    let mut caught = None;
+    for config in multimodel::configs().into_iter().filter(|c| c.restarts > 0) {
+        let without = multimodel::Config {
+            restarts: 0,
+            ..config.clone()
+        };
+        let report = multimodel::explore(&without, scripts.clone(), DEFAULT_DEPTH, MAX_STATES);
+        assert!(
+            !report.truncated,
+            "{} without restarts: NOT exhaustive",
+            config.name
+        );
+        assert!(
+            report.violation.is_none(),
+            "{} without restarts already finds {:?}",
+            config.name,
+            report.violation
+        );
+        if caught.is_none() {
+            let report = multimodel::explore(&config, scripts.clone(), DEFAULT_DEPTH, MAX_STATES);
+            assert!(!report.truncated, "{}: NOT exhaustive", config.name);
+            caught = report.violation.map(|(property, message, path)| {
+                let replay = format!("{}:{}", config.name, multimodel::path_text(&path));
+                (property, message, replay)
+            });
+        }
+    }
+    println!("{caught:?}");
+    let (property, message, replay) = caught.expect("the checker found no counterexample");
+    assert_eq!(property, "release is true", "{message}; {replay}");
 }
 
 fn expect(scripts: Scripts, properties: &[&str]) {
@@ -72,6 +109,25 @@ fn a_release_that_ignores_the_owner_is_caught() {
         "",
     );
     expect(scripts, &["never two holders of one lock", "all or none"]);
+}
+
+/// A release that finds the lock gone reports the last hold given back (0) instead of "not
+/// current" (-1), taking "nothing there" for "released". Without restarts a member is found
+/// gone only once its lease ran out, which its holder noticed first (the release then tells
+/// the loss anyway), or after its own lost reply gave it back; a restart wipes a member its
+/// holder still believes in, and the multi-lock's release then tells the user `Ok` for it.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_release_that_reports_a_gone_lock_released_is_caught_only_with_restarts() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Release,
+        "if not held[1] or held[2] ~= hold then\n  return -1\nend",
+        "if not held[2] then\n  return 0\nend\nif not held[1] or held[2] ~= hold then\n  return -1\nend",
+    );
+    expect_only_with_restarts(scripts);
 }
 
 /// Sanity: the real scripts pass at the same bound (the teeth above bite on the defect,
@@ -191,6 +247,19 @@ mod rust_core {
             path.len()
         );
         assert_eq!(property, "no deadlock", "{message}");
+    }
+
+    /// A release whose hold is gone (`release.lua` answers -1) read as "released": as the
+    /// script defect above, only a restart shows it.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_release_that_claims_a_gone_hold_is_caught_only_with_restarts() {
+        plant(Some(Defect::ReleaseClaimsGoneHold));
+        expect_only_with_restarts(Scripts::real());
+        plant(None);
     }
 
     /// The drift margin added instead of subtracted: a member is believed past the

@@ -1,16 +1,51 @@
 //! The count-down latch's protocol model: clients that close the latch, count it down and
-//! delete it, while replies are lost and count-downs are re-sent. Every call is built and
-//! every reply read by the library's own `redis_locks::protocol::latch`, every re-send is
-//! decided by its `resend::Resend` (the machine `LockClient` drives for a count-down), and
-//! every call runs the real `lua/latch_*.lua` in the embedded Lua against the keyspace
-//! model. A small breadth-first explorer checks the properties in every state.
+//! delete it, while replies are lost, Redis answers `BUSY`/`LOADING`, Redis restarts and
+//! loses the latch, and count-downs are re-sent. Every call is built and every reply read
+//! by the library's own `redis_locks::protocol::latch`, every server error is classified
+//! by its `Failure::from_server_error`, every re-send is decided by its `resend::Resend`
+//! (the machine `LockClient` drives for a count-down), and every call runs the real
+//! `lua/latch_*.lua` in the embedded Lua against the keyspace model. A small breadth-first
+//! explorer checks the properties in every state.
 //!
-//! Assumptions: one latch, one Redis, no restart (a latch has no expiry and survives only
-//! with its data); one count-down at a time per client (the library's lane); a copy of a
-//! count-down that the client gave up on never runs after the client's next request (one
-//! connection keeps its requests in order). Another program may write the latch's key as
-//! something else (`Clobber`, a name clash): every call must then leave it as it is and
-//! report that it is not a latch.
+//! Assumptions: one latch, one Redis; one count-down at a time per client (the library's
+//! lane); a copy of a count-down that the client gave up on never runs after the client's
+//! next request (one connection keeps its requests in order). A count-down's `Resend`
+//! never reaches its bound (the library's is the watchdog timeout; the model's faults run
+//! out long before it). Another program may write the latch's key as something else
+//! (`Clobber`, a name clash): every call must then leave it as it is and report that it
+//! is not a latch.
+//!
+//! `BUSY`/`LOADING` (configurations with `busy`): a count-down sent and not yet run is
+//! answered with a transient server error instead of running (`BUSY` before any restart,
+//! `LOADING` after one). The model hands the error's text to the library's classifier and
+//! the failure to the count-down's `Resend`, which must pause and re-send the same call.
+//! A set or a delete is not re-sent (one `EVAL`): a `BUSY` there reaches the caller as the
+//! error and changes nothing, so it is no step.
+//!
+//! Restarts (configurations with `restarts`): Redis restarts without persistence and loses
+//! every key. A latch has no expiry, so this is data loss, and the latch reads as open
+//! afterwards (no key: count 0, as in Redisson). Every connection drops: a count-down sent
+//! and not yet run never runs, a reply on its way is lost, and the client sees
+//! `Failure::Lost` (it cannot tell whether its copy ran); a count-down pausing before a
+//! re-send is not touched. A copy re-sent after the restart finds no latch: the script
+//! counts nothing, writes nothing and answers 0, which is true (the latch is open).
+//!
+//! What the properties say with data loss. "Opens exactly at zero": a closed latch
+//! becomes open only by the count-down that finds count 1 (the last one), by a delete, or
+//! by a restart (its data lost); a set, a copy of an applied count-down or anything else
+//! that opens it is a violation. "Counted once": while one closing of the latch lives,
+//! each count-down counts at most once in it (its count is [`COUNT`] minus the distinct
+//! count-downs applied to it), and a count-down is re-sent through lost replies and
+//! `BUSY`/`LOADING` until a copy runs (it never ends without one). The record that makes
+//! a re-sent copy harmless lives in the latch's hash, so it goes with the latch: a
+//! count-down whose copy counted in a closing that is gone since (opened by that very
+//! count-down, deleted, or lost in a restart) and whose reply was lost may count once in
+//! the next closing when its re-sent copy arrives after that closing. That is the
+//! documented limit (the README's "One limit", no closing id in the protocol); the model
+//! allows it only for a count-down that lost a reply, and reaches it as a milestone.
+//! "Reports are true": every reply the library reads says what Redis had (for a
+//! count-down, right after the copy that answered ran). "No garbage": only the latch's
+//! hash exists, with a count of at least 1 and the clients' records.
 #![allow(dead_code)]
 
 use std::collections::HashSet;
@@ -37,16 +72,45 @@ pub const PROPERTIES: [&str; 4] = [
     "no garbage",
 ];
 
-/// What each configuration must reach.
-pub const MILESTONES: [&str; 5] = [
+/// What the configurations must reach (each its own list: [`must_reach`]).
+pub const MILESTONES: [&str; 11] = [
     "opened by counting down",
     "a retried count-down counted once",
     "a count-down of an open latch",
     "closed again after opening",
     "a count-down of a key that is not a latch",
+    // The BUSY/LOADING step.
+    "a count-down re-sent after BUSY counted once",
+    "a count-down re-sent after LOADING ran",
+    // The restart step.
+    "a restart opened a closed latch",
+    "a count-down cut off by a restart found the latch open",
+    "closed again after a restart and opened by counting down",
+    "a count-down in doubt counted again in the next closing (the documented limit)",
 ];
 
 pub use crate::lua::Scripts;
+
+/// The server errors of the `Busy` step, as Redis words them.
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.";
+pub const LOADING: &str = "LOADING Redis is loading the dataset in memory";
+
+/// How the model's driver hands a `BUSY`/`LOADING` reply to the count-down's `Resend`.
+/// `Library` is what `src/drive.rs` does (the error, classified by
+/// `Failure::from_server_error`, to `on_failure`); the others are the teeth's planted
+/// driver defects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    Library,
+    /// The error reply is handed to `on_reply`, as if the script had run and answered.
+    BusyReadAsReply,
+    /// The error is classified as permanent (a classifier without `BUSY`/`LOADING`).
+    TransientReadAsPermanent,
+    /// `LOADING` is classified as permanent (a classifier without `LOADING`): only a
+    /// refusal after a restart meets it.
+    LoadingReadAsPermanent,
+}
 
 /// The parties and bounds of one exploration.
 #[derive(Clone, Debug)]
@@ -63,6 +127,10 @@ pub struct Config {
     pub faults: u8,
     /// Writes of the latch's key as a string by another program, in all.
     pub clobbers: u8,
+    /// `BUSY`/`LOADING` replies in all.
+    pub busy: u8,
+    /// Restarts that lose all data, in all.
+    pub restarts: u8,
 }
 
 pub fn configs() -> Vec<Config> {
@@ -75,6 +143,8 @@ pub fn configs() -> Vec<Config> {
             deletes: 0,
             faults: 3,
             clobbers: 0,
+            busy: 0,
+            restarts: 0,
         },
         Config {
             name: "latch: three clients, a delete",
@@ -84,6 +154,30 @@ pub fn configs() -> Vec<Config> {
             deletes: 1,
             faults: 2,
             clobbers: 1,
+            busy: 0,
+            restarts: 0,
+        },
+        Config {
+            name: "latch: two clients, a restart with data loss, BUSY/LOADING, a lost reply",
+            clients: 2,
+            count_downs: 4,
+            sets: 2,
+            deletes: 0,
+            faults: 1,
+            clobbers: 0,
+            busy: 2,
+            restarts: 1,
+        },
+        Config {
+            name: "latch: three clients, a restart, BUSY, a delete",
+            clients: 3,
+            count_downs: 3,
+            sets: 2,
+            deletes: 1,
+            faults: 0,
+            clobbers: 0,
+            busy: 1,
+            restarts: 1,
         },
     ]
 }
@@ -97,6 +191,24 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a count-down of an open latch",
             "closed again after opening",
             "a count-down of a key that is not a latch",
+        ],
+        "latch: two clients, a restart with data loss, BUSY/LOADING, a lost reply" => vec![
+            "opened by counting down",
+            "a retried count-down counted once",
+            "a count-down re-sent after BUSY counted once",
+            "a count-down re-sent after LOADING ran",
+            "a restart opened a closed latch",
+            "a count-down cut off by a restart found the latch open",
+            "closed again after a restart and opened by counting down",
+            "a count-down in doubt counted again in the next closing (the documented limit)",
+        ],
+        "latch: three clients, a restart, BUSY, a delete" => vec![
+            "opened by counting down",
+            "a count-down re-sent after BUSY counted once",
+            "a restart opened a closed latch",
+            "a count-down cut off by a restart found the latch open",
+            "closed again after a restart and opened by counting down",
+            "a count-down in doubt counted again in the next closing (the documented limit)",
         ],
         _ => Vec::new(),
     }
@@ -136,7 +248,15 @@ pub struct CountDown {
     /// `None`: the key is not a latch).
     pub ran: Option<(Reply, Option<u64>)>,
     pub sleeping: bool,
+    /// A reply was lost (a copy may have run).
     pub retried: bool,
+    /// A copy was refused with `BUSY` / with `LOADING` (it did not run) and re-sent since.
+    pub busied: bool,
+    pub loading: bool,
+    /// A restart dropped a copy (not yet run, or its reply).
+    pub cut_off: bool,
+    /// A copy counted in a closing of the latch that is gone since.
+    pub counted_in_gone: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -154,7 +274,12 @@ pub struct State {
     pub deletes: u8,
     pub faults: u8,
     pub clobbers: u8,
-    /// Count-down requests applied (counted) since the latch was last closed.
+    pub busy: u8,
+    pub restarts: u8,
+    /// Redis restarted at least once (a transient refusal is then `LOADING`).
+    pub restarted: bool,
+    /// Count-down requests applied (counted) in the latch's current closing; empty once
+    /// that closing is gone (opened, deleted, lost, overwritten).
     pub applied: Vec<String>,
     /// Whether the latch was opened by counting down at least once.
     pub opened: bool,
@@ -173,6 +298,11 @@ pub enum Step {
     Run(usize),
     Deliver(usize),
     LoseReply(usize),
+    /// Redis answers a client's count-down with `BUSY` (`LOADING` after a restart): it
+    /// does not run it.
+    Busy(usize),
+    /// Redis restarts and loses all data; every connection drops.
+    Restart,
     Resume(usize),
 }
 
@@ -202,13 +332,15 @@ impl Effects {
 pub struct World {
     runner: ScriptRunner,
     scripts: Scripts,
+    driver: Driver,
 }
 
 impl World {
-    pub fn new(scripts: Scripts) -> Self {
+    pub fn new(scripts: Scripts, driver: Driver) -> Self {
         World {
             runner: ScriptRunner::new(),
             scripts,
+            driver,
         }
     }
 
@@ -249,6 +381,9 @@ impl State {
             deletes: config.deletes,
             faults: config.faults,
             clobbers: config.clobbers,
+            busy: config.busy,
+            restarts: config.restarts,
+            restarted: false,
             applied: Vec::new(),
             opened: false,
         }
@@ -270,7 +405,12 @@ impl State {
                     }
                 }
                 Some(CountDown { sleeping: true, .. }) => steps.push(Step::Resume(c)),
-                Some(CountDown { ran: None, .. }) => steps.push(Step::Run(c)),
+                Some(CountDown { ran: None, .. }) => {
+                    steps.push(Step::Run(c));
+                    if self.busy > 0 {
+                        steps.push(Step::Busy(c));
+                    }
+                }
                 Some(CountDown { ran: Some(_), .. }) => {
                     steps.push(Step::Deliver(c));
                     if self.faults > 0 {
@@ -282,16 +422,33 @@ impl State {
         if self.clobbers > 0 {
             steps.push(Step::Clobber);
         }
+        if self.restarts > 0 {
+            steps.push(Step::Restart);
+        }
         steps
+    }
+
+    /// The latch's current closing is gone (opened, deleted, lost, overwritten): the
+    /// count-downs that counted in it are remembered as such while in flight.
+    fn closing_gone(&mut self) {
+        for client in &mut self.clients {
+            if let Some(flight) = &mut client.flight
+                && self.applied.contains(&flight.request)
+            {
+                flight.counted_in_gone = true;
+            }
+        }
+        self.applied.clear();
     }
 
     pub fn apply(&mut self, step: &Step, world: &World) -> Effects {
         let mut fx = Effects::default();
         let keys = keys();
+        let count_before = count_in(&self.ks);
         match *step {
             Step::Set(_) => {
                 self.sets -= 1;
-                let before = count_in(&self.ks);
+                let before = count_before;
                 let reply = world.run(&set_call(&keys, COUNT), &mut self.ks);
                 match decode_done(&reply) {
                     Ok(LatchReply::Done(true)) => {
@@ -324,7 +481,7 @@ impl State {
             }
             Step::Delete(_) => {
                 self.deletes -= 1;
-                let before = count_in(&self.ks);
+                let before = count_before;
                 let reply = world.run(&delete_call(&keys), &mut self.ks);
                 let expected = match before {
                     Some(0) => LatchReply::Done(false),
@@ -339,14 +496,16 @@ impl State {
                     Ok(_) => {}
                     Err(err) => fx.fail("reports are true", err),
                 }
-                self.applied.clear();
+                if count_in(&self.ks) != before {
+                    self.closing_gone();
+                }
             }
             Step::Clobber => {
                 self.clobbers -= 1;
                 let key = keys.hash.as_bytes().to_vec();
                 self.ks
                     .command(0, &[b"SET".to_vec(), key, b"not a latch".to_vec()]);
-                self.applied.clear();
+                self.closing_gone();
             }
             Step::CountDown(c) => {
                 self.count_downs -= 1;
@@ -364,6 +523,10 @@ impl State {
                     ran: None,
                     sleeping: false,
                     retried: false,
+                    busied: false,
+                    loading: false,
+                    cut_off: false,
+                    counted_in_gone: false,
                 });
             }
             Step::Run(c) => self.run(c, world, &mut fx),
@@ -395,20 +558,56 @@ impl State {
             }
             Step::LoseReply(c) => {
                 self.faults -= 1;
-                let flight = self.clients[c].flight.as_mut().expect("a count-down");
-                match flight
-                    .resend
-                    .on_failure(&mut ModelEnv, &mut (), Failure::Lost)
-                {
-                    Next::SleepUntil(_) => {
-                        flight.ran = None;
-                        flight.sleeping = true;
-                        flight.retried = true;
+                self.fail_call(c, Failure::Lost, world, &mut fx);
+            }
+            Step::Busy(c) => {
+                self.busy -= 1;
+                let text = if self.restarted { LOADING } else { BUSY };
+                match world.driver {
+                    Driver::Library => {
+                        self.fail_call(c, Failure::from_server_error(text), world, &mut fx)
                     }
-                    other => fx.fail(
-                        "reports are true",
-                        format!("the re-send gave up unbounded: {other:?}"),
-                    ),
+                    Driver::TransientReadAsPermanent => {
+                        self.fail_call(c, Failure::Permanent(text.into()), world, &mut fx)
+                    }
+                    Driver::LoadingReadAsPermanent => {
+                        let failure = match Failure::from_server_error(text) {
+                            Failure::Transient(text) if text.starts_with("LOADING") => {
+                                Failure::Permanent(text)
+                            }
+                            failure => failure,
+                        };
+                        self.fail_call(c, failure, world, &mut fx)
+                    }
+                    Driver::BusyReadAsReply => {
+                        let flight = self.clients[c].flight.as_mut().expect("a count-down");
+                        let next = flight.resend.on_reply(
+                            &mut ModelEnv,
+                            &mut (),
+                            &Reply::Error(text.into()),
+                        );
+                        self.resent(c, next, &mut fx);
+                    }
+                }
+            }
+            Step::Restart => {
+                self.restarts -= 1;
+                if matches!(count_before, Some(n) if n >= 1) {
+                    fx.reach("a restart opened a closed latch");
+                }
+                self.ks.flush_all();
+                self.restarted = true;
+                self.closing_gone();
+                for c in 0..self.clients.len() {
+                    // Every connection drops: what is on the wire (a request not yet run,
+                    // a reply not yet delivered) is lost, and the client cannot tell which.
+                    let on_the_wire = |f: &CountDown| f.call.is_some() && !f.sleeping;
+                    if self.clients[c].flight.as_ref().is_some_and(on_the_wire) {
+                        self.fail_call(c, Failure::Lost, world, &mut fx);
+                        if let Some(flight) = &mut self.clients[c].flight {
+                            flight.cut_off = true;
+                        }
+                    }
                 }
             }
             Step::Resume(c) => {
@@ -420,8 +619,62 @@ impl State {
                 };
             }
         }
+        // A closed latch opens only by its last count-down (checked in `run`), a delete or
+        // a restart (its data lost).
+        if let Some(n @ 1..) = count_before
+            && count_in(&self.ks) == Some(0)
+            && !matches!(step, Step::Run(_) | Step::Delete(_) | Step::Restart)
+        {
+            fx.fail(
+                "opens exactly at zero",
+                format!("{step:?} opened the latch at {n}"),
+            );
+        }
         self.check(&mut fx);
         fx
+    }
+
+    /// A count-down of client `c` got no reply (`failure`): its `Resend` decides.
+    fn fail_call(&mut self, c: usize, failure: Failure, _world: &World, fx: &mut Effects) {
+        let transient = matches!(failure, Failure::Transient(_));
+        let (lost, loading) = (
+            failure.may_have_run(),
+            matches!(&failure, Failure::Transient(text) if text.starts_with("LOADING")),
+        );
+        let flight = self.clients[c].flight.as_mut().expect("a count-down");
+        let next = flight.resend.on_failure(&mut ModelEnv, &mut (), failure);
+        if let Next::SleepUntil(_) = next {
+            flight.ran = None;
+            flight.sleeping = true;
+            flight.retried |= lost;
+            flight.busied |= transient && !loading;
+            flight.loading |= loading;
+            return;
+        }
+        self.resent(c, next, fx);
+    }
+
+    /// The count-down's `Resend` of client `c` answered `next` to a failure or a refusal:
+    /// it must pause and re-send (its bound is never reached), never end.
+    fn resent(&mut self, c: usize, next: Next<<Resend as Machine>::Outcome>, fx: &mut Effects) {
+        let flight = self.clients[c].flight.as_mut().expect("a count-down");
+        match next {
+            Next::SleepUntil(_) => {
+                flight.ran = None;
+                flight.sleeping = true;
+            }
+            other => {
+                let request = flight.request.clone();
+                self.clients[c].flight = None;
+                fx.fail(
+                    "counted once",
+                    format!(
+                        "count-down {request} ended without a copy that ran (it must be \
+                         re-sent until one runs): {other:?}"
+                    ),
+                );
+            }
+        }
     }
 
     fn run(&mut self, c: usize, world: &World, fx: &mut Effects) {
@@ -432,8 +685,16 @@ impl State {
         let reply = world.run(&call, &mut self.ks);
         let after = count_in(&self.ks);
         let first = !self.applied.contains(&flight.request);
+        if flight.loading {
+            fx.reach("a count-down re-sent after LOADING ran");
+        }
         match (before, after) {
-            (Some(0), Some(0)) => fx.reach("a count-down of an open latch"),
+            (Some(0), Some(0)) => {
+                fx.reach("a count-down of an open latch");
+                if flight.cut_off && self.restarted {
+                    fx.reach("a count-down cut off by a restart found the latch open");
+                }
+            }
             (Some(b), Some(a)) if first => {
                 // A first copy on a closed latch counts one, and opens it at one.
                 if a + 1 != b {
@@ -442,6 +703,26 @@ impl State {
                         format!("count-down {} took {b} to {a}", flight.request),
                     );
                 }
+                if flight.counted_in_gone {
+                    // Its copy counted in a closing that is gone since: the documented
+                    // limit, only for a count-down whose reply was lost.
+                    if !flight.retried {
+                        fx.fail(
+                            "counted once",
+                            format!(
+                                "count-down {} counted in two closings without a lost reply",
+                                flight.request
+                            ),
+                        );
+                    }
+                    fx.reach(
+                        "a count-down in doubt counted again in the next closing (the documented limit)",
+                    );
+                }
+                if flight.busied {
+                    fx.reach("a count-down re-sent after BUSY counted once");
+                }
+                self.applied.push(flight.request.clone());
                 if a == 0 {
                     if b != 1 {
                         fx.fail(
@@ -451,8 +732,11 @@ impl State {
                     }
                     self.opened = true;
                     fx.reach("opened by counting down");
+                    if self.restarted {
+                        fx.reach("closed again after a restart and opened by counting down");
+                    }
+                    self.closing_gone();
                 }
-                self.applied.push(flight.request.clone());
             }
             (Some(b), Some(a)) => {
                 // A copy of an applied count-down: nothing changes.
@@ -570,7 +854,18 @@ pub struct Report {
 
 /// Every interleaving of `config` up to `depth` steps (at most `max_states` states).
 pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
-    let world = World::new(scripts);
+    explore_with(config, scripts, Driver::Library, depth, max_states)
+}
+
+/// [`explore`] with the model's driver `driver` (a planted driver defect for the teeth).
+pub fn explore_with(
+    config: &Config,
+    scripts: Scripts,
+    driver: Driver,
+    depth: usize,
+    max_states: usize,
+) -> Report {
+    let world = World::new(scripts, driver);
     let initial = State::initial(config);
     let mut seen = HashSet::new();
     seen.insert(fingerprint(&initial));
@@ -619,7 +914,12 @@ pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usiz
 
 /// Replays a path: a numbered trace, and the violation it ends in.
 pub fn replay(config: &Config, scripts: Scripts, path: &[u8]) -> String {
-    let world = World::new(scripts);
+    replay_with(config, scripts, Driver::Library, path)
+}
+
+/// [`replay`] with the model's driver `driver`.
+pub fn replay_with(config: &Config, scripts: Scripts, driver: Driver, path: &[u8]) -> String {
+    let world = World::new(scripts, driver);
     let mut state = State::initial(config);
     let mut out = format!("   0. start: {}\n", state.describe());
     for (n, &index) in path.iter().enumerate() {

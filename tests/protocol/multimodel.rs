@@ -1,5 +1,5 @@
 //! The multi-lock's protocol model: a few clients, each taking several reentrant locks all
-//! or none, in one Redis.
+//! or none, in one Redis (or two), which may answer `BUSY`/`LOADING` and restart empty.
 //!
 //! Every decision is the library's own: the order members are taken in comes from
 //! `protocol::multi::global_order`, the all-or-none walk from `MultiAcquire`, each member
@@ -8,7 +8,8 @@
 //! client believes about a hold is its `HoldState`. Every call runs the real `lua/*.lua`
 //! in the embedded Lua against the keyspace model. What the model adds is what
 //! `src/multi.rs` and the async runtime do around the core (which member next, waiting,
-//! giving back in reverse) and the world: users, lost replies and the clock.
+//! giving back in reverse) and the world: users, lost replies, `BUSY`/`LOADING` replies,
+//! restarts that lose all data, and the clock.
 //!
 //! Assumptions and reductions (each keeps every behaviour the properties can see):
 //! * One server: every member's `OrderKey` has the same server part; except where a
@@ -18,22 +19,56 @@
 //!   each lock under its own name (`L:{a}`, `L:{b}`); its `OrderKey` is the key as its
 //!   own server names it.
 //! * Fixed leases ([`LEASE`]), no watchdog: a holder that stops loses its members when
-//!   their leases run out.
+//!   their leases run out. (The library's watchdog also checks fixed-lease holds and
+//!   tells a wiped one lost within a tick; without it a belief in a wiped member lasts
+//!   longest, which the restart rule below allows for.)
 //! * A call runs in Redis and its reply reaches the client in one step (`Run`), or it is
-//!   lost before running (`LoseRequest`) or after (`LoseReply`). The clock moves only when
+//!   lost before running (`LoseRequest`) or after (`LoseReply`), or Redis answers it
+//!   `BUSY`/`LOADING` without running it (`Busy`: fed to the core as
+//!   `Failure::Transient`, as the driver classifies that reply). The clock moves only when
 //!   no call is in flight, so a call runs at its send time (the client's lease estimate is
 //!   then exact: the tightest case for "never two holders").
 //! * One operation at a time per client (the user's member calls, and background
 //!   reconciliation rounds in between). One multi-lock acquisition at a time per client.
 //! * A waiting member is retried (`Retry`: the wake-up, or the end of the pttl-bounded
-//!   sleep) only when the lock is not held by another owner in Redis at that moment: a
-//!   retry then would only get "held" again and draw a fresh request id. A retry sent
-//!   just before the holder's release runs is the same as one sent just after, since the
-//!   clock does not move in between.
-//! * A member's first attempt that fails (its request or reply lost, then its probe's)
-//!   ends the member's wait with that error (`on_member(false)`), as the first attempt of
-//!   `Lock::acquire` does; a retry of the waiting loop that fails goes back to waiting, as
-//!   the loop rides out connection errors (until the wait runs out: `GiveUp`).
+//!   sleep) only when the lock is not held by another owner in Redis at that moment, once
+//!   the member was refused: a retry then would only get "held" again and draw a fresh
+//!   request id. A retry sent just before the holder's release runs is the same as one sent
+//!   just after, since the clock does not move in between. A member whose attempt failed
+//!   before any refusal (`BUSY`) is retried whatever Redis holds: its refusal is news.
+//! * What a member attempt that got no usable reply leads to is the library's waiting loop's
+//!   decision (`protocol::wait::Wait` with the plain lock's policy, asked only how the
+//!   attempt ended, as `Lock::acquire` asks it): a `BUSY`/`LOADING` is ridden out from the
+//!   first attempt on (the member is attempted again: `Retry`); a lost request or reply
+//!   ends the member's wait with that error (`on_member(false)`) on the first attempt,
+//!   and is ridden out once the member was refused (until the wait runs out: `GiveUp`).
+//!   The outage tolerance never runs out: the model's faults run out long before.
+//!   A release (give-back or the user's) and a probe answered `BUSY` are re-sent by the
+//!   core's own `ReleaseFlow` / `ReconcileRound` (a background round that got `BUSY` ends,
+//!   and the lane's next `Reconcile` asks again).
+//! * Restarts ([`Config::restarts`]): a Redis server restarts without persistence and
+//!   loses every key it has (`Restart`: every member's, with one server; with
+//!   [`Config::placed`], the members placed on it, the other server keeps its own). Only
+//!   when no call is in flight: a call on its way at the crash is the same as one lost,
+//!   before or after running, just before it (`LoseRequest` / `LoseReply`). The restart
+//!   takes 1 ms (the clock moves by 1).
+//!
+//! What a restart excludes, and why (the rule of the plain lock's model, `model.rs`): a
+//! hold that was live in Redis when the keys went is *doomed*. Nothing the library can do
+//! keeps a belief in it true: until its holder learns it (here, with fixed leases and no
+//! watchdog, when its lease runs out by the client's clock), another client may take the
+//! member and both believe they hold it. So "never two holders of one lock" is about the
+//! beliefs in holds that are not doomed (unchanged for them: one owner, current in Redis,
+//! Redis keeps it at least as long), and a belief in a doomed hold is held instead to its
+//! lease: it ends by the client's clock no later than the lease the acquire asked Redis
+//! for, counted from its send time (what the client could prove). "Release is true"
+//! checks what a release tells the user (`release::told`, as `LockGuard::release` and
+//! `MultiGuard::release` tell it): a member's release says `Ok` only if that release's
+//! request gave the hold back in Redis, so a multi-lock a restart wiped is never reported
+//! released while held. "All or none" and "no deadlock" hold with no exception (and a
+//! give-back or release may end unreleased only on a permanent error: the clock does not
+//! move while it is in flight, so its lease never runs out under it). Hold ids are request
+//! ids (`c<client>.<n>`), unique: a hold a restart wiped never comes back.
 #![allow(dead_code)]
 
 use std::collections::hash_map::DefaultHasher;
@@ -44,10 +79,13 @@ use std::sync::Arc;
 
 use redis_locks::protocol::acquire::AcquireRequest;
 use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
-use redis_locks::protocol::hold::HoldState;
+use redis_locks::protocol::hold::{HoldState, LostReason};
 use redis_locks::protocol::lane::Lane;
 use redis_locks::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_order};
-use redis_locks::protocol::release::{ReleaseFlow, ReleaseOutcome, ReleaseResult};
+use redis_locks::protocol::release::{
+    Found, ReleaseFlow, ReleaseOutcome, ReleaseResult, Told, told,
+};
+use redis_locks::protocol::wait::{Tried, Wait, WaitPolicy, WaitStep, WaitTiming};
 use redis_locks::protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
 };
@@ -66,16 +104,26 @@ pub const SERVERS: [&str; 2] = [SERVER, "127.0.0.1:6380"];
 /// The locks' names.
 pub const NAMES: [&str; 3] = ["a", "b", "c"];
 
-/// The properties, checked in every state.
-pub const PROPERTIES: [&str; 4] = [
+/// The waiting loop's timing (`Lock::acquire`'s): an outage tolerance the model's faults
+/// never exhaust.
+const TIMING: WaitTiming = WaitTiming {
+    tolerance: 30_000,
+    response: 1_000,
+};
+
+/// The properties, checked in every state. The first leaves out beliefs in holds a restart
+/// wiped (see the header).
+pub const PROPERTIES: [&str; 5] = [
     "never two holders of one lock",
     "all or none",
     "no deadlock",
+    "release is true",
     "every reply is understood",
 ];
 
-/// What the configurations must reach, so that none of them is vacuous.
-pub const MILESTONES: [&str; 8] = [
+/// What the configurations must reach, so that none of them is vacuous. The first eight
+/// need neither `BUSY` nor restarts; the rest do.
+pub const MILESTONES: [&str; 16] = [
     "a multi-lock held",
     "a waiter took every member after the holder released",
     "gave back a partial acquisition",
@@ -87,6 +135,15 @@ pub const MILESTONES: [&str; 8] = [
     // member is waited for; the multi-lock is then held with a member told lost, so its
     // lost signal fires at once (`MultiGuard::is_lost`).
     "held a multi-lock with a member already lost",
+    "a member answered BUSY was attempted again and granted once",
+    "a member's release answered BUSY gave it back when re-sent",
+    "a restart wiped a held multi-lock",
+    "a release told the user of a member a restart wiped",
+    "a multi-lock taken again after a restart wiped it",
+    "a wiped member's holder and a new holder both believed (the documented exception)",
+    "a lost member acquire whose hold a restart wiped was probed and found nothing",
+    // Not required anywhere: reported when seen.
+    "held a multi-lock with a member a restart wiped while it was being taken",
 ];
 
 pub use crate::lua::Scripts;
@@ -108,6 +165,10 @@ pub struct Config {
     pub faults: u8,
     /// Clock steps, in all.
     pub advances: u8,
+    /// `BUSY`/`LOADING` replies (the call did not run), in all.
+    pub busy: u8,
+    /// Restarts of Redis that lose all data, in all.
+    pub restarts: u8,
     /// Per lock, as the global order sees it: the name its key is made of and the server
     /// it is on (indices into [`NAMES`] and [`SERVERS`]). Empty: lock `i` is `NAMES[i]`
     /// on the one server.
@@ -125,6 +186,8 @@ pub fn configs() -> Vec<Config> {
             give_ups: 2,
             faults: 0,
             advances: 6,
+            busy: 0,
+            restarts: 0,
             placed: Vec::new(),
         },
         Config {
@@ -135,6 +198,8 @@ pub fn configs() -> Vec<Config> {
             give_ups: 1,
             faults: 3,
             advances: 2,
+            busy: 0,
+            restarts: 0,
             placed: Vec::new(),
         },
         Config {
@@ -145,6 +210,8 @@ pub fn configs() -> Vec<Config> {
             give_ups: 2,
             faults: 1,
             advances: 2,
+            busy: 0,
+            restarts: 0,
             placed: Vec::new(),
         },
         Config {
@@ -155,6 +222,8 @@ pub fn configs() -> Vec<Config> {
             give_ups: 1,
             faults: 1,
             advances: 2,
+            busy: 0,
+            restarts: 0,
             placed: Vec::new(),
         },
         Config {
@@ -167,7 +236,64 @@ pub fn configs() -> Vec<Config> {
             give_ups: 1,
             faults: 0,
             advances: 2,
+            busy: 0,
+            restarts: 0,
             placed: vec![(0, 0), (0, 1)],
+        },
+        Config {
+            // One key on two servers (as above), and one of the servers restarts empty:
+            // one member of a held multi-lock wiped, the other kept.
+            name: "multi: one key on two servers, opposite orders, one restarts",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 2,
+            give_ups: 1,
+            faults: 0,
+            advances: 2,
+            busy: 0,
+            restarts: 1,
+            placed: vec![(0, 0), (0, 1)],
+        },
+        Config {
+            // A member attempt, probe, give-back or release answered BUSY/LOADING: the
+            // core re-sends (a member attempt from the first one on), and nothing runs twice.
+            name: "multi: two clients, opposite orders, BUSY",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 2,
+            give_ups: 1,
+            faults: 0,
+            advances: 1,
+            busy: 2,
+            restarts: 0,
+            placed: Vec::new(),
+        },
+        Config {
+            // Redis restarts empty while members are held or being taken.
+            name: "multi: two clients, opposite orders, restart",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 2,
+            give_ups: 1,
+            faults: 0,
+            advances: 2,
+            busy: 0,
+            restarts: 1,
+            placed: Vec::new(),
+        },
+        Config {
+            // All three together: a lost reply's reconciliation across a restart, a probe
+            // answered BUSY.
+            name: "multi: two clients, opposite orders, restart, BUSY, a lost reply",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 1,
+            give_ups: 1,
+            faults: 1,
+            advances: 2,
+            busy: 1,
+            restarts: 1,
+            placed: Vec::new(),
         },
     ]
 }
@@ -209,6 +335,38 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a waiter took every member after the holder released",
             "clients named the locks in opposite orders and both completed",
         ],
+        "multi: one key on two servers, opposite orders, one restarts" => vec![
+            "a multi-lock held",
+            "clients named the locks in opposite orders and both completed",
+            "a restart wiped a held multi-lock",
+            "a release told the user of a member a restart wiped",
+            "a multi-lock taken again after a restart wiped it",
+            "a wiped member's holder and a new holder both believed (the documented exception)",
+        ],
+        "multi: two clients, opposite orders, BUSY" => vec![
+            "a multi-lock held",
+            "a waiter took every member after the holder released",
+            "clients named the locks in opposite orders and both completed",
+            "a member answered BUSY was attempted again and granted once",
+            "a member's release answered BUSY gave it back when re-sent",
+        ],
+        "multi: two clients, opposite orders, restart, BUSY, a lost reply" => vec![
+            "a multi-lock held",
+            "a lost member reply resolved by a probe",
+            "a member answered BUSY was attempted again and granted once",
+            "a restart wiped a held multi-lock",
+            "a release told the user of a member a restart wiped",
+            "a wiped member's holder and a new holder both believed (the documented exception)",
+            "a lost member acquire whose hold a restart wiped was probed and found nothing",
+        ],
+        "multi: two clients, opposite orders, restart" => vec![
+            "a multi-lock held",
+            "clients named the locks in opposite orders and both completed",
+            "a restart wiped a held multi-lock",
+            "a release told the user of a member a restart wiped",
+            "a multi-lock taken again after a restart wiped it",
+            "a wiped member's holder and a new holder both believed (the documented exception)",
+        ],
         _ => Vec::new(),
     }
 }
@@ -216,6 +374,9 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
 pub fn by_name(name: &str) -> Option<Config> {
     configs().into_iter().find(|c| c.name == name)
 }
+
+/// The hash keys of the locks (`lock_keys(lock).hash`), for the checks that only read.
+const HASH_KEYS: [&str; 3] = ["L:{a}", "L:{b}", "L:{c}"];
 
 /// The keys of lock `lock`.
 pub fn lock_keys(lock: usize) -> LockKeys {
@@ -299,10 +460,15 @@ struct Acquisition {
     taken: Vec<usize>,
     /// It waited for a member at least once.
     waited: bool,
-    /// The clock moved while it was in progress.
+    /// The clock moved (or Redis restarted) while it was in progress.
     advanced: bool,
-    /// The member attempt in flight is a retry of the waiting loop (not the first one).
-    retrying: bool,
+    /// The member being taken was refused (held by another owner) at least once: its
+    /// waiting loop rides out errors now.
+    refused: bool,
+    /// The member being taken had an attempt answered `BUSY`/`LOADING`.
+    busied: bool,
+    /// A restart wiped a member it had taken.
+    wiped: bool,
 }
 
 /// Where a client's user is.
@@ -330,7 +496,17 @@ enum Phase {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum OpKind {
     Acquire(AttemptOp),
-    Release { flow: ReleaseFlow, hold: Arc<str> },
+    Release {
+        flow: ReleaseFlow,
+        hold: Arc<str>,
+        /// Why the client had noticed the member lost when the release began (what
+        /// `release::told` is given).
+        noticed: Option<LostReason>,
+        /// Some copy of the release itself was answered `BUSY`/`LOADING`.
+        busied: bool,
+        /// Some run of this release's own request gave the hold back in Redis.
+        removed: bool,
+    },
     Reconcile(ReconcileRound),
 }
 
@@ -356,6 +532,8 @@ struct Client {
     acquires_left: u8,
     /// It held a multi-lock at least once.
     completed: bool,
+    /// A restart wiped a multi-lock it held.
+    wiped: bool,
 }
 
 /// The whole world.
@@ -368,8 +546,12 @@ pub struct State {
     give_ups_left: u8,
     faults_left: u8,
     advances_left: u8,
+    busy_left: u8,
+    restarts_left: u8,
     /// Hold ids whose give-back or reconciliation gave up (they expire with their lease).
     abandoned: BTreeSet<Arc<str>>,
+    /// Hold ids a restart took out of Redis behind their holders' backs (see the header).
+    doomed: BTreeSet<Arc<str>>,
     /// Per lock, its place in the global order: (key, server).
     order_keys: Arc<[OrderKey]>,
 }
@@ -393,6 +575,11 @@ pub enum Step {
     LoseRequest(usize),
     /// A client's call runs, and its reply is lost.
     LoseReply(usize),
+    /// Redis answers a client's call with `BUSY`/`LOADING`: it does not run.
+    Busy(usize),
+    /// The Redis server `SERVERS[_]` restarts and loses all its data (no call is in
+    /// flight).
+    Restart(usize),
     /// The clock moves to the next instant at which anything changes.
     Advance,
 }
@@ -466,6 +653,46 @@ fn opposite(one: &[usize], other: &[usize]) -> bool {
     })
 }
 
+/// A member's release that ended, and what the model knows of it.
+struct Released {
+    lock: usize,
+    hold: Arc<str>,
+    noticed: Option<LostReason>,
+    busied: bool,
+    removed: bool,
+}
+
+/// The library's waiting loop (`protocol::wait::Wait`, the plain lock's policy, a wait
+/// without limit: the model's `GiveUp` is a wait that runs out) as it stands before a
+/// member attempt's outcome: started, and for a member that was refused, through that
+/// refusal (subscribed, slept, woken, attempting again). Asked only what an attempt that
+/// failed with `failure` at `now` leads to: `Ok(true)` to attempt again after a pause,
+/// `Ok(false)` to end the member's wait with the error; `Err` with anything else.
+fn waiting_loop(refused: bool, now: Millis, failure: Failure) -> Result<bool, WaitStep> {
+    let mut wait = Wait::new(WaitPolicy::reentrant(TIMING), now, None);
+    let mut step = wait.start(now);
+    if refused {
+        step = wait.attempted(now, Tried::Busy { within: LEASE }, false, 0);
+        if let WaitStep::Subscribe { .. } = step {
+            step = wait.subscribed_at(now);
+        }
+        if let WaitStep::Sleep { .. } = step {
+            step = wait.woke(now, false);
+        }
+    }
+    if step != WaitStep::Attempt {
+        return Err(step);
+    }
+    match wait.attempted(now, Tried::Failed(failure), false, 0) {
+        WaitStep::Sleep { .. } => Ok(true),
+        WaitStep::Done(
+            redis_locks::protocol::wait::WaitEnd::Failed { .. }
+            | redis_locks::protocol::wait::WaitEnd::TimedOut { .. },
+        ) => Ok(false),
+        other => Err(other),
+    }
+}
+
 /// A lock in Redis: its hold id and each owner's count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct InRedis {
@@ -490,6 +717,7 @@ impl State {
                 op: None,
                 acquires_left: config.acquires,
                 completed: false,
+                wiped: false,
             })
             .collect();
         State {
@@ -500,7 +728,10 @@ impl State {
             give_ups_left: config.give_ups,
             faults_left: config.faults,
             advances_left: config.advances,
+            busy_left: config.busy,
+            restarts_left: config.restarts,
             abandoned: BTreeSet::new(),
+            doomed: BTreeSet::new(),
             order_keys: (0..config.locks)
                 .map(|lock| {
                     let (name, server) = config.placed.get(lock).copied().unwrap_or((lock, 0));
@@ -510,9 +741,18 @@ impl State {
         }
     }
 
+    /// The server lock `lock` is on (an index into [`SERVERS`]).
+    fn on(&self, lock: usize) -> usize {
+        let server = &self.order_keys[lock].1;
+        SERVERS
+            .iter()
+            .position(|s| s == server)
+            .expect("a known server")
+    }
+
     /// Lock `lock` as Redis has it now (`None`: free).
     fn in_redis(&self, lock: usize) -> Option<InRedis> {
-        let key = lock_keys(lock).hash;
+        let key = HASH_KEYS[lock];
         let hash = self.ks.hash(key.as_bytes(), self.now)?;
         let hold = hash.get(b"\x01h".as_slice())?;
         let counts = hash
@@ -548,12 +788,15 @@ impl State {
                     steps.push(Step::LoseRequest(i));
                     steps.push(Step::LoseReply(i));
                 }
+                if self.busy_left > 0 {
+                    steps.push(Step::Busy(i));
+                }
                 continue;
             }
             match &c.phase {
                 Phase::Idle if c.acquires_left > 0 => steps.push(Step::Acquire(i)),
-                Phase::Waiting(_, lock) => {
-                    if !self.held_by_other(*lock, &c.owner) {
+                Phase::Waiting(acq, lock) => {
+                    if !acq.refused || !self.held_by_other(*lock, &c.owner) {
                         steps.push(Step::Retry(i));
                     }
                     if self.give_ups_left > 0 {
@@ -569,10 +812,18 @@ impl State {
                 }
             }
         }
-        if self.advances_left > 0
-            && self.clients.iter().all(|c| c.op.is_none())
-            && self.next_event().is_some()
-        {
+        let quiet = self.clients.iter().all(|c| c.op.is_none());
+        if self.restarts_left > 0 && quiet {
+            for server in 0..SERVERS.len() {
+                // A restart of an empty server changes nothing but the clock.
+                if (0..self.locks)
+                    .any(|lock| self.on(lock) == server && self.in_redis(lock).is_some())
+                {
+                    steps.push(Step::Restart(server));
+                }
+            }
+        }
+        if self.advances_left > 0 && quiet && self.next_event().is_some() {
             steps.push(Step::Advance);
         }
         steps
@@ -590,7 +841,7 @@ impl State {
         });
         let expiries = (0..self.locks).filter_map(|lock| {
             self.ks
-                .pexpire_at(lock_keys(lock).hash.as_bytes(), self.now)
+                .pexpire_at(HASH_KEYS[lock].as_bytes(), self.now)
                 .flatten()
                 .map(|at| at + 1)
         });
@@ -599,14 +850,24 @@ impl State {
 
     /// Applies one step and checks every property afterwards.
     pub fn apply(&mut self, step: &Step, world: &World) -> Effects {
+        let mut fx = self.take(step, world);
+        if fx.violation.is_none() {
+            self.check(&mut fx);
+        }
+        fx
+    }
+
+    /// Applies one step, with the checks of the step itself but not those of the state it
+    /// leads to ([`State::check`]: a function of the state alone, so the explorer runs it
+    /// once per state, not once per way in).
+    fn take(&mut self, step: &Step, world: &World) -> Effects {
         let mut fx = Effects::default();
         match *step {
             Step::Acquire(c) => self.start_acquisition(c, &mut fx),
             Step::Retry(c) => {
-                if let Phase::Waiting(mut acq, lock) =
+                if let Phase::Waiting(acq, lock) =
                     std::mem::replace(&mut self.clients[c].phase, Phase::Idle)
                 {
-                    acq.retrying = true;
                     self.clients[c].phase = Phase::Taking(acq);
                     self.start_member(c, lock, &mut fx);
                 }
@@ -640,8 +901,20 @@ impl State {
                 );
             }
             Step::Run(c) => {
-                if let Some(op) = self.clients[c].op.take() {
-                    let reply = self.execute(c, &op, world, &mut fx);
+                if let Some(mut op) = self.clients[c].op.take() {
+                    let reply = self.execute(c, &mut op, world, &mut fx);
+                    // The probe names the lost request, whose id is the hold it took.
+                    if op.call.script == ScriptId::Probe
+                        && op
+                            .call
+                            .args
+                            .get(1)
+                            .is_some_and(|id| self.doomed.contains(id))
+                    {
+                        fx.reach(
+                            "a lost member acquire whose hold a restart wiped was probed and found nothing",
+                        );
+                    }
                     self.drive(c, op.lock, op.kind, Event::Reply(&reply), &mut fx);
                 }
             }
@@ -653,10 +926,65 @@ impl State {
             }
             Step::LoseReply(c) => {
                 self.faults_left -= 1;
-                if let Some(op) = self.clients[c].op.take() {
-                    self.execute(c, &op, world, &mut fx);
+                if let Some(mut op) = self.clients[c].op.take() {
+                    self.execute(c, &mut op, world, &mut fx);
                     self.drive(c, op.lock, op.kind, Event::Failure(Failure::Lost), &mut fx);
                 }
+            }
+            Step::Busy(c) => {
+                self.busy_left -= 1;
+                if let Some(mut op) = self.clients[c].op.take() {
+                    match (&mut op.kind, &mut self.clients[c].phase) {
+                        (OpKind::Acquire(_), Phase::Taking(acq)) => acq.busied = true,
+                        (OpKind::Release { flow, busied, .. }, _) if flow.release().is_some() => {
+                            *busied = true;
+                        }
+                        _ => {}
+                    }
+                    // What the driver makes of a BUSY/LOADING error reply.
+                    let busy = Failure::from_server_error("BUSY Redis is busy running a script");
+                    self.drive(c, op.lock, op.kind, Event::Failure(busy), &mut fx);
+                }
+            }
+            Step::Restart(server) => {
+                self.restarts_left -= 1;
+                let wiped: Vec<usize> = (0..self.locks).filter(|&l| self.on(l) == server).collect();
+                for &lock in &wiped {
+                    if let Some(r) = self.in_redis(lock) {
+                        self.doomed.insert(r.hold);
+                    }
+                }
+                let doomed = &self.doomed;
+                for client in &mut self.clients {
+                    let wiped = |lock: &usize| {
+                        client.guards[*lock]
+                            .as_ref()
+                            .is_some_and(|m| doomed.contains(m.state.hold()))
+                    };
+                    match &mut client.phase {
+                        Phase::Held(taken) if taken.iter().any(wiped) => {
+                            client.wiped = true;
+                            fx.reach("a restart wiped a held multi-lock");
+                        }
+                        Phase::Taking(acq) | Phase::Waiting(acq, _) => {
+                            acq.advanced = true;
+                            acq.wiped |= acq.taken.iter().any(wiped);
+                        }
+                        _ => {}
+                    }
+                }
+                if wiped.len() == self.locks {
+                    self.ks.flush_all();
+                } else {
+                    for lock in wiped {
+                        let keys = lock_keys(lock);
+                        for key in [keys.hash, keys.fence] {
+                            self.ks
+                                .command(self.now, &[b"DEL".to_vec(), key.as_bytes().to_vec()]);
+                        }
+                    }
+                }
+                self.now += 1;
             }
             Step::Advance => {
                 self.advances_left -= 1;
@@ -678,7 +1006,6 @@ impl State {
                 member.state.on_clock(now);
             }
         }
-        self.check(&mut fx);
         fx
     }
 
@@ -707,7 +1034,9 @@ impl State {
             taken: Vec::new(),
             waited: false,
             advanced: false,
-            retrying: false,
+            refused: false,
+            busied: false,
+            wiped: false,
         };
         let first = acq.walk.start();
         self.next_member(c, acq, first, fx);
@@ -735,6 +1064,14 @@ impl State {
                         .is_some_and(|m| !m.believed(self.now))
                 }) {
                     fx.reach("held a multi-lock with a member already lost");
+                }
+                if acq.wiped {
+                    fx.reach(
+                        "held a multi-lock with a member a restart wiped while it was being taken",
+                    );
+                }
+                if client.wiped {
+                    fx.reach("a multi-lock taken again after a restart wiped it");
                 }
                 client.completed = true;
                 client.phase = Phase::Held(acq.taken);
@@ -814,8 +1151,10 @@ impl State {
             );
             return;
         };
-        // As the guard does: the retry bound is taken before it leaves.
+        // As the guard does: the retry bound is taken before it leaves, and what it tells
+        // the user is judged by the loss the client noticed (`LockGuard::release`).
         let give_up_at = member.state.release_until(now, RELEASE_MIN);
+        let noticed = member.state.lost();
         member.state.leave(false, Some(member.fixed_end));
         let hold = member.state.hold().clone();
         let flow = ReleaseFlow::new(
@@ -825,7 +1164,14 @@ impl State {
             give_up_at,
             None,
         );
-        self.drive(c, lock, OpKind::Release { flow, hold }, Event::Start, fx);
+        let kind = OpKind::Release {
+            flow,
+            hold,
+            noticed,
+            busied: false,
+            removed: false,
+        };
+        self.drive(c, lock, kind, Event::Start, fx);
     }
 
     /// Feeds an event to a client's operation (the library's own machine) and acts on
@@ -855,7 +1201,13 @@ impl State {
                     Err(outcome) => self.member_done(c, lock, outcome, fx),
                 }
             }
-            OpKind::Release { mut flow, hold } => {
+            OpKind::Release {
+                mut flow,
+                hold,
+                noticed,
+                busied,
+                removed,
+            } => {
                 let fed = feed(&mut flow, &mut env, lane, event);
                 if let Some(abandoned) = flow.abandoned() {
                     self.abandoned.insert(abandoned.clone());
@@ -864,12 +1216,25 @@ impl State {
                     Ok(call) => {
                         client.op = Some(Op {
                             lock,
-                            kind: OpKind::Release { flow, hold },
+                            kind: OpKind::Release {
+                                flow,
+                                hold,
+                                noticed,
+                                busied,
+                                removed,
+                            },
                             call,
                         })
                     }
                     Err(outcome) => {
-                        self.released(c, hold, outcome, fx);
+                        let done = Released {
+                            lock,
+                            hold,
+                            noticed,
+                            busied,
+                            removed,
+                        };
+                        self.released(c, done, outcome, fx);
                         self.next_release(c, fx);
                     }
                 }
@@ -913,6 +1278,9 @@ impl State {
                 if adopted {
                     fx.reach("a lost member reply resolved by a probe");
                 }
+                if acq.busied {
+                    fx.reach("a member answered BUSY was attempted again and granted once");
+                }
                 let client = &mut self.clients[c];
                 if client.guards[lock].is_some() {
                     fx.fail(
@@ -928,23 +1296,32 @@ impl State {
                     fixed_end: sent_at + lease_ms,
                 });
                 acq.taken.push(lock);
-                acq.retrying = false;
+                acq.refused = false;
+                acq.busied = false;
                 let next = acq.walk.on_member(true);
                 self.next_member(c, acq, next, fx);
             }
             AttemptOutcome::Held { .. } => {
                 // Held by another owner: wait (Lock::acquire's loop), not on_member yet.
                 acq.waited = true;
+                acq.refused = true;
                 self.clients[c].phase = Phase::Waiting(acq, lock);
             }
-            // The waiting loop rides out an error (within the outage tolerance; a wait that
-            // runs out is `GiveUp`); the first attempt reports it, and the walk gives back.
-            AttemptOutcome::Failed { .. } if acq.retrying => {
-                self.clients[c].phase = Phase::Waiting(acq, lock);
-            }
-            AttemptOutcome::Failed { .. } => {
-                let next = acq.walk.on_member(false);
-                self.next_member(c, acq, next, fx);
+            // The waiting loop decides: it rides out the error (the member is attempted
+            // again; a wait that runs out meanwhile is `GiveUp`), or reports it, and the
+            // walk gives back.
+            AttemptOutcome::Failed { failure, .. } => {
+                match waiting_loop(acq.refused, self.now, failure) {
+                    Ok(true) => self.clients[c].phase = Phase::Waiting(acq, lock),
+                    Ok(false) => {
+                        let next = acq.walk.on_member(false);
+                        self.next_member(c, acq, next, fx);
+                    }
+                    Err(step) => fx.fail(
+                        "every reply is understood",
+                        format!("client {c}: the waiting loop after a failed attempt: {step:?}"),
+                    ),
+                }
             }
             AttemptOutcome::NotALock(found) => fx.fail(
                 "every reply is understood",
@@ -958,12 +1335,59 @@ impl State {
     }
 
     /// A member's release (of a give-back or the user's release) ended.
-    fn released(&mut self, c: usize, hold: Arc<str>, outcome: ReleaseResult, fx: &mut Effects) {
+    fn released(&mut self, c: usize, done: Released, outcome: ReleaseResult, fx: &mut Effects) {
+        let Released {
+            lock,
+            hold,
+            noticed,
+            busied,
+            removed,
+        } = done;
+        if let Ok(found) = &outcome
+            && let Some(found) = Found::of_release(found)
+        {
+            if busied && found == Found::Removed {
+                fx.reach("a member's release answered BUSY gave it back when re-sent");
+            }
+            // What `MultiGuard::release` tells the user of this member (`LockGuard::release`).
+            if matches!(self.clients[c].phase, Phase::Releasing(_)) {
+                match told(found, noticed, true) {
+                    Told::Released if !removed => fx.fail(
+                        "release is true",
+                        format!(
+                            "client {c}'s release of {} (hold {hold}) tells Ok, but no run of it gave the hold back{}",
+                            NAMES[lock],
+                            if self.doomed.contains(&hold) {
+                                ": a restart had wiped it"
+                            } else {
+                                ""
+                            }
+                        ),
+                    ),
+                    Told::Lost { .. } if self.doomed.contains(&hold) => {
+                        fx.reach("a release told the user of a member a restart wiped");
+                    }
+                    _ => {}
+                }
+            }
+        }
         match outcome {
             Ok(ReleaseOutcome::Released { .. }) => {
                 if let Phase::GivingBack { gave, .. } = &mut self.clients[c].phase {
                     *gave = true;
                 }
+            }
+            // The clock does not move while a release is in flight, so its lease is never
+            // over: only a permanent error may end it unreleased. Giving up on a lost reply
+            // or a BUSY now would leave the member held by nobody.
+            Ok(ReleaseOutcome::Failed(failure)) if !matches!(failure, Failure::Permanent(_)) => {
+                fx.fail(
+                    "all or none",
+                    format!(
+                        "client {c} gave up releasing {} (hold {hold}) on {failure:?} before its lease ran out",
+                        NAMES[lock]
+                    ),
+                );
             }
             Ok(ReleaseOutcome::NotHeld) => {}
             Ok(ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed) => {
@@ -981,20 +1405,43 @@ impl State {
     }
 
     /// Runs a client's call in Redis now.
-    fn execute(&mut self, c: usize, op: &Op, world: &World, fx: &mut Effects) -> Reply {
+    fn execute(&mut self, c: usize, op: &mut Op, world: &World, fx: &mut Effects) -> Reply {
         let now = self.now;
+        // The owner's count of the hold a release names, before the call runs (what it
+        // did is judged by Redis, not by its reply).
+        let count = |state: &State| -> u64 {
+            match &op.kind {
+                OpKind::Release { hold, .. } => state
+                    .in_redis(op.lock)
+                    .filter(|r| r.hold == *hold)
+                    .and_then(|r| r.counts.get(&*state.clients[c].owner).copied())
+                    .unwrap_or(0),
+                _ => 0,
+            }
+        };
+        let before = count(self);
         let reply = world.run(&op.call, &mut self.ks, now);
+        let after = count(self);
         // A fresh hold taken while another client still has an unreleased guard of the
-        // lock: that holder stopped, and its lease ran out.
+        // lock (not one a restart wiped): that holder stopped, and its lease ran out.
         if op.call.script == ScriptId::Acquire
             && reply == Reply::Int(0)
-            && self
-                .clients
-                .iter()
-                .enumerate()
-                .any(|(j, other)| j != c && other.guards[op.lock].is_some())
+            && self.clients.iter().enumerate().any(|(j, other)| {
+                j != c
+                    && other.guards[op.lock]
+                        .as_ref()
+                        .is_some_and(|m| !self.doomed.contains(m.state.hold()))
+            })
         {
             fx.reach("took a member whose holder's lease ran out");
+        }
+        // The release's own request (not a give-back of a lost acquire's hold first) gave
+        // one hold back in Redis.
+        if let OpKind::Release { flow, removed, .. } = &mut op.kind
+            && flow.release().is_some()
+            && after < before
+        {
+            *removed = true;
         }
         reply
     }
@@ -1026,17 +1473,44 @@ impl State {
     fn check(&self, fx: &mut Effects) {
         let now = self.now;
         // Never two holders of one lock: the clients that believe they hold a lock (a
-        // guard not released, not told lost, lease left by their own clock) have one
-        // owner, their hold is current in Redis for it, and Redis keeps it at least as
-        // long as they believe.
+        // guard not released, not told lost, lease left by their own clock) in a hold no
+        // restart wiped have one owner, their hold is current in Redis for it, and Redis
+        // keeps it at least as long as they believe. A belief in a hold a restart wiped
+        // (doomed, see the header) ends no later than the lease its acquire asked for.
         for (lock, name) in NAMES.iter().enumerate().take(self.locks) {
-            let believers: Vec<usize> = (0..self.clients.len())
-                .filter(|&c| {
-                    self.clients[c].guards[lock]
-                        .as_ref()
-                        .is_some_and(|m| m.believed(now))
-                })
-                .collect();
+            let mut believers: Vec<usize> = Vec::new();
+            let mut wiped: Vec<usize> = Vec::new();
+            for (c, client) in self.clients.iter().enumerate() {
+                let Some(m) = client.guards[lock].as_ref().filter(|m| m.believed(now)) else {
+                    continue;
+                };
+                if !self.doomed.contains(m.state.hold()) {
+                    believers.push(c);
+                    continue;
+                }
+                wiped.push(c);
+                if m.state.deadline() > m.fixed_end {
+                    fx.fail(
+                        "never two holders of one lock",
+                        format!(
+                            "client {c} believes it holds {name} (hold {}, wiped by a restart) until t={}, past its lease's end t={}",
+                            m.state.hold(),
+                            m.state.deadline(),
+                            m.fixed_end
+                        ),
+                    );
+                    return;
+                }
+            }
+            if wiped.iter().any(|&w| {
+                believers
+                    .iter()
+                    .any(|&b| self.clients[b].owner != self.clients[w].owner)
+            }) {
+                fx.reach(
+                    "a wiped member's holder and a new holder both believed (the documented exception)",
+                );
+            }
             if let Some(&first) = believers.first()
                 && let Some(&other) = believers
                     .iter()
@@ -1323,13 +1797,26 @@ pub struct Report {
 }
 
 /// Every interleaving of `config` up to `depth` steps (at most `max_states` states),
-/// breadth first, states deduplicated by a 64-bit fingerprint.
+/// breadth first, states deduplicated by a 64-bit fingerprint. A state's own properties
+/// are checked once, when it is first reached; a step's own checks on every step.
 pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
     let world = World::new(scripts);
     let initial = State::initial(config);
     let mut seen = HashSet::new();
     seen.insert(fingerprint(&initial));
-    let mut frontier = vec![(initial, Vec::new())];
+    // Every state kept, as (its parent's index, the step index from the parent): paths
+    // are rebuilt only when one is reported.
+    let mut tree: Vec<(u32, u8)> = vec![(u32::MAX, 0)];
+    let path_to = |tree: &[(u32, u8)], mut at: u32| -> Vec<u8> {
+        let mut path = Vec::new();
+        while at != 0 {
+            let (parent, step) = tree[at as usize];
+            path.push(step);
+            at = parent;
+        }
+        path.reverse();
+        path
+    };
     let mut report = Report {
         states: 1,
         depth_reached: 0,
@@ -1338,32 +1825,47 @@ pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usiz
         violation: None,
         truncated: false,
     };
+    let mut initial_fx = Effects::default();
+    initial.check(&mut initial_fx);
+    if let Some((property, message)) = initial_fx.violation {
+        report.violation = Some((property, message, Vec::new()));
+        return report;
+    }
+    let mut frontier: Vec<(State, u32)> = vec![(initial, 0)];
     for level in 0..depth {
         let mut next = Vec::new();
-        for (state, path) in &frontier {
+        for (state, node) in &frontier {
             for (index, step) in state.steps().iter().enumerate() {
                 let mut successor = state.clone();
-                let effects = successor.apply(step, &world);
-                let mut successor_path: Vec<u8> = path.clone();
-                successor_path.push(index as u8);
+                let mut effects = successor.take(step, &world);
+                let fresh = effects.violation.is_none() && seen.insert(fingerprint(&successor));
+                if fresh {
+                    successor.check(&mut effects);
+                }
+                let here = || {
+                    let mut path = path_to(&tree, *node);
+                    path.push(index as u8);
+                    path
+                };
                 for m in effects.milestones {
                     if !report.milestones[m] {
                         report.milestones[m] = true;
-                        report.milestone_paths[m] = Some(successor_path.clone());
+                        report.milestone_paths[m] = Some(here());
                     }
                 }
                 if let Some((property, message)) = effects.violation {
-                    report.violation = Some((property, message, successor_path));
+                    report.violation = Some((property, message, here()));
                     report.depth_reached = level + 1;
                     return report;
                 }
-                if seen.insert(fingerprint(&successor)) {
+                if fresh {
                     report.states += 1;
                     if report.states >= max_states {
                         report.truncated = true;
                         return report;
                     }
-                    next.push((successor, successor_path));
+                    tree.push((*node, index as u8));
+                    next.push((successor, (tree.len() - 1) as u32));
                 }
             }
         }
