@@ -20,17 +20,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Value;
 use tokio::time::Instant;
 
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::protocol::Failure;
-use crate::protocol::backoff::Backoff;
-use crate::protocol::latch::{self, LatchKeys, LatchReply};
+use crate::protocol::latch::{self, LatchCount, LatchKeys, LatchReply};
 use crate::protocol::wait::WaitPolicy;
-use crate::scripts::classify;
 use crate::waiting::{Attempts, Outcome};
 
 /// The largest count a latch (and size a semaphore) can have: the scripts' Lua numbers
@@ -170,83 +166,19 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn count(&self) -> Result<u64> {
-        // Read-only, so retried through connection errors, redirections and transient
-        // states for up to a response timeout (right after a failover the first call
-        // can meet a dead node); and once more when a count-down opened the latch between
-        // the TYPE and the HGET ("a hash without a count" for a moment). Any other server
-        // error (an ACL that refuses TYPE or HGET) fails at once, as it is.
+        // Read-only, so re-sent through connection errors, redirections and transient
+        // states for up to a response timeout (right after a failover the first call can
+        // meet a dead node). Any other server error (an ACL that refuses the script's
+        // TYPE or HGET) fails at once, as it is.
         let inner = &self.client.inner;
-        let give_up_at = Instant::now() + inner.calls.response_timeout;
-        let mut backoff = Backoff::RESEND;
-        let mut raced = false;
-        loop {
-            let mut conn = inner.calls.conn.clone();
-            let mut pipe = redis::pipe();
-            pipe.ignore_errors()
-                .cmd("TYPE")
-                .arg(&*self.key)
-                .cmd("HGET")
-                .arg(&*self.key)
-                .arg("count");
-            let sent = tokio::time::timeout(
-                inner.calls.response_timeout,
-                pipe.query_async::<Vec<Value>>(&mut conn),
-            )
-            .await;
-            let reply = match sent {
-                Ok(Ok(reply)) => reply,
-                failed => {
-                    let error = match failed {
-                        Ok(Err(err)) => err,
-                        _ => inner.calls.timeout_error(),
-                    };
-                    let pause = Duration::from_micros(backoff.pause(inner.calls.jitter()));
-                    if Instant::now() + pause > give_up_at {
-                        return Err(inner.calls.redis_error(error));
-                    }
-                    tokio::time::sleep(pause).await;
-                    continue;
-                }
-            };
-            let kind = match reply.first() {
-                Some(Value::SimpleString(kind)) => kind.as_str(),
-                Some(Value::Okay) => "ok",
-                _ => "",
-            };
-            // A server error in either reply. The HGET's WRONGTYPE aside: the TYPE reply
-            // says what the key is (and a hash means it changed type in between: read
-            // again below).
-            let failed = reply.iter().take(2).find_map(|value| match value {
-                Value::ServerError(err) if err.code() != "WRONGTYPE" => {
-                    Some(redis::RedisError::from(err.clone()))
-                }
-                _ => None,
-            });
-            if let Some(error) = failed {
-                let transient = matches!(classify(&error), Failure::Transient(_));
-                let pause = Duration::from_micros(backoff.pause(inner.calls.jitter()));
-                if !transient || Instant::now() + pause > give_up_at {
-                    return Err(inner.calls.redis_error(error));
-                }
-                // A redirection or a transient state: nothing was read.
-                tracing::debug!(latch = %self.name, error = ?error, "latch count: retrying");
-                tokio::time::sleep(pause).await;
-                continue;
+        let reply = inner.calls.read(&latch::count_call(&self.keys())).await?;
+        match latch::decode_count(&reply) {
+            Ok(LatchCount::Remaining(count)) => Ok(count),
+            Ok(LatchCount::NotALatch(found)) if found == "hash" => {
+                Err(self.not_a_latch("a hash without a whole count"))
             }
-            return match (kind, reply.get(1)) {
-                ("none", _) => Ok(0),
-                ("hash", Some(Value::BulkString(count))) => std::str::from_utf8(count)
-                    .ok()
-                    .and_then(|count| count.parse::<u64>().ok())
-                    .ok_or_else(|| self.not_a_latch("a hash whose count is not a number")),
-                ("hash", _) if !raced => {
-                    raced = true;
-                    continue;
-                }
-                ("hash", _) => Err(self.not_a_latch("a hash without a count")),
-                ("", _) => Err(Error::UnexpectedReply(format!("latch count: {reply:?}"))),
-                (other, _) => Err(self.not_a_latch(&format!("a {other}"))),
-            };
+            Ok(LatchCount::NotALatch(found)) => Err(self.not_a_latch(&format!("a {found}"))),
+            Err(unreadable) => Err(Error::UnexpectedReply(unreadable)),
         }
     }
 

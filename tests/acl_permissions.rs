@@ -944,6 +944,7 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
                     FORCE_UNLOCK,
                     FOREIGN_KEY,
                     LATCH_SET,
+                    LATCH_COUNT,
                     LATCH_COUNT_DOWN,
                     LATCH_OPEN,
                     LATCH_DELETE,
@@ -953,6 +954,8 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
                 ],
                 Refused,
             ),
+            // The waiter's checks of the count (latch_count.lua) are refused too.
+            (&[LATCH_WOKEN], Refused),
             (AFTER_FRESH_ACQUIRES, Skipped),
             (AFTER_SEM_ACQUIRE, Skipped),
             (RW_ACQUIRES, Refused),

@@ -1232,6 +1232,11 @@ fn latch_delete(g: &mut Gen) -> Call {
     (vec![g.k.latch.clone()], argv)
 }
 
+/// KEYS latch; no ARGV (read-only).
+fn latch_count(g: &mut Gen) -> Call {
+    (vec![g.k.latch.clone()], Vec::new())
+}
+
 // --- The semaphore. -------------------------------------------------------------------------
 
 fn sem_keys(g: &Gen) -> Vec<String> {
@@ -1630,6 +1635,14 @@ const SCRIPTS: &[Script] = &[
         weight: 1,
         call: latch_delete,
         success: |r, _| *r == Reply::Int(1),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::LatchCount,
+        name: "latch_count",
+        weight: 1,
+        call: latch_count,
+        success: |r, _| int_at_least(r, 1),
         times: Times::No,
     },
     Script {

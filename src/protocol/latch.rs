@@ -82,6 +82,36 @@ pub fn delete_call(keys: &LatchKeys) -> Call {
     }
 }
 
+/// `latch_count.lua`: the remaining count (read-only, so re-sent freely).
+pub fn count_call(keys: &LatchKeys) -> Call {
+    Call {
+        script: ScriptId::LatchCount,
+        keys: vec![keys.hash.clone()],
+        args: Vec::new(),
+    }
+}
+
+/// What a reading of the count found.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LatchCount {
+    /// This many remain (0: open).
+    Remaining(u64),
+    /// The key is not a latch: what it is (its type; `hash` for a hash without a count).
+    NotALatch(String),
+}
+
+/// Reads `latch_count.lua`'s reply.
+pub fn decode_count(reply: &Reply) -> Result<LatchCount, String> {
+    match reply {
+        Reply::Int(n) if *n >= 0 => Ok(LatchCount::Remaining(*n as u64)),
+        Reply::Array(items) => match items.as_slice() {
+            [Reply::Int(-2), found] => Ok(LatchCount::NotALatch(found.text().unwrap_or_default())),
+            _ => Err(format!("latch_count: {reply:?}")),
+        },
+        other => Err(format!("latch_count: {other:?}")),
+    }
+}
+
 /// Reads `latch_set.lua`'s or `latch_delete.lua`'s reply.
 pub fn decode_done(reply: &Reply) -> Result<LatchReply, String> {
     match reply {

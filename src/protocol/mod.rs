@@ -75,6 +75,8 @@ pub enum ScriptId {
     LatchCountDown,
     /// `lua/latch_delete.lua`
     LatchDelete,
+    /// `lua/latch_count.lua`
+    LatchCount,
     /// `lua/sem_acquire.lua`
     SemAcquire,
     /// `lua/sem_release.lua`
@@ -112,6 +114,7 @@ impl ScriptId {
             ScriptId::LatchSet => include_str!("../../lua/latch_set.lua"),
             ScriptId::LatchCountDown => include_str!("../../lua/latch_count_down.lua"),
             ScriptId::LatchDelete => include_str!("../../lua/latch_delete.lua"),
+            ScriptId::LatchCount => include_str!("../../lua/latch_count.lua"),
             ScriptId::SemAcquire => include_str!("../../lua/sem_acquire.lua"),
             ScriptId::SemRelease => include_str!("../../lua/sem_release.lua"),
             ScriptId::SemRenew => include_str!("../../lua/sem_renew.lua"),
@@ -127,7 +130,7 @@ impl ScriptId {
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 20] = [
+    pub const ALL: [ScriptId; 21] = [
         ScriptId::Acquire,
         ScriptId::Release,
         ScriptId::Probe,
@@ -137,6 +140,7 @@ impl ScriptId {
         ScriptId::LatchSet,
         ScriptId::LatchCountDown,
         ScriptId::LatchDelete,
+        ScriptId::LatchCount,
         ScriptId::SemAcquire,
         ScriptId::SemRelease,
         ScriptId::SemRenew,
