@@ -18,14 +18,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::background::Unreleased;
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
-use crate::protocol::Millis;
 use crate::protocol::hold::Rearm;
 use crate::protocol::release::{Found, Told, told};
+use crate::protocol::{Millis, timing};
 use crate::watchdog::{HoldEntry, LeaseMode};
-
-/// How many response timeouts [`Guard::release`] waits for its outcome before it leaves
-/// the release to a background task.
-const RELEASE_WAIT_TIMEOUTS: u32 = 4;
 
 /// A kind of hold that has a [`Guard`]: [`Lock`](crate::Lock),
 /// [`RwLock`](crate::RwLock), [`FairLock`](crate::FairLock) and
@@ -320,7 +316,9 @@ impl Core {
     }
 
     /// Runs the release (in this task; in a background task once the caller stops
-    /// waiting) and waits for it for at most [`RELEASE_WAIT_TIMEOUTS`] response timeouts.
+    /// waiting) and waits for it for at most the core's
+    /// [`RELEASE_CALLER_WAIT_RESPONSES`](timing::RELEASE_CALLER_WAIT_RESPONSES) response
+    /// timeouts.
     /// If Redis is unreachable or busy for longer, the caller gets an error and the task
     /// keeps retrying until the lease has run out, so the hold is freed as soon as Redis
     /// answers again (never twice).
@@ -331,7 +329,7 @@ impl Core {
                 .give_back(self.owner.clone(), self.hold.clone(), give_up_at, rearm);
         let mut work =
             crate::detach::Detachable::new(giving_back, &inner.background, &inner.runtime, true);
-        let wait = inner.calls.response_timeout * RELEASE_WAIT_TIMEOUTS;
+        let wait = inner.calls.response_timeout * timing::RELEASE_CALLER_WAIT_RESPONSES;
         match tokio::time::timeout(wait, &mut work).await {
             Ok(found) => found,
             // Dropping `work` moves the release to a background task.
@@ -349,12 +347,13 @@ impl Core {
         }
     }
 
-    /// Until when a release keeps retrying: the lease as last confirmed, and at least two
-    /// response timeouts.
+    /// Until when a release keeps retrying (the core's
+    /// [`release_give_up_at`](timing::release_give_up_at)).
     fn give_up_at(&self) -> Millis {
-        let inner = &self.client.inner;
-        let min_ms = 2 * inner.calls.response_timeout.as_millis() as Millis;
-        self.entry.release_until(inner.calls.clock.now(), min_ms)
+        let calls = &self.client.inner.calls;
+        let response_ms = calls.response_timeout.as_millis() as Millis;
+        self.entry
+            .release_give_up_at(calls.clock.now(), response_ms)
     }
 
     /// Stops renewal of this hold for this guard (once) and makes `Drop` do nothing more.

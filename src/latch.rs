@@ -20,13 +20,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::protocol::latch::{self, LatchCount, LatchKeys, LatchReply};
 use crate::protocol::wait::WaitPolicy;
+use crate::protocol::{Millis, timing};
 use crate::waiting::{Attempts, Outcome};
 
 /// The largest count a latch (and size a semaphore) can have: the scripts' Lua numbers
@@ -150,8 +149,17 @@ impl CountDownLatch {
         let inner = &self.client.inner;
         let _lane = inner.lanes.enter(&self.key, &inner.calls.tag).await;
         let call = latch::count_down_call(&self.keys(), &inner.calls.next_request_id());
-        let give_up_at = Instant::now() + inner.watchdog_timeout.max(inner.calls.response_timeout);
-        match latch::decode_count_down(&inner.calls.resend_until(&call, give_up_at).await.0?) {
+        let give_up_at = timing::count_down_give_up_at(
+            inner.calls.clock.now(),
+            inner.watchdog_timeout.as_millis() as Millis,
+            inner.calls.response_timeout.as_millis() as Millis,
+        );
+        let resent = inner
+            .calls
+            .resend(&call, give_up_at)
+            .await
+            .map_err(|(error, _)| error)?;
+        match latch::decode_count_down(&resent.reply) {
             Ok(LatchReply::Remaining(n)) => Ok(n),
             Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
             Ok(other) => Err(Error::UnexpectedReply(format!(

@@ -47,6 +47,7 @@ pub mod renew;
 pub mod resend;
 pub mod rwlock;
 pub mod semaphore;
+pub mod timing;
 pub mod wait;
 
 use std::sync::Arc;

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::renew::{RenewItem, Renewed, decode_renew, renew_call, renew_call_on_node};
-use crate::protocol::{Call, Millis, Reply};
+use crate::protocol::{Call, Millis, Reply, timing};
 use crate::scripts::{self, Scripts};
 
 /// What the watchdog task needs; owned by the task, shared with nothing but the registry.
@@ -91,7 +91,7 @@ impl Watchdog {
             let now = Instant::now();
             if now >= next_tick {
                 next_tick = now + period;
-                if ticks.len() < 2 {
+                if ticks.len() < timing::MAX_TICKS_IN_FLIGHT {
                     ticks.spawn(self.tick());
                 } else {
                     tracing::warn!("watchdog: previous renewals still running; skipping a tick");
@@ -100,10 +100,10 @@ impl Watchdog {
         }
     }
 
-    /// How soon a tick with failed calls is retried: a quarter of the period, between
-    /// 50 ms and 500 ms.
+    /// How soon a tick with failed calls is retried (the core's
+    /// [`tick_retry_after`](timing::tick_retry_after)).
     fn retry_after(&self) -> Duration {
-        (self.period / 4).clamp(Duration::from_millis(50), Duration::from_millis(500))
+        Duration::from_millis(timing::tick_retry_after(self.period.as_millis() as Millis))
     }
 
     /// Renews (or checks) every hold once: all batches concurrently. On a cluster the
@@ -121,10 +121,10 @@ impl Watchdog {
         let scripts = self.scripts.clone();
         let lease_ms = self.lease.as_millis() as Millis;
         let batch = self.batch.max(1);
-        // Bounded by a third of the lease (two renewals can then fail before it runs out),
-        // not by the check interval: a short interval must not make a slow but successful
-        // renewal look like a failure.
-        let call_timeout = self.call_timeout.min(self.lease / 3);
+        let call_timeout = Duration::from_millis(timing::renewal_call_timeout(
+            self.call_timeout.as_millis() as Millis,
+            lease_ms,
+        ));
         async move {
             if entries.is_empty() {
                 return false;

@@ -88,10 +88,10 @@ impl HoldEntry {
         Ok(true)
     }
 
-    /// Until when a release starting at `now` keeps retrying: by then the lease has run
-    /// out (see [`HoldState::release_until`]).
-    pub(crate) fn release_until(&self, now: Millis, min_ms: Millis) -> Millis {
-        self.state.lock().release_until(now, min_ms)
+    /// Until when a release of one of this hold's guards, starting at `now`, keeps
+    /// retrying (the core's [`release_give_up_at`](crate::protocol::timing::release_give_up_at)).
+    pub(crate) fn release_give_up_at(&self, now: Millis, response_ms: Millis) -> Millis {
+        crate::protocol::timing::release_give_up_at(&self.state.lock(), now, response_ms)
     }
 
     /// Whether the hold is lost, checking the clock too (so it is right even when the

@@ -28,6 +28,7 @@ use redis_locks::protocol::release::{
 use redis_locks::protocol::renew::{
     RenewItem, Renewed, decode_renew, renew_call, renew_call_on_node,
 };
+use redis_locks::protocol::timing;
 use redis_locks::protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
     force_unlock_call,
@@ -662,7 +663,8 @@ impl State {
         // As the guard does: the retry bound is taken before it leaves, then it disarms
         // (renewal stops if this was the last guard; if not, the release re-arms the
         // expiry to what the remaining guards need).
-        let give_up_at = c.states[state].release_until(now, 2 * STEP);
+        // The model's response timeout is one clock step.
+        let give_up_at = timing::release_give_up_at(&c.states[state], now, STEP);
         if !c.states[state].leave(watchdog, fixed_end) {
             g.rearm = c.states[state].prepare_rearm(now, LEASE);
         }

@@ -67,6 +67,7 @@ use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::lane::Lane;
 use redis_locks::protocol::redlock::{self, Won};
 use redis_locks::protocol::release::{ReleaseFlow, ReleaseOutcome, ReleaseResult};
+use redis_locks::protocol::timing;
 use redis_locks::protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
 };
@@ -82,7 +83,7 @@ pub const SHORT_LEASE: Millis = 15;
 /// The clock's tick: it always stops at multiples of this.
 pub const STEP: Millis = 10;
 /// The clients' response timeout: a release retries for at least twice this
-/// (`LockGuard::give_up_at`).
+/// (`protocol::timing::release_give_up_at`).
 pub const RESPONSE_TIMEOUT: Millis = STEP;
 /// How far a server's clock may run ahead of the client's over a run: the documented
 /// drift margin of a lease, `1 % + 2 ms` (written out here, not taken from the core, so
@@ -1293,7 +1294,7 @@ impl State {
             };
             // As `LockGuard::release`: the retry bound first, then the guard leaves (the
             // last one: nothing to re-arm).
-            let give_up_at = hold.state.release_until(now, 2 * RESPONSE_TIMEOUT);
+            let give_up_at = timing::release_give_up_at(&hold.state, now, RESPONSE_TIMEOUT);
             hold.state.leave(false, Some(hold.state_fixed_end()));
             let flow = ReleaseFlow::new(
                 world.keys.clone(),
