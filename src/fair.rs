@@ -16,11 +16,10 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::guard::{Guard, GuardKind, sealed};
-use crate::held::{self, Attempt, Attempted, SetKind};
+use crate::held::{self, Attempt, SetKind};
 use crate::keys;
-use crate::protocol::fair::{
-    FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call, state_call,
-};
+use crate::protocol::attempted::Attempted;
+use crate::protocol::fair::{FairAcquire, FairKeys, decode_acquire, release_call, state_call};
 use crate::protocol::rwlock::hold_id;
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Reply};
@@ -321,11 +320,7 @@ impl SetKind for FairLock {
     }
 
     fn decode(&self, reply: &Reply) -> std::result::Result<Attempted, String> {
-        Ok(match decode_acquire(reply, self.fenced)? {
-            FairAcquired::Granted(token) => Attempted::Granted(token),
-            FairAcquired::Wait(ms) => Attempted::Wait(ms),
-            FairAcquired::NotALock(what) => Attempted::NotALock(what),
-        })
+        Ok(decode_acquire(reply, self.fenced)?.attempted())
     }
 
     fn give_back_call(&self, hold: &Arc<str>, hold_too: bool, leaving: bool) -> Call {

@@ -22,6 +22,7 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::guard::{GiveBack, GivingBack, Grant, Guard, GuardKind};
+use crate::protocol::attempted::Attempted;
 use crate::protocol::hold::Rearm;
 use crate::protocol::release::Found;
 use crate::protocol::resend::{SendHistory, attempt_give_up_at, give_back_give_up_at, given_back};
@@ -44,25 +45,6 @@ pub(crate) struct Attempt {
     pub(crate) explicit_owner: bool,
     /// The live hold this attempt re-enters through (a guard's `reenter`).
     pub(crate) joins: Option<Arc<str>>,
-}
-
-/// What an attempt found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Attempted {
-    /// Granted; the hold's fencing token if it has one.
-    Granted(Option<u64>),
-    /// Not granted; the next attempt within this long.
-    Wait(Millis),
-    /// Not granted, but the next free capacity is kept for this waiter (a semaphore's
-    /// reservation): a release wakes it first. The next attempt within this long.
-    FirstInLine(Millis),
-    /// A key of the kind holds something else.
-    NotALock(String),
-    /// It could never be granted: the caller's own holds stand in the way.
-    Refused(&'static str),
-    /// It could never be granted: the kind's configuration rules it out (the message
-    /// names the kind). What an earlier copy of the attempt may have taken is given back.
-    Invalid(String),
 }
 
 /// A kind of hold kept in a sorted set.
@@ -160,13 +142,25 @@ impl<K: SetKind> SetAttempts<K> {
                 return Outcome::from_error(error, gave_up.after_loss);
             }
         };
-        let claim_may_remain = resent.after_loss;
+        let attempted = match kind.decode(&resent.reply) {
+            Ok(attempted) => attempted,
+            // Whatever it was, an earlier copy whose reply was lost may hold something:
+            // given back.
+            Err(unreadable) => {
+                return Outcome::Refused {
+                    error: Error::UnexpectedReply(unreadable),
+                    claim_may_remain: true,
+                };
+            }
+        };
+        // Whether a refusal may leave something behind is the core's call.
+        let claim_may_remain = attempted.claim_may_remain(resent.after_loss);
         let refused = |error| Outcome::Refused {
             error,
             claim_may_remain,
         };
-        match kind.decode(&resent.reply) {
-            Ok(Attempted::Granted(token)) => {
+        match attempted {
+            Attempted::Granted(token) => {
                 let entry = inner.registry.grant_members(
                     kind.set_key(),
                     &self.attempt.hold,
@@ -189,22 +183,14 @@ impl<K: SetKind> SetAttempts<K> {
                 };
                 Outcome::Granted(Guard::new(handle, detail, grant))
             }
-            Ok(Attempted::Wait(ms)) => Outcome::Busy(ms),
-            Ok(Attempted::FirstInLine(ms)) => Outcome::FirstInLine(ms),
-            Ok(Attempted::NotALock(what)) => refused(kind.wrong_type(what)),
-            Ok(Attempted::Refused(reason)) => refused(Error::WouldDeadlock {
+            Attempted::Wait(ms) => Outcome::Busy(ms),
+            Attempted::FirstInLine(ms) => Outcome::FirstInLine(ms),
+            Attempted::NotALock(what) => refused(kind.wrong_type(what)),
+            Attempted::Refused(reason) => refused(Error::WouldDeadlock {
                 name: kind.name().to_string(),
                 reason,
             }),
-            // An earlier copy whose reply was lost may hold something: given back.
-            Ok(Attempted::Invalid(message)) => Outcome::Refused {
-                error: Error::InvalidConfig(message),
-                claim_may_remain: true,
-            },
-            Err(unreadable) => Outcome::Refused {
-                error: Error::UnexpectedReply(unreadable),
-                claim_may_remain: true,
-            },
+            Attempted::Invalid(message) => refused(Error::InvalidConfig(message)),
         }
     }
 }

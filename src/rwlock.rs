@@ -21,11 +21,10 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::guard::{Guard, GuardKind, sealed};
-use crate::held::{self, Attempt, Attempted, SetKind};
+use crate::held::{self, Attempt, SetKind};
 use crate::keys;
-use crate::protocol::rwlock::{
-    RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call, state_call,
-};
+use crate::protocol::attempted::Attempted;
+use crate::protocol::rwlock::{RwAcquire, RwKeys, RwKind, hold_id, release_call, state_call};
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Reply};
 use crate::watchdog::LeaseMode;
@@ -386,14 +385,7 @@ impl SetKind for RwSide {
             joins: None,
             reservation_ms: 0,
         };
-        Ok(match probe.decode(reply)? {
-            RwAcquired::Granted(token) => Attempted::Granted(token),
-            RwAcquired::Wait(ms) => Attempted::Wait(ms),
-            RwAcquired::NotALock(what) => Attempted::NotALock(what),
-            RwAcquired::Upgrade => {
-                Attempted::Refused("the owner holds a read and asks for the write lock")
-            }
-        })
+        Ok(probe.decode(reply)?.attempted())
     }
 
     fn give_back_call(&self, hold: &Arc<str>, hold_too: bool, leaving: bool) -> Call {

@@ -25,10 +25,11 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::guard::{Guard, GuardKind, sealed};
-use crate::held::{self, Attempt, Attempted, SetKind};
+use crate::held::{self, Attempt, SetKind};
 use crate::keys;
+use crate::protocol::attempted::Attempted;
 use crate::protocol::semaphore::{
-    SemAcquired, SemaphoreKeys, acquire_call, decode_acquire, release_call, set_call, state_call,
+    SemaphoreKeys, acquire_call, attempted, decode_acquire, release_call, set_call, state_call,
 };
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Reply};
@@ -330,20 +331,8 @@ impl SetKind for Permits {
     }
 
     fn decode(&self, reply: &Reply) -> std::result::Result<Attempted, String> {
-        let name = &self.semaphore.name;
-        Ok(match decode_acquire(reply)? {
-            SemAcquired::Granted => Attempted::Granted(None),
-            SemAcquired::Wait(ms) => Attempted::Wait(ms),
-            SemAcquired::FirstInLine(ms) => Attempted::FirstInLine(ms),
-            SemAcquired::NotASemaphore(what) => Attempted::NotALock(what),
-            SemAcquired::NoSize => Attempted::Invalid(format!(
-                "semaphore {name:?} has no size: call set_permits first"
-            )),
-            SemAcquired::TooMany(size) => Attempted::Invalid(format!(
-                "semaphore {name:?} has {size} permits; {} can never be granted",
-                self.n
-            )),
-        })
+        let found = decode_acquire(reply)?;
+        Ok(attempted(found, &self.semaphore.name, self.n))
     }
 
     /// `sem_release.lua`: gives back the acquisition's permits (when `hold_too`) and, when

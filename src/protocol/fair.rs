@@ -76,6 +76,18 @@ pub enum FairAcquired {
     NotALock(String),
 }
 
+impl FairAcquired {
+    /// What the attempt found, read alike for every sorted-set kind.
+    pub fn attempted(self) -> super::attempted::Attempted {
+        use super::attempted::Attempted;
+        match self {
+            FairAcquired::Granted(token) => Attempted::Granted(token),
+            FairAcquired::Wait(ms) => Attempted::Wait(ms),
+            FairAcquired::NotALock(what) => Attempted::NotALock(what),
+        }
+    }
+}
+
 impl FairAcquire {
     /// The `fair_acquire.lua` call.
     pub fn call(&self, keys: &FairKeys) -> Call {

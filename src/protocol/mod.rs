@@ -34,6 +34,7 @@
 
 pub mod acquire;
 pub mod attempt;
+pub mod attempted;
 pub mod backoff;
 pub mod fair;
 pub mod hold;

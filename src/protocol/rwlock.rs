@@ -120,6 +120,21 @@ pub enum RwAcquired {
     Upgrade,
 }
 
+impl RwAcquired {
+    /// What the attempt found, read alike for every sorted-set kind.
+    pub fn attempted(self) -> super::attempted::Attempted {
+        use super::attempted::Attempted;
+        match self {
+            RwAcquired::Granted(token) => Attempted::Granted(token),
+            RwAcquired::Wait(ms) => Attempted::Wait(ms),
+            RwAcquired::NotALock(what) => Attempted::NotALock(what),
+            RwAcquired::Upgrade => {
+                Attempted::Refused("the owner holds a read and asks for the write lock")
+            }
+        }
+    }
+}
+
 impl RwAcquire {
     /// The `rw_acquire.lua` call.
     pub fn call(&self, keys: &RwKeys) -> Call {

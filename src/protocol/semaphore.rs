@@ -43,6 +43,24 @@ pub enum SemAcquired {
     TooMany(u64),
 }
 
+/// What an acquisition of `n` permits of the semaphore `name` found, read alike for
+/// every sorted-set kind.
+pub fn attempted(found: SemAcquired, name: &str, n: u32) -> super::attempted::Attempted {
+    use super::attempted::Attempted;
+    match found {
+        SemAcquired::Granted => Attempted::Granted(None),
+        SemAcquired::Wait(ms) => Attempted::Wait(ms),
+        SemAcquired::FirstInLine(ms) => Attempted::FirstInLine(ms),
+        SemAcquired::NotASemaphore(what) => Attempted::NotALock(what),
+        SemAcquired::NoSize => Attempted::Invalid(format!(
+            "semaphore {name:?} has no size: call set_permits first"
+        )),
+        SemAcquired::TooMany(size) => Attempted::Invalid(format!(
+            "semaphore {name:?} has {size} permits; {n} can never be granted"
+        )),
+    }
+}
+
 /// `sem_acquire.lua` for the acquisition `id` of `n` permits.
 pub fn acquire_call(
     keys: &SemaphoreKeys,

@@ -63,6 +63,7 @@ use std::sync::Arc;
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
 use redis_locks::protocol::resend::{GivenBack, Resend, SendHistory, given_back};
+use redis_locks::protocol::semaphore;
 use redis_locks::protocol::semaphore::{
     SemAcquired, SemaphoreKeys, acquire_call, decode_acquire, release_call, renew_call, set_call,
 };
@@ -943,12 +944,14 @@ impl State {
                         doomed: false,
                     });
                 }
-                // The size is gone (a restart): `held` reads this as `Attempted::Invalid`, a
-                // refusal after which an earlier copy may have left something
-                // (`claim_may_remain`); the waiting loop's core decides what to give back.
-                Ok(SemAcquired::NoSize) => {
+                // The size is gone (a restart): a refusal. Whether an earlier copy may have
+                // left something is the core's call (`Attempted::claim_may_remain`), and what
+                // to give back the waiting loop's core decides.
+                Ok(found @ SemAcquired::NoSize) => {
+                    let after_loss = resent(resend).after_loss;
+                    let attempted = semaphore::attempted(found, "s", request.n);
                     let refused = Tried::Refused {
-                        claim_may_remain: true,
+                        claim_may_remain: attempted.claim_may_remain(after_loss),
                     };
                     if self.attempt_ended(c, request, refused, world, fx) {
                         fx.reach("an attempt found no size after a restart and gave back");
