@@ -1,8 +1,10 @@
 //! Teeth for the count-down latch's checker (`tests/latch_check.rs`): each test plants one
 //! known defect, in a copy of a script, in the Rust core, or in the model's driver (how a
-//! `BUSY`/`LOADING` reply is handed to the core: the driver's defects that only the `Busy`
-//! step reaches), and asserts that the checker finds a counterexample to the property it
-//! breaks, at the default bound.
+//! `BUSY`/`LOADING` error reply is handed to the core: the one driver defect no core
+//! defect expresses, since the driver decides it), and asserts that the checker finds a
+//! counterexample to the property it breaks, at the default bound. The teeth of how a
+//! `BUSY`/`LOADING` reply is read (in the driver or in the core's classifier) also assert
+//! that only a configuration with the `Busy` step finds them.
 
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
@@ -89,18 +91,21 @@ fn a_set_that_opens_a_closed_latch_is_caught() {
     expect(scripts, &["opens exactly at zero"]);
 }
 
-/// A counterexample with the model's driver `driver` (a defect in how it hands a
-/// `BUSY`/`LOADING` reply to the core), found by a configuration with the `Busy` step
-/// (and with a restart when `restart`): every configuration before it passed with the
-/// defect planted.
-fn expect_driver(driver: Driver, restart: bool, properties: &[&str]) {
-    let found = found_with(Scripts::real(), driver);
+/// Asserts that `found` (a counterexample of the defect `what`) was found, by a
+/// configuration with the `Busy` step (and with a restart when `restart`; every
+/// configuration before it passed with the defect planted), to one of `properties`.
+fn expect_busy_found(
+    what: &str,
+    found: Option<(&'static str, String, latchmodel::Config)>,
+    restart: bool,
+    properties: &[&str],
+) {
     let (property, message, config) = found.expect("the checker found no counterexample");
-    println!("{driver:?}: {property}: {message}");
-    assert!(config.busy > 0, "{driver:?} found without BUSY: {message}");
+    println!("{what}: {property}: {message}");
+    assert!(config.busy > 0, "{what} found without BUSY: {message}");
     assert!(
         !restart || config.restarts > 0,
-        "{driver:?} found without a restart: {message}"
+        "{what} found without a restart: {message}"
     );
     assert!(
         properties.contains(&property),
@@ -110,24 +115,12 @@ fn expect_driver(driver: Driver, restart: bool, properties: &[&str]) {
 
 /// The driver hands a `BUSY` reply to the count-down's `Resend` as its reply (as if the
 /// script had run and answered): the count-down ends without counting, its caller told
-/// of an unreadable reply.
+/// of an unreadable reply. A driver defect: whether an error reply reaches the core as a
+/// reply or as a failure is decided in the driver (`src/scripts.rs`), not in the core.
 #[test]
 fn a_busy_reply_read_as_ran_is_caught() {
-    expect_driver(Driver::BusyReadAsReply, false, &["counted once"]);
-}
-
-/// The driver classifies `BUSY`/`LOADING` as permanent (a classifier without the
-/// transient codes): the count-down gives up at the first `BUSY`, without counting.
-#[test]
-fn a_busy_reply_read_as_permanent_is_caught() {
-    expect_driver(Driver::TransientReadAsPermanent, false, &["counted once"]);
-}
-
-/// The driver classifies only `LOADING` as permanent: a count-down refused while Redis
-/// loads after a restart gives up without counting. Only a restart reaches it.
-#[test]
-fn a_loading_reply_read_as_permanent_is_caught() {
-    expect_driver(Driver::LoadingReadAsPermanent, true, &["counted once"]);
+    let found = found_with(Scripts::real(), Driver::BusyReadAsReply);
+    expect_busy_found("BusyReadAsReply", found, false, &["counted once"]);
 }
 
 /// Sanity: the real scripts pass at the same bound.
@@ -185,5 +178,30 @@ mod rust_core {
     #[test]
     fn a_wrong_type_read_as_not_done_is_caught() {
         expect_core(Defect::LatchWrongTypeReadAsNotDone, &["reports are true"]);
+    }
+
+    /// [`expect_busy_found`] with `defect` planted in the core (the model's driver is the
+    /// library's).
+    fn expect_core_busy(defect: Defect, restart: bool, properties: &[&str]) {
+        plant(Some(defect));
+        let found = found_with(Scripts::real(), Driver::Library);
+        plant(None);
+        expect_busy_found(&format!("{defect:?}"), found, restart, properties);
+    }
+
+    /// The core's classifier (`Failure::from_server_error`) reads `BUSY`/`LOADING` as
+    /// permanent: the count-down's `Resend` gives up at the first `BUSY`, without
+    /// counting.
+    #[test]
+    fn a_busy_reply_read_as_permanent_is_caught() {
+        expect_core_busy(Defect::TransientReadAsPermanent, false, &["counted once"]);
+    }
+
+    /// The core's classifier reads only `LOADING` as permanent: a count-down refused
+    /// while Redis loads after a restart gives up without counting. Only a restart
+    /// reaches it.
+    #[test]
+    fn a_loading_reply_read_as_permanent_is_caught() {
+        expect_core_busy(Defect::LoadingReadAsPermanent, true, &["counted once"]);
     }
 }

@@ -262,6 +262,53 @@ mod rust_core {
         plant(None);
     }
 
+    /// Explores the default configurations with `defect` planted until one finds a
+    /// violation, and asserts that it is a configuration with the `Busy` step (every
+    /// configuration before it passed with the defect planted) and that the violation is
+    /// of one of `properties`.
+    fn expect_core_busy(defect: Defect, properties: &[&str]) {
+        plant(Some(defect));
+        let mut found = None;
+        for config in multimodel::configs() {
+            let report = multimodel::explore(&config, Scripts::real(), DEFAULT_DEPTH, MAX_STATES);
+            assert!(!report.truncated, "{}: NOT exhaustive", config.name);
+            if let Some(violation) = report.violation {
+                found = Some((config, violation));
+                break;
+            }
+        }
+        plant(None);
+        let (config, (property, message, path)) =
+            found.expect("the checker found no counterexample");
+        let replay = format!(
+            "{}:{} (depth {})",
+            config.name,
+            multimodel::path_text(&path),
+            path.len()
+        );
+        println!("{defect:?}: {property}: {message}; {replay}");
+        assert!(
+            config.busy > 0,
+            "{defect:?} found without BUSY: {message}; {replay}"
+        );
+        assert!(
+            properties.contains(&property),
+            "found {property} ({message}; {replay}), expected one of {properties:?}"
+        );
+    }
+
+    /// A release (a give-back or the user's) answered `BUSY` gives up, as on a permanent
+    /// error: the member stays held by nobody until its lease runs out. Only the `BUSY`
+    /// configurations reach it.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_release_that_gives_up_on_busy_is_caught() {
+        expect_core_busy(Defect::ReleaseGivesUpOnTransient, &["all or none"]);
+    }
+
     /// The drift margin added instead of subtracted: a member is believed past the
     /// expiry Redis has for it.
     #[test]

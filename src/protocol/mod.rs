@@ -226,7 +226,9 @@ impl Failure {
     /// Classifies a server error reply's message by its first word.
     pub fn from_server_error(message: &str) -> Failure {
         let code = message.split_whitespace().next().unwrap_or("");
-        if TRANSIENT_CODES.contains(&code) {
+        let read_as_permanent = planted::is(planted::Defect::TransientReadAsPermanent)
+            || (code == "LOADING" && planted::is(planted::Defect::LoadingReadAsPermanent));
+        if TRANSIENT_CODES.contains(&code) && !read_as_permanent {
             Failure::Transient(message.to_owned())
         } else {
             Failure::Permanent(message.to_owned())

@@ -103,6 +103,20 @@ pub enum Defect {
     /// with one key on two servers are taken in the order they were named, so two
     /// multi-locks naming them in opposite orders can wait for each other in a cycle.
     MultiOrderByKeyOnly,
+    // --- transient server error defects (tests/latch_teeth.rs, tests/multi_teeth.rs) go
+    // below this line ---
+    /// `Failure::from_server_error` classifies every transient code (`BUSY`, `LOADING`,
+    /// ...) as `Permanent`: a call Redis refused without running it is given up at once
+    /// instead of re-sent (a count-down ends without counting).
+    TransientReadAsPermanent,
+    /// `Failure::from_server_error` classifies `LOADING` as `Permanent` (a classifier
+    /// without it): only a call refused while Redis loads after a restart is given up.
+    LoadingReadAsPermanent,
+    /// The release operation (`ReleaseOp::on_failure`, for `ReleaseFlow`'s give-backs and
+    /// releases) treats `Failure::Transient` as permanent: a release answered `BUSY` ends
+    /// unreleased, its hold left to its lease although Redis would take it back if asked
+    /// again.
+    ReleaseGivesUpOnTransient,
 }
 
 #[cfg(feature = "planted-defects")]

@@ -219,7 +219,12 @@ impl ReleaseOp {
         if failure.may_have_run() {
             self.may_have_run = true;
         }
-        if matches!(failure, Failure::Permanent(_)) || now >= self.give_up_at {
+        let permanent = match failure {
+            Failure::Permanent(_) => true,
+            Failure::Transient(_) => planted::is(Defect::ReleaseGivesUpOnTransient),
+            _ => false,
+        };
+        if permanent || now >= self.give_up_at {
             return ReleaseStep::Done(if self.may_have_run {
                 ReleaseOutcome::Unconfirmed
             } else {

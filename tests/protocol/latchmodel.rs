@@ -98,18 +98,17 @@ pub const LOADING: &str = "LOADING Redis is loading the dataset in memory";
 
 /// How the model's driver hands a `BUSY`/`LOADING` reply to the count-down's `Resend`.
 /// `Library` is what `src/drive.rs` does (the error, classified by
-/// `Failure::from_server_error`, to `on_failure`); the others are the teeth's planted
-/// driver defects.
+/// `Failure::from_server_error`, to `on_failure`). A defect in that classification is
+/// planted in the core itself (`planted::Defect::TransientReadAsPermanent`,
+/// `LoadingReadAsPermanent`) and reached through `Library`. `BusyReadAsReply` stays a
+/// planted driver defect: whether a top-level error reply becomes a `Failure` or a
+/// `Reply` is decided in the driver (`src/scripts.rs`), outside the sans-IO core, so no
+/// core defect expresses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Driver {
     Library,
     /// The error reply is handed to `on_reply`, as if the script had run and answered.
     BusyReadAsReply,
-    /// The error is classified as permanent (a classifier without `BUSY`/`LOADING`).
-    TransientReadAsPermanent,
-    /// `LOADING` is classified as permanent (a classifier without `LOADING`): only a
-    /// refusal after a restart meets it.
-    LoadingReadAsPermanent,
 }
 
 /// The parties and bounds of one exploration.
@@ -566,18 +565,6 @@ impl State {
                 match world.driver {
                     Driver::Library => {
                         self.fail_call(c, Failure::from_server_error(text), world, &mut fx)
-                    }
-                    Driver::TransientReadAsPermanent => {
-                        self.fail_call(c, Failure::Permanent(text.into()), world, &mut fx)
-                    }
-                    Driver::LoadingReadAsPermanent => {
-                        let failure = match Failure::from_server_error(text) {
-                            Failure::Transient(text) if text.starts_with("LOADING") => {
-                                Failure::Permanent(text)
-                            }
-                            failure => failure,
-                        };
-                        self.fail_call(c, failure, world, &mut fx)
                     }
                     Driver::BusyReadAsReply => {
                         let flight = self.clients[c].flight.as_mut().expect("a count-down");
