@@ -9,8 +9,10 @@
 //!   [`lost`](LockGuard::lost) signal fires.
 //! * **Pub/sub wake-ups**: waiters sleep until a release is announced, bounded by the
 //!   lock's remaining TTL, so a lost message costs only latency.
-//! * **RAII guards**: [`LockGuard`] releases on drop (in the background) or explicitly with
-//!   [`LockGuard::release`], which reports the outcome.
+//! * **RAII guards, one for every kind**: [`Guard`] ([`LockGuard`] is `Guard<Lock>`;
+//!   [`RwGuard`], [`FairGuard`] and [`SemaphoreGuard`] likewise) releases on drop (in the
+//!   background) or explicitly with [`Guard::release`], which reports the outcome and is
+//!   cancel-safe.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), redis_locks::Error> {
