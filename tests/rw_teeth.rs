@@ -1,6 +1,8 @@
 //! Teeth for the read-write lock's checker (`tests/rw_check.rs`): each test plants one
 //! known defect in a copy of a real script and asserts that the checker finds a
-//! counterexample to the property the defect breaks.
+//! counterexample to the property the defect breaks. The fencing and upgrade teeth plant
+//! defects that only the fenced, explicit-owner and re-entry steps reach (the other
+//! configurations never ask for a token, name an owner or join a hold).
 
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
@@ -103,6 +105,102 @@ fn the_wipe_configurations_catch_a_read_that_ignores_the_writer() {
     assert_eq!(
         property, "never a writer with another holder",
         "{message}; {replay}"
+    );
+}
+
+/// The configurations with fenced handles, explicit owners, re-entries through guards or
+/// renewals racing their owner's calls.
+fn new_step_configs() -> Vec<rwmodel::Config> {
+    let configs = rwmodel::configs().into_iter();
+    let new = |c: &rwmodel::Config| c.fenced || c.explicit || c.reentries > 0 || c.racing_renewals;
+    let new: Vec<rwmodel::Config> = configs.filter(new).collect();
+    assert!(!new.is_empty());
+    new
+}
+
+/// The default bound of `tests/rw_check.rs` in a release build.
+const CHECK_DEPTH: usize = 12;
+
+/// A defect that only the fenced, explicit-owner and re-entry steps reach: found by those
+/// configurations at the checker's default bound.
+fn expect_new(scripts: Scripts, properties: &[&str]) {
+    let found = counterexample_in(new_step_configs(), scripts, CHECK_DEPTH);
+    println!("{found:?}");
+    let (property, message, replay) = found.expect("the checker found no counterexample");
+    assert!(
+        properties.contains(&property),
+        "found {property} ({message}; {replay}), expected one of {properties:?}"
+    );
+}
+
+/// A fresh fenced write that does not move the counter on (`max(counter, time)`): two
+/// fresh writes within one tick of Redis's clock get the same token.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_fencing_counter_not_incremented_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::RwAcquire,
+        "token = math.max(last + 1, floor)",
+        "token = math.max(last, floor)",
+    );
+    expect_new(scripts, &["tokens only go up"]);
+}
+
+/// A fenced re-entry of the owner's write that gets a token of its own (one past the
+/// counter's, not stored) instead of its outer hold's.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_reentered_write_with_a_new_token_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::RwAcquire,
+        "return grant(current_token(), extends())\nend\nif reads_already() then",
+        "return grant(fenced and current_token() + 1 or 0, extends())\nend\n\
+         if reads_already() then",
+    );
+    expect_new(scripts, &["tokens only go up"]);
+}
+
+/// An upgrade granted: a write asked by an owner that holds reads is let in as if it
+/// were a re-entry of its write.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn an_upgrade_granted_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::RwAcquire,
+        "if reads_already() then\n  return {3}\nend",
+        "if reads_already() then\n  return grant(current_token(), extends())\nend",
+    );
+    expect_new(
+        scripts,
+        &["an upgrade is refused, never granted and never waits"],
+    );
+}
+
+/// No upgrade check: a write asked by an owner that holds reads waits (and reserves the
+/// lock) behind its own reads, a deadlock the library would only see as a timeout.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn an_upgrade_that_waits_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::RwAcquire,
+        "if reads_already() then\n  return {3}\nend",
+        "",
+    );
+    expect_new(
+        scripts,
+        &["an upgrade is refused, never granted and never waits"],
     );
 }
 

@@ -1,13 +1,33 @@
 //! The read-write lock's protocol model: clients that take read and write holds with single
-//! attempts, give them back, renew them (`lua/sem_renew.lua`, as the watchdog does), lose
-//! replies and retry with the same hold id, while the clock moves past leases, Redis
-//! answers `BUSY`/`LOADING`, restarts losing all data, and an operator force-unlocks the
-//! lock (a `DEL` of its keys: the write set, the read set, the writer-waiting reservation
-//! and the fencing counter). Every call is built and every reply read by the library's own
-//! `redis_locks::protocol::rwlock`, `resend::Resend` / `given_back`, `release::told`,
-//! `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`; every call runs
-//! the real `lua/rw_*.lua` / `lua/sem_renew.lua` in the embedded Lua against the keyspace
-//! model. A small breadth-first explorer checks the properties in every state.
+//! attempts, re-enter through their guards, give holds back, renew them
+//! (`lua/sem_renew.lua`, as the watchdog does), lose replies and retry with the same hold
+//! id, while the clock moves past leases, Redis answers `BUSY`/`LOADING`, restarts losing
+//! all data, and an operator force-unlocks the lock (a `DEL` of its keys: the write set,
+//! the read set, the writer-waiting reservation and the fencing counter). Every call is
+//! built and every reply read by the library's own `redis_locks::protocol::rwlock`
+//! (`RwAcquire::call`/`decode`, `release_call`), `resend::Resend` / `given_back`,
+//! `release::told`, `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`;
+//! every call runs the real `lua/rw_*.lua` / `lua/sem_renew.lua` in the embedded Lua
+//! against the keyspace model. A small breadth-first explorer checks the properties in
+//! every state.
+//!
+//! Modelled since the first version (each in configurations of its own, see `configs`):
+//! * fenced handles (`RwLock::with_fencing`): a write asks for a token; "tokens only go
+//!   up" (see `PROPERTIES`) is checked on every grant, with the counter kept by Redis;
+//! * explicit owners (`RwLock::with_owner`, flag `o`): two clients sharing one owner id,
+//!   whose holds count as the owner's own (a read of one lets the other's write be an
+//!   upgrade, a write of one lets the other read and write); "never a writer with a
+//!   holder of another owner" and "a release removes only its own hold" still hold;
+//! * re-entry through a guard (`RwGuard::reenter/read/write`, `Step::Reenter`): the
+//!   attempt the library makes (the guard's owner named, `joins: Some(hold)` through a
+//!   read, no wait), for a live-believed guard: a read through a read, a read through a
+//!   write (downgrade), a write through a write (which must keep that write's token);
+//! * the refused upgrade: a write asked by an owner that holds reads (through an explicit
+//!   owner, or a re-entry whose write is gone) must be answered `{3}` and read by the
+//!   library as `RwAcquired::Upgrade` (its `Error::WouldDeadlock`);
+//! * a watchdog tick racing its owner's own call (`racing_renewals`): two calls in flight
+//!   per client, the user's (attempt, re-entry or release) and the watchdog's renewal, in
+//!   any order (one small configuration: it multiplies the interleavings).
 //!
 //! Assumptions (as the reentrant lock's checker): one lock, one Redis; the clock only
 //! moves when no call is waiting to execute (a request executes at its send time), except
@@ -20,8 +40,12 @@
 //! every call on its way, run or not (one not yet run is the same as one that ran just
 //! before the restart and lost its reply: the keyspace ends empty either way), each as
 //! `Failure::Lost`; re-sent copies then run against the empty keyspace. A force-unlock
-//! deletes the lock's keys at once; replies on their way still arrive. Unfenced holds only
-//! (the fencing counter's loss is not checked); wake-ups are not checked, nobody listens.
+//! deletes the lock's keys at once; replies on their way still arrive. Fenced holds only
+//! where nothing loses the fencing counter: the configurations with restarts and
+//! force-unlocks are unfenced, so that tokens only go up across the counter's loss (which
+//! rests on Redis's clock in µs passing the last token, a clock the model moves in whole
+//! ms and not at all for a force-unlock) is not checked. Wake-ups are not checked, nobody
+//! listens.
 //!
 //! What a restart or a force-unlock excludes, and why (as for the fair lock): a hold taken
 //! out of Redis behind its holders' backs (it was live when the keys went) is *doomed*.
@@ -34,10 +58,15 @@
 //! wipe and is granted afresh under the same id is a valid belief again (confirmed from
 //! its first copy's send time, before the wipe, which only shortens it).
 //!
-//! Not modelled: more than one Redis (replicas, failover, cluster moves), fenced holds and
-//! tokens, re-entry (`joins`), upgrades, waiting readers and wake-ups, a writer that waits
-//! for its reservation across asks (a waiting writer reserves once and leaves), clock
-//! drift between client and Redis, and a call that runs after its machine gave up on it.
+//! Not modelled: more than one Redis (replicas, failover, cluster moves), tokens across the
+//! counter's loss (above), a write asked through a read guard (`RwGuard::write` refuses it
+//! without a call), the give-back of a refused attempt's leftovers (an `{3}` writes
+//! nothing), waiting readers and wake-ups, a writer that waits for its reservation across
+//! asks (a waiting writer reserves once and leaves), fixed leases, clock drift between
+//! client and Redis, and a call that runs after its machine gave up on it. A client's
+//! owner is fixed (the library gives a handle without an explicit owner a fresh owner per
+//! acquisition: the model's repeated acquires by one client stand for re-entries by one
+//! owner), and outside `racing_renewals` a client has one call in flight at a time.
 #![allow(dead_code)]
 
 use std::collections::hash_map::DefaultHasher;
@@ -70,7 +99,22 @@ const START: Millis = 1_000_000;
 /// about each hold, and a guard's release is told "released" (`release::told`) only if
 /// some copy of it took the hold out. The first two leave out the beliefs in holds a
 /// restart or a force-unlock took out of Redis (see the header).
-pub const PROPERTIES: [&str; 7] = [
+///
+/// The last three are the fenced, explicit-owner and re-entry steps' own. "Tokens only go
+/// up": a fresh fenced write's token (read by the library's decoder) is strictly greater
+/// than every earlier fenced write's of the lock; a write granted while the owner already
+/// holds the write (a re-entry, or a retried copy finding its own hold) carries the token
+/// of the write the owner holds, the one the counter says; a re-entry through a write
+/// guard carries that guard's token; a read, or an unfenced write, carries none (the
+/// script answers 0 and the library reads `None`). "An upgrade is refused": a write asked
+/// by an owner that holds no live write but holds a live read the script can see as its
+/// own (any of the owner's reads with an explicit owner, the joined read with `joins`) is
+/// answered `{3}`, which the library reads as `RwAcquired::Upgrade` (its
+/// `Error::WouldDeadlock`); it is never granted and never waits, and no other attempt is
+/// answered so. "A re-entry is granted while its hold lives": an attempt through a guard
+/// whose hold is live when it runs is granted (the library tells a re-entry that waits
+/// that its hold is lost, so a wait would be a false loss).
+pub const PROPERTIES: [&str; 10] = [
     "never a writer with another holder",
     "belief is true",
     "one hold per acquisition",
@@ -78,11 +122,16 @@ pub const PROPERTIES: [&str; 7] = [
     "release is true",
     "losses are told",
     "no orphans, no garbage",
+    "tokens only go up",
+    "an upgrade is refused, never granted and never waits",
+    "a re-entry is granted while its hold lives",
 ];
 
 /// What runs reach (each configuration names those it must reach, else it is vacuous):
 /// the first six need neither restarts, force-unlocks nor `BUSY`; the last five do.
-pub const MILESTONES: [&str; 11] = [
+/// The last seven belong to the fenced, explicit-owner, re-entry and racing-renewal
+/// configurations.
+pub const MILESTONES: [&str; 18] = [
     "a write granted",
     "two owners reading at once",
     "a retried acquire found its hold",
@@ -94,6 +143,13 @@ pub const MILESTONES: [&str; 11] = [
     "a call refused as BUSY ran when re-sent",
     "a holder was told its wiped hold is lost",
     "a wiped holder and a new one both believed",
+    "a fenced write got a higher token",
+    "a re-entered write kept its token",
+    "a read re-entered through its guard",
+    "a read taken through a write guard (downgrade)",
+    "an upgrade was refused",
+    "two handles of one owner held together",
+    "a renewal ran while the owner's attempt was in flight",
 ];
 
 pub use crate::lua::Scripts;
@@ -102,8 +158,18 @@ pub use crate::lua::Scripts;
 #[derive(Clone, Debug)]
 pub struct Config {
     pub name: &'static str,
-    /// One owner per client.
+    /// One owner per client (a name given twice: two clients, or handles, with one
+    /// explicit owner when `explicit`).
     pub owners: Vec<&'static str>,
+    /// Attempts name their owner explicitly (`RwLock::with_owner`: flag `o`).
+    pub explicit: bool,
+    /// Handles are fenced (`RwLock::with_fencing`: a write asks for a token).
+    pub fenced: bool,
+    /// Re-entries through a guard (`RwGuard::reenter/read/write`) in all.
+    pub reentries: u8,
+    /// A client's watchdog tick may race its own call in flight (two calls in flight per
+    /// client: the user's and the watchdog's); otherwise a client has one call at a time.
+    pub racing_renewals: bool,
     /// Acquire attempts in all.
     pub acquires: u8,
     /// Clock advances in all.
@@ -130,6 +196,8 @@ pub fn keys() -> RwKeys {
 pub struct Guard {
     pub kind: RwKind,
     pub state: HoldState,
+    /// The fencing token the library read from the grant.
+    pub token: Option<u64>,
 }
 
 /// How long an attempt or a give-back keeps re-sending (the model's faults run out long
@@ -157,7 +225,12 @@ impl Env for ModelEnv {
 pub enum Op {
     /// An attempt, re-sent as it was by the library's own [`Resend`] (the same machine
     /// `held::acquire_until` drives).
-    Acquire { request: RwAcquire, resend: Resend },
+    Acquire {
+        request: RwAcquire,
+        resend: Resend,
+        /// A re-entry through a guard (`RwGuard::join`): the guard's hold and kind.
+        through: Option<(Arc<str>, RwKind)>,
+    },
     /// A release (`leaving`: a waiting writer that gives up, with its reservation),
     /// re-sent by the library's own [`Resend`] and read by its `given_back`.
     Release {
@@ -179,8 +252,9 @@ pub enum Op {
 /// What the run of a call found, for the checks at delivery.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Found {
-    /// A grant found the hold already there (an earlier copy took it).
-    Acquire { existed: bool },
+    /// A grant found the hold already there (an earlier copy took it); a re-entry's
+    /// guard's hold was live when it ran.
+    Acquire { existed: bool, through_live: bool },
     /// Whether this run took the member out.
     Release { removed: bool },
     /// For each item, whether its member was live when the renewal ran.
@@ -230,8 +304,33 @@ pub struct Client {
     pub owner: Arc<str>,
     pub ids: RequestIds,
     pub guards: Vec<Guard>,
+    /// The user's call in flight (an attempt or a release).
     pub flight: Option<InFlight>,
+    /// The watchdog's renewal in flight.
+    pub tick: Option<InFlight>,
 }
+
+impl Client {
+    fn slot(&mut self, s: usize) -> &mut Option<InFlight> {
+        if s == USER {
+            &mut self.flight
+        } else {
+            &mut self.tick
+        }
+    }
+
+    fn slot_ref(&self, s: usize) -> &Option<InFlight> {
+        if s == USER { &self.flight } else { &self.tick }
+    }
+
+    fn idle(&self) -> bool {
+        self.flight.is_none() && self.tick.is_none()
+    }
+}
+
+/// A client's two call slots: the user's and the watchdog's.
+pub const USER: usize = 0;
+pub const TICK: usize = 1;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
@@ -249,6 +348,12 @@ pub struct State {
     pub busy: u8,
     /// Redis answers the next call that reaches it with `BUSY`/`LOADING` (it does not run).
     pub busy_next: bool,
+    pub reentries: u8,
+    pub explicit: bool,
+    pub fenced: bool,
+    pub racing_renewals: bool,
+    /// The highest fencing token a fresh write got (what Redis's counter says).
+    pub last_token: u64,
     /// Hold ids taken out of Redis behind their holders' backs (a restart or a
     /// force-unlock while they were live), for as long as a guard or a call still names
     /// them. A belief in one of them is excluded from "never a writer with another holder"
@@ -262,11 +367,16 @@ pub struct State {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     Acquire(usize, RwKind),
+    /// Client, guard, kind: an attempt through the guard (`RwGuard::reenter/read/write`:
+    /// its owner named, `joins` its hold when it is a read, no wait). A write through a
+    /// read guard is refused by the library without a call, so it is not a step.
+    Reenter(usize, usize, RwKind),
     Release(usize, usize),
     Renew(usize),
-    Run(usize),
-    Deliver(usize),
-    LoseReply(usize),
+    /// Client and slot (`USER`, `TICK`).
+    Run(usize, usize),
+    Deliver(usize, usize),
+    LoseReply(usize, usize),
     /// A re-sending machine's pause is over.
     Resume(usize),
     Advance,
@@ -366,6 +476,7 @@ impl State {
                     ids: RequestIds::new(format!("c{i}")),
                     guards: Vec::new(),
                     flight: None,
+                    tick: None,
                 })
                 .collect(),
             acquires: config.acquires,
@@ -377,6 +488,11 @@ impl State {
             force_unlocks: config.force_unlocks,
             busy: config.busy,
             busy_next: false,
+            reentries: config.reentries,
+            explicit: config.explicit,
+            fenced: config.fenced,
+            racing_renewals: config.racing_renewals,
+            last_token: 0,
             doomed: BTreeSet::new(),
         }
     }
@@ -385,28 +501,47 @@ impl State {
         let mut steps = Vec::new();
         let mut waiting_to_run = false;
         for (c, client) in self.clients.iter().enumerate() {
-            match &client.flight {
-                None => {
-                    if self.acquires > 0 {
-                        steps.push(Step::Acquire(c, RwKind::Read));
-                        steps.push(Step::Acquire(c, RwKind::Write));
-                    }
-                    for g in 0..client.guards.len() {
-                        steps.push(Step::Release(c, g));
-                    }
-                    if self.renewals > 0 && client.guards.iter().any(|g| g.state.is_active()) {
-                        steps.push(Step::Renew(c));
+            // One call at a time per client, unless its watchdog's tick may race the
+            // user's call.
+            let user_free = client.flight.is_none() && (self.racing_renewals || client.idle());
+            let tick_free = client.tick.is_none() && (self.racing_renewals || client.idle());
+            if user_free {
+                if self.acquires > 0 {
+                    steps.push(Step::Acquire(c, RwKind::Read));
+                    steps.push(Step::Acquire(c, RwKind::Write));
+                }
+                if self.reentries > 0 {
+                    for (g, guard) in client.guards.iter().enumerate() {
+                        // `ensure_not_lost`: a guard that knows its hold lost refuses.
+                        if guard.state.lost().is_some() || self.now >= guard.state.deadline() {
+                            continue;
+                        }
+                        steps.push(Step::Reenter(c, g, RwKind::Read));
+                        if guard.kind == RwKind::Write {
+                            steps.push(Step::Reenter(c, g, RwKind::Write));
+                        }
                     }
                 }
-                Some(InFlight { sleeping: true, .. }) => steps.push(Step::Resume(c)),
-                Some(InFlight { ran: None, .. }) => {
-                    waiting_to_run = true;
-                    steps.push(Step::Run(c));
+                for g in 0..client.guards.len() {
+                    steps.push(Step::Release(c, g));
                 }
-                Some(InFlight { ran: Some(_), .. }) => {
-                    steps.push(Step::Deliver(c));
-                    if self.faults > 0 {
-                        steps.push(Step::LoseReply(c));
+            }
+            if tick_free && self.renewals > 0 && client.guards.iter().any(|g| g.state.is_active()) {
+                steps.push(Step::Renew(c));
+            }
+            for s in [USER, TICK] {
+                match client.slot_ref(s) {
+                    None => {}
+                    Some(InFlight { sleeping: true, .. }) => steps.push(Step::Resume(c)),
+                    Some(InFlight { ran: None, .. }) => {
+                        waiting_to_run = true;
+                        steps.push(Step::Run(c, s));
+                    }
+                    Some(InFlight { ran: Some(_), .. }) => {
+                        steps.push(Step::Deliver(c, s));
+                        if self.faults > 0 {
+                            steps.push(Step::LoseReply(c, s));
+                        }
                     }
                 }
             }
@@ -420,8 +555,11 @@ impl State {
         // Only where they change more than the clock: a key to lose, or a call on its way.
         if self.restarts > 0 || self.force_unlocks > 0 {
             let keys_there = !self.ks.keys(self.now).is_empty();
-            let on_its_way =
-                (self.clients.iter()).any(|c| c.flight.as_ref().is_some_and(|f| !f.sleeping));
+            let on_its_way = (self.clients.iter()).any(|c| {
+                [&c.flight, &c.tick]
+                    .iter()
+                    .any(|f| f.as_ref().is_some_and(|f| !f.sleeping))
+            });
             if self.restarts > 0 && (keys_there || on_its_way) {
                 steps.push(Step::Restart);
             }
@@ -445,14 +583,46 @@ impl State {
                     kind,
                     lease_ms: LEASE,
                     waits: self.waiting_writers && kind == RwKind::Write,
-                    explicit_owner: false,
-                    fenced: false,
+                    explicit_owner: self.explicit,
+                    fenced: self.fenced,
                     joins: None,
                     reservation_ms: RESERVATION,
                 };
                 let mut resend = Resend::new(request.call(keys), self.now + GIVE_UP_AFTER);
                 let call = start_resend(&mut resend, self.now);
-                client.flight = Some(InFlight::new(Op::Acquire { request, resend }, call));
+                let op = Op::Acquire {
+                    request,
+                    resend,
+                    through: None,
+                };
+                client.flight = Some(InFlight::new(op, call));
+            }
+            Step::Reenter(c, g, kind) => {
+                self.reentries -= 1;
+                let client = &mut self.clients[c];
+                let guard = &client.guards[g];
+                // As `RwGuard::join`: the guard's owner, named; through a read, `joins`
+                // its hold; one attempt, no wait.
+                let request = RwAcquire {
+                    hold: hold_id(&client.owner, &client.ids.next_id()),
+                    owner: client.owner.clone(),
+                    kind,
+                    lease_ms: LEASE,
+                    waits: false,
+                    explicit_owner: true,
+                    fenced: self.fenced,
+                    joins: (guard.kind == RwKind::Read).then(|| guard.state.hold().clone()),
+                    reservation_ms: RESERVATION,
+                };
+                let through = Some((guard.state.hold().clone(), guard.kind));
+                let mut resend = Resend::new(request.call(keys), self.now + GIVE_UP_AFTER);
+                let call = start_resend(&mut resend, self.now);
+                let op = Op::Acquire {
+                    request,
+                    resend,
+                    through,
+                };
+                client.flight = Some(InFlight::new(op, call));
             }
             Step::Release(c, g) => {
                 let client = &mut self.clients[c];
@@ -489,7 +659,7 @@ impl State {
                     .collect();
                 let sizes = vec![1; items.len()];
                 let (_, order) = renew_call(LEASE, &items, &sizes);
-                client.flight = Some(InFlight::new(
+                client.tick = Some(InFlight::new(
                     Op::Renew {
                         items,
                         order,
@@ -498,13 +668,13 @@ impl State {
                     None,
                 ));
             }
-            Step::Run(c) if self.busy_next => self.refuse(c),
-            Step::Run(c) => self.run(c, world, &mut fx),
-            Step::Deliver(c) => self.deliver(c, &mut fx),
-            Step::LoseReply(c) => {
+            Step::Run(c, s) if self.busy_next => self.refuse(c, s),
+            Step::Run(c, s) => self.run(c, s, world, &mut fx),
+            Step::Deliver(c, s) => self.deliver(c, s, &mut fx),
+            Step::LoseReply(c, s) => {
                 self.faults -= 1;
                 let client = &mut self.clients[c];
-                let flight = client.flight.as_mut().expect("a call in flight");
+                let flight = client.slot(s).as_mut().expect("a call in flight");
                 let now = self.now;
                 let next = match &mut flight.op {
                     // The watchdog does not re-send a renewal: the next tick renews.
@@ -519,7 +689,7 @@ impl State {
                         flight.retried = true;
                         flight.sleeping = true;
                     }
-                    None => client.flight = None,
+                    None => *client.slot(s) = None,
                     Some(other) => fx.fail(
                         "one hold per acquisition",
                         format!("the re-send gave up within the model's bound: {other:?}"),
@@ -561,26 +731,29 @@ impl State {
                 // restart empties the keyspace either way).
                 let now = self.now;
                 for client in &mut self.clients {
-                    let Some(flight) = client.flight.as_mut().filter(|f| !f.sleeping) else {
-                        continue;
-                    };
-                    let next = match &mut flight.op {
-                        Op::Renew { .. } => None,
-                        Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
-                            Some(resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost))
+                    for s in [USER, TICK] {
+                        let slot = client.slot(s);
+                        let Some(flight) = slot.as_mut().filter(|f| !f.sleeping) else {
+                            continue;
+                        };
+                        let next = match &mut flight.op {
+                            Op::Renew { .. } => None,
+                            Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                                Some(resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost))
+                            }
+                        };
+                        match next {
+                            None => *slot = None,
+                            Some(Next::SleepUntil(_)) => {
+                                flight.ran = None;
+                                flight.retried = true;
+                                flight.sleeping = true;
+                            }
+                            Some(other) => fx.fail(
+                                "one hold per acquisition",
+                                format!("the re-send gave up within the model's bound: {other:?}"),
+                            ),
                         }
-                    };
-                    match next {
-                        None => client.flight = None,
-                        Some(Next::SleepUntil(_)) => {
-                            flight.ran = None;
-                            flight.retried = true;
-                            flight.sleeping = true;
-                        }
-                        Some(other) => fx.fail(
-                            "one hold per acquisition",
-                            format!("the re-send gave up within the model's bound: {other:?}"),
-                        ),
                     }
                 }
                 // A restart takes at least a millisecond.
@@ -649,10 +822,12 @@ impl State {
         let named = |hold: &Arc<str>| {
             clients.iter().any(|c| {
                 c.guards.iter().any(|g| g.state.hold() == hold)
-                    || c.flight.as_ref().is_some_and(|f| match &f.op {
-                        Op::Acquire { request, .. } => request.hold == *hold,
-                        Op::Release { hold: h, .. } => h == hold,
-                        Op::Renew { items, .. } => items.iter().any(|i| i.hold == *hold),
+                    || [&c.flight, &c.tick].iter().any(|f| {
+                        f.as_ref().is_some_and(|f| match &f.op {
+                            Op::Acquire { request, .. } => request.hold == *hold,
+                            Op::Release { hold: h, .. } => h == hold,
+                            Op::Renew { items, .. } => items.iter().any(|i| i.hold == *hold),
+                        })
                     })
             })
         };
@@ -662,13 +837,13 @@ impl State {
     /// Redis refuses client `c`'s call with `BUSY`/`LOADING` (it does not run it), and the
     /// library's machine decides what next: a re-send after a pause, as for any transient
     /// failure; the watchdog's next tick renews.
-    fn refuse(&mut self, c: usize) {
+    fn refuse(&mut self, c: usize, s: usize) {
         self.busy_next = false;
         let now = self.now;
-        let client = &mut self.clients[c];
-        let flight = client.flight.as_mut().expect("a call in flight");
+        let slot = self.clients[c].slot(s);
+        let flight = slot.as_mut().expect("a call in flight");
         match &mut flight.op {
-            Op::Renew { .. } => client.flight = None,
+            Op::Renew { .. } => *slot = None,
             Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
                 let busy = Failure::Transient("BUSY Redis is busy running a script".into());
                 match resend.on_failure(&mut ModelEnv(now), &mut (), busy) {
@@ -682,11 +857,22 @@ impl State {
         }
     }
 
-    fn run(&mut self, c: usize, world: &World, fx: &mut Effects) {
+    fn run(&mut self, c: usize, s: usize, world: &World, fx: &mut Effects) {
         let keys = &world.keys;
         let now = self.now;
         let before = live_members(&self.ks, keys, now);
-        let flight = self.clients[c].flight.clone().expect("a call in flight");
+        let flight = self.clients[c].slot(s).clone().expect("a call in flight");
+        if s == TICK
+            && matches!(
+                &self.clients[c].flight,
+                Some(InFlight {
+                    op: Op::Acquire { .. },
+                    ..
+                })
+            )
+        {
+            fx.reach("a renewal ran while the owner's attempt was in flight");
+        }
         let (call, own) = match &flight.op {
             Op::Acquire { .. } => (flight.call.clone().expect("a call to run"), None),
             Op::Release { hold, .. } => (
@@ -722,8 +908,14 @@ impl State {
             list.iter().any(|(m, _, _)| m == member)
         };
         let found = match &flight.op {
-            Op::Acquire { request, .. } => Found::Acquire {
+            Op::Acquire {
+                request, through, ..
+            } => Found::Acquire {
                 existed: present(&before, &member_of(&request.hold)),
+                through_live: through.as_ref().is_some_and(|(hold, kind)| {
+                    let member = member_of(hold);
+                    before.iter().any(|(m, k, _)| *m == member && k == kind)
+                }),
             },
             Op::Release { hold, .. } => {
                 let member = member_of(hold);
@@ -744,15 +936,127 @@ impl State {
                 // A fresh grant: whatever a wipe took of this id before is history.
                 self.doomed.remove(&request.hold);
             }
+            self.check_attempt(request, &found, &before, &reply, fx);
         }
-        let flight = self.clients[c].flight.as_mut().expect("a call in flight");
+        let flight = self.clients[c].slot(s).as_mut().expect("a call in flight");
         flight.removed |= found == (Found::Release { removed: true });
         flight.ran = Some((reply, found));
     }
 
-    fn deliver(&mut self, c: usize, fx: &mut Effects) {
+    /// What an attempt's run answered, read by the library's decoder, against what Redis
+    /// held when it ran: tokens, the refused upgrade, and re-entries.
+    fn check_attempt(
+        &mut self,
+        request: &RwAcquire,
+        found: &Found,
+        before: &[(Vec<u8>, RwKind, f64)],
+        reply: &Reply,
+        fx: &mut Effects,
+    ) {
+        let Found::Acquire {
+            existed,
+            through_live,
+        } = *found
+        else {
+            return;
+        };
+        let decoded = request.decode(reply);
+        let prefix = format!("{}\u{1}", request.owner).into_bytes();
+        let owners = |kind: RwKind| {
+            before
+                .iter()
+                .any(|(m, k, _)| *k == kind && m.starts_with(&prefix))
+        };
+        let owner_writes = owners(RwKind::Write);
+        let sees_own_read = (request.explicit_owner && owners(RwKind::Read))
+            || request.joins.as_ref().is_some_and(|joined| {
+                let member = member_of(joined);
+                before
+                    .iter()
+                    .any(|(m, k, _)| *m == member && *k == RwKind::Read)
+            });
+        let upgrade = request.kind == RwKind::Write && !existed && !owner_writes && sees_own_read;
+        let hold = show(request.hold.as_bytes());
+        match (&decoded, upgrade) {
+            (Ok(RwAcquired::Upgrade), true) => {}
+            (other, true) => fx.fail(
+                "an upgrade is refused, never granted and never waits",
+                format!("write {hold} by an owner that reads was answered {other:?} ({reply:?})"),
+            ),
+            (Ok(RwAcquired::Upgrade), false) => fx.fail(
+                "an upgrade is refused, never granted and never waits",
+                format!(
+                    "{:?} {hold} refused as an upgrade, but it is none",
+                    request.kind
+                ),
+            ),
+            _ => {}
+        }
+        if through_live && !matches!(decoded, Ok(RwAcquired::Granted(_))) {
+            fx.fail(
+                "a re-entry is granted while its hold lives",
+                format!("re-entry {hold} through a live hold answered {decoded:?}"),
+            );
+        }
+        let Ok(RwAcquired::Granted(token)) = decoded else {
+            return;
+        };
+        if !(request.fenced && request.kind == RwKind::Write) {
+            // (A reply that is no grant at all is the other properties' business.)
+            let raw_token = match reply {
+                Reply::Array(items) if items.first() == Some(&Reply::Int(1)) => items.get(1),
+                _ => None,
+            };
+            if token.is_some() || raw_token.is_some_and(|t| *t != Reply::Int(0)) {
+                fx.fail(
+                    "tokens only go up",
+                    format!(
+                        "{:?} {hold} (unfenced or a read) granted with a token: {reply:?}",
+                        request.kind
+                    ),
+                );
+            }
+            return;
+        }
+        let Some(token) = token else {
+            fx.fail(
+                "tokens only go up",
+                format!("fenced write {hold} granted without a token: {reply:?}"),
+            );
+            return;
+        };
+        if existed || owner_writes {
+            // The owner already holds the write (its own copy, or a re-entry): the token
+            // of the write it holds, the counter's.
+            if token != self.last_token {
+                fx.fail(
+                    "tokens only go up",
+                    format!(
+                        "write {hold} granted under the owner's live write with token {token}, \
+                         the owner's is {}",
+                        self.last_token
+                    ),
+                );
+            }
+        } else {
+            if token <= self.last_token {
+                fx.fail(
+                    "tokens only go up",
+                    format!(
+                        "fresh write {hold} got token {token}, not above the earlier {}",
+                        self.last_token
+                    ),
+                );
+            } else if self.last_token > 0 {
+                fx.reach("a fenced write got a higher token");
+            }
+            self.last_token = self.last_token.max(token);
+        }
+    }
+
+    fn deliver(&mut self, c: usize, s: usize, fx: &mut Effects) {
         let now = self.now;
-        let flight = self.clients[c].flight.take().expect("a call in flight");
+        let flight = self.clients[c].slot(s).take().expect("a call in flight");
         let (reply, found) = flight.ran.expect("delivered after it ran");
         if flight.busied {
             fx.reach("a call refused as BUSY ran when re-sent");
@@ -765,15 +1069,60 @@ impl State {
             }
         };
         match flight.op {
-            Op::Acquire { request, resend } => match request.decode(&reply) {
-                Ok(RwAcquired::Granted(_)) => {
-                    if flight.retried && found == (Found::Acquire { existed: true }) {
+            Op::Acquire {
+                request,
+                resend,
+                through,
+            } => match request.decode(&reply) {
+                Ok(RwAcquired::Granted(token)) => {
+                    let Found::Acquire {
+                        existed,
+                        through_live,
+                    } = found
+                    else {
+                        unreachable!()
+                    };
+                    if flight.retried && existed {
                         fx.reach("a retried acquire found its hold");
                     }
                     if request.kind == RwKind::Write {
                         fx.reach("a write granted");
                     }
                     let client = &mut self.clients[c];
+                    // What the library says of a re-entry: the hold it went through lets
+                    // it in, and a write through a write keeps that write's token.
+                    let outer = through.as_ref().and_then(|(hold, _)| {
+                        client.guards.iter().find(|g| g.state.hold() == hold)
+                    });
+                    match (&through, outer) {
+                        (Some((_, RwKind::Read)), _) if through_live => {
+                            fx.reach("a read re-entered through its guard");
+                        }
+                        (Some((_, RwKind::Write)), _)
+                            if through_live && request.kind == RwKind::Read =>
+                        {
+                            fx.reach("a read taken through a write guard (downgrade)");
+                        }
+                        (Some((_, RwKind::Write)), Some(outer))
+                            if through_live && request.kind == RwKind::Write =>
+                        {
+                            if token != outer.token {
+                                fx.fail(
+                                    "tokens only go up",
+                                    format!(
+                                        "write {} re-entered through {} got token {token:?}, \
+                                         the guard's is {:?}",
+                                        show(request.hold.as_bytes()),
+                                        show(outer.state.hold().as_bytes()),
+                                        outer.token
+                                    ),
+                                );
+                            } else if token.is_some() {
+                                fx.reach("a re-entered write kept its token");
+                            }
+                        }
+                        _ => {}
+                    }
                     if client
                         .guards
                         .iter()
@@ -789,6 +1138,7 @@ impl State {
                     client.guards.push(Guard {
                         kind: request.kind,
                         state: HoldState::new(request.hold.clone(), sent_at, LEASE, true),
+                        token,
                     });
                 }
                 Ok(RwAcquired::Wait(_)) if request.waits => {
@@ -810,7 +1160,10 @@ impl State {
                         call,
                     ));
                 }
-                Ok(RwAcquired::Wait(_)) | Ok(RwAcquired::Upgrade) => {}
+                // The library's `Error::WouldDeadlock`: nothing was written (checked where it
+                // ran); a re-entry that waits is told its hold is lost (`RwGuard::join`).
+                Ok(RwAcquired::Upgrade) => fx.reach("an upgrade was refused"),
+                Ok(RwAcquired::Wait(_)) => {}
                 Ok(other) => fx.fail(
                     "one hold per acquisition",
                     format!("unexpected acquire reply {other:?}"),
@@ -1015,6 +1368,9 @@ impl State {
                 if a.1 != b.1 && a.2 == RwKind::Read && b.2 == RwKind::Read {
                     fx.reach("two owners reading at once");
                 }
+                if a.0 != b.0 && a.1 == b.1 {
+                    fx.reach("two handles of one owner held together");
+                }
             }
         }
         // One member per acquisition, named '<hold id>:1'.
@@ -1035,7 +1391,7 @@ impl State {
             }
         }
         // No orphans: with nothing in flight, every live hold is some guard's.
-        if self.clients.iter().all(|c| c.flight.is_none()) {
+        if self.clients.iter().all(Client::idle) {
             for (member, kind, _) in &live {
                 let owned = self.clients.iter().any(|c| {
                     c.guards
@@ -1054,6 +1410,10 @@ impl State {
         // deadline (no hold outlives its set, no set outlives its last hold).
         for key in self.ks.keys(now) {
             let expiry = self.ks.pexpire_at(&key, now).flatten();
+            if key == keys.fence.as_bytes() {
+                // The fencing counter outlives the holds (no TTL): tokens only go up.
+                continue;
+            }
             if key == keys.reservation.as_bytes() {
                 if expiry.is_none() {
                     fx.fail("no orphans, no garbage", "reservation without a TTL".into());
@@ -1109,9 +1469,10 @@ impl State {
             for guard in &client.guards {
                 let believed = guard.state.lost().is_none() && self.now < guard.state.deadline();
                 out += &format!(
-                    " {:?} {} until {}{}",
+                    " {:?} {}{} until {}{}",
                     guard.kind,
                     show(guard.state.hold().as_bytes()),
+                    guard.token.map_or(String::new(), |t| format!(" token {t}")),
                     guard.state.deadline() as i64 - START as i64,
                     match (believed, self.doomed.contains(guard.state.hold())) {
                         (false, _) => " (not believed)",
@@ -1120,11 +1481,18 @@ impl State {
                     }
                 );
             }
-            if let Some(flight) = &client.flight {
+            for flight in [&client.flight, &client.tick].into_iter().flatten() {
                 let what = match &flight.op {
-                    Op::Acquire { request, .. } => {
+                    Op::Acquire {
+                        request, through, ..
+                    } => {
                         format!(
-                            "acquire {:?} {}",
+                            "{} {:?} {}",
+                            if through.is_some() {
+                                "re-enter"
+                            } else {
+                                "acquire"
+                            },
                             request.kind,
                             show(request.hold.as_bytes())
                         )
@@ -1269,6 +1637,10 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             busy: 0,
+            explicit: false,
+            fenced: false,
+            reentries: 0,
+            racing_renewals: false,
         },
         Config {
             name: "rw: two owners, waiting writers, faults",
@@ -1281,6 +1653,10 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             busy: 0,
+            explicit: false,
+            fenced: false,
+            reentries: 0,
+            racing_renewals: false,
         },
         Config {
             name: RESTART,
@@ -1293,6 +1669,10 @@ pub fn configs() -> Vec<Config> {
             restarts: 1,
             force_unlocks: 0,
             busy: 1,
+            explicit: false,
+            fenced: false,
+            reentries: 0,
+            racing_renewals: false,
         },
         Config {
             name: FORCE_UNLOCK,
@@ -1305,6 +1685,58 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 1,
             busy: 0,
+            explicit: false,
+            fenced: false,
+            reentries: 0,
+            racing_renewals: false,
+        },
+        Config {
+            name: FENCED_REENTRY,
+            owners: vec!["a", "b"],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 1,
+            waiting_writers: true,
+            restarts: 0,
+            force_unlocks: 0,
+            busy: 0,
+            explicit: false,
+            fenced: true,
+            reentries: 2,
+            racing_renewals: false,
+        },
+        Config {
+            name: EXPLICIT,
+            owners: vec!["a", "a", "b"],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 0,
+            waiting_writers: true,
+            restarts: 0,
+            force_unlocks: 0,
+            busy: 0,
+            explicit: true,
+            fenced: true,
+            reentries: 1,
+            racing_renewals: false,
+        },
+        Config {
+            name: RACING,
+            owners: vec!["a", "b"],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 2,
+            waiting_writers: false,
+            restarts: 0,
+            force_unlocks: 0,
+            busy: 0,
+            explicit: false,
+            fenced: false,
+            reentries: 0,
+            racing_renewals: true,
         },
     ]
 }
@@ -1315,6 +1747,10 @@ pub fn config_by_name(name: &str) -> Option<Config> {
 
 const RESTART: &str = "rw: two owners, a restart, BUSY and a lost reply";
 const FORCE_UNLOCK: &str = "rw: two owners, waiting writers, a force-unlock";
+const FENCED_REENTRY: &str = "rw: fenced writes, re-entry through guards, a lost reply";
+const EXPLICIT: &str =
+    "rw: one explicit owner on two clients and a third, fenced, waiting writers, a lost reply";
+const RACING: &str = "rw: renewals race their owner's own calls";
 
 /// The milestones each default configuration must reach at the default bound: the first
 /// two configurations the first six milestones; the restart and force-unlock ones those
@@ -1333,6 +1769,24 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a force-unlock while a reader held",
             "a holder was told its wiped hold is lost",
             "a wiped holder and a new one both believed",
+        ],
+        FENCED_REENTRY => vec![
+            "a write granted",
+            "a fenced write got a higher token",
+            "a re-entered write kept its token",
+            "a read re-entered through its guard",
+            "a read taken through a write guard (downgrade)",
+        ],
+        EXPLICIT => vec![
+            "a write granted",
+            "a fenced write got a higher token",
+            "an upgrade was refused",
+            "two handles of one owner held together",
+        ],
+        RACING => vec![
+            "a write granted",
+            "a renewal kept a hold past its first lease",
+            "a renewal ran while the owner's attempt was in flight",
         ],
         _ => MILESTONES[..6].to_vec(),
     }
