@@ -19,7 +19,7 @@ use crate::background::Unreleased;
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
 use crate::protocol::hold::Rearm;
-use crate::protocol::release::{Found, Told, told};
+use crate::protocol::release::{Found, Leaving, Told, told};
 use crate::protocol::{Millis, timing};
 use crate::watchdog::{HoldEntry, LeaseMode};
 
@@ -289,8 +289,12 @@ impl Core {
         // A lease that ran out before this call is a loss, even if the watchdog task has
         // not run since (the runtime was busy): check the clock before leaving.
         self.is_lost();
-        let give_up_at = self.give_up_at();
-        let rearm = self.disarm();
+        // A guard is armed until it leaves, and only `release`, `detach` and `drop` make it
+        // leave, each consuming it: this is always `Some`.
+        let Some(leaving) = self.disarm() else {
+            return Err(self.lost_error());
+        };
+        let (give_up_at, rearm) = (leaving.give_up_at, leaving.rearm);
         crate::observe::hold_ended(&self.name, self.acquired_at.elapsed(), "released");
         let span = tracing::debug_span!("redis_locks::release", lock = %self.name);
         let found =
@@ -347,29 +351,23 @@ impl Core {
         }
     }
 
-    /// Until when a release keeps retrying (the core's
-    /// [`release_give_up_at`](timing::release_give_up_at)).
-    fn give_up_at(&self) -> Millis {
-        let calls = &self.client.inner.calls;
-        let response_ms = calls.response_timeout.as_millis() as Millis;
-        self.entry
-            .release_give_up_at(calls.clock.now(), response_ms)
-    }
-
-    /// Stops renewal of this hold for this guard (once) and makes `Drop` do nothing more.
-    /// Returns the expiry re-arm for its release when other guards of the hold remain here
-    /// (see `HoldState::prepare_rearm`).
-    fn disarm(&mut self) -> Option<Rearm> {
+    /// Makes this guard leave its hold (once): the core's
+    /// [`release::leave`](crate::protocol::release::leave) (the retry bound of its
+    /// release, then the re-arm its release carries when guards of the hold remain here);
+    /// renewal stops with the last guard, and `Drop` does nothing more.
+    /// `None` when it had already left.
+    fn disarm(&mut self) -> Option<Leaving> {
         if !std::mem::replace(&mut self.armed, false) {
             return None;
         }
         let inner = &self.client.inner;
-        inner.registry.leave(
+        Some(inner.registry.leave(
             &self.entry,
             self.mode,
             self.fixed_end,
             inner.watchdog_timeout.as_millis() as Millis,
-        )
+            inner.calls.response_timeout.as_millis() as Millis,
+        ))
     }
 }
 
@@ -378,9 +376,11 @@ impl Drop for Core {
         if !self.armed {
             return;
         }
-        let give_up_at = self.give_up_at();
         let lease_left = self.entry.remaining_lease();
-        let rearm = self.disarm();
+        let Some(leaving) = self.disarm() else {
+            return;
+        };
+        let (give_up_at, rearm) = (leaving.give_up_at, leaving.rearm);
         crate::observe::hold_ended(&self.name, self.acquired_at.elapsed(), "dropped");
         let inner = &self.client.inner;
         // The current runtime, or else the client's own (a guard dropped on a plain

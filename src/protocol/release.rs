@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use super::hold::Rearm;
+use super::hold::{HoldState, Rearm};
 use super::lane::{Lane, Resolved};
 use super::planted::{self, Defect};
 use super::{Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, ScriptId, backoff};
@@ -45,6 +45,46 @@ pub enum ReleaseOutcome {
     /// Redis could not be reached before the hold's lease ran out, or answered with a
     /// permanent error.
     Failed(Failure),
+}
+
+/// What a guard leaving its hold (released, dropped) takes along, in the order the core
+/// requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Leaving {
+    /// Until when its release keeps retrying.
+    pub give_up_at: Millis,
+    /// The expiry re-arm its release carries, when guards of the hold remain here.
+    pub rearm: Option<Rearm>,
+    /// Whether it was the last local guard of the hold (renewal stops).
+    pub last: bool,
+}
+
+/// One guard of `hold` leaves at `now` to be given back: first the release's retry bound
+/// (from the lease as confirmed while the guard still counted: the re-arm below may lower
+/// the confirmed deadline, and a release must not stop retrying before the hold can have
+/// ended), then the guard leaves (`watchdog`: it was renewed by the watchdog; `fixed_end`:
+/// its fixed lease's end), then, if guards remain here, the re-arm of the expiry to what
+/// they need.
+pub fn leave(
+    hold: &mut HoldState,
+    now: Millis,
+    response_ms: Millis,
+    watchdog: bool,
+    fixed_end: Option<Millis>,
+    watchdog_lease_ms: Millis,
+) -> Leaving {
+    let give_up_at = super::timing::release_give_up_at(hold, now, response_ms);
+    let last = hold.leave(watchdog, fixed_end);
+    let rearm = if last {
+        None
+    } else {
+        hold.prepare_rearm(now, watchdog_lease_ms)
+    };
+    Leaving {
+        give_up_at,
+        rearm,
+        last,
+    }
 }
 
 /// What a guard's release found, whatever the kind: the kinds' replies

@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::error::LostReason;
-use crate::protocol::hold::{HoldState, Joining, Rearm};
+use crate::protocol::hold::{HoldState, Joining};
+use crate::protocol::release::{self, Leaving};
 use crate::protocol::renew::{RenewItem, Renewed, decode_renew, renew_call};
 use crate::protocol::{Millis, acquire::Granted};
 
@@ -86,12 +87,6 @@ impl HoldEntry {
         }
         self.state.lock().on_extended(sent_at, lease_ms);
         Ok(true)
-    }
-
-    /// Until when a release of one of this hold's guards, starting at `now`, keeps
-    /// retrying (the core's [`release_give_up_at`](crate::protocol::timing::release_give_up_at)).
-    pub(crate) fn release_give_up_at(&self, now: Millis, response_ms: Millis) -> Millis {
-        crate::protocol::timing::release_give_up_at(&self.state.lock(), now, response_ms)
     }
 
     /// Whether the hold is lost, checking the clock too (so it is right even when the
@@ -280,25 +275,32 @@ impl Registry {
         }
     }
 
-    /// Forgets one local guard. When the entry has none left it leaves the registry, so
-    /// the watchdog stops renewing it.
-    /// Returns, when guards of the hold remain here, the expiry re-arm for the release of
-    /// the leaving guard (see `HoldState::prepare_rearm`).
+    /// Forgets one local guard leaving at `now` (the core's [`release::leave`]: the
+    /// retry bound of its release, then the re-arm when guards remain). When the entry has
+    /// none left it leaves the registry, so the watchdog stops renewing it.
     pub(crate) fn leave(
         &self,
         entry: &Arc<HoldEntry>,
         mode: LeaseMode,
         fixed_end: Option<Millis>,
         watchdog_lease_ms: Millis,
-    ) -> Option<Rearm> {
+        response_ms: Millis,
+    ) -> Leaving {
         let mut holds = self.holds.lock();
         let mut state = entry.state.lock();
-        if state.leave(mode == LeaseMode::Watchdog, fixed_end) {
-            drop(state);
+        let leaving = release::leave(
+            &mut state,
+            self.clock.now(),
+            response_ms,
+            mode == LeaseMode::Watchdog,
+            fixed_end,
+            watchdog_lease_ms,
+        );
+        drop(state);
+        if leaving.last {
             Self::remove_locked(&mut holds, entry);
-            return None;
         }
-        state.prepare_rearm(self.clock.now(), watchdog_lease_ms)
+        leaving
     }
 
     fn remove_locked(holds: &mut HashMap<HoldKey, Arc<HoldEntry>>, entry: &Arc<HoldEntry>) {
@@ -432,9 +434,9 @@ mod tests {
         let a = registry.grant(&k, &o, &granted("h1"), LeaseMode::Watchdog, 30_000, 0);
         let b = registry.grant(&k, &o, &granted("h1"), LeaseMode::Watchdog, 30_000, 0);
         assert!(Arc::ptr_eq(&a, &b));
-        registry.leave(&b, LeaseMode::Watchdog, None, 30_000);
+        registry.leave(&b, LeaseMode::Watchdog, None, 30_000, 3_000);
         assert_eq!(registry.len(), 1);
-        registry.leave(&a, LeaseMode::Watchdog, None, 30_000);
+        registry.leave(&a, LeaseMode::Watchdog, None, 30_000, 3_000);
         assert_eq!(registry.len(), 0);
     }
 
@@ -449,7 +451,7 @@ mod tests {
         assert!(old.lost_token().is_cancelled());
         assert!(!new.lost_token().is_cancelled());
         // Leaving the stale entry must not remove the fresh one.
-        registry.leave(&old, LeaseMode::Watchdog, None, 30_000);
+        registry.leave(&old, LeaseMode::Watchdog, None, 30_000, 3_000);
         assert_eq!(registry.len(), 1);
     }
 }

@@ -66,8 +66,7 @@ use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, 
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::lane::Lane;
 use redis_locks::protocol::redlock::{self, Won};
-use redis_locks::protocol::release::{ReleaseFlow, ReleaseOutcome, ReleaseResult};
-use redis_locks::protocol::timing;
+use redis_locks::protocol::release::{self, ReleaseFlow, ReleaseOutcome, ReleaseResult};
 use redis_locks::protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
 };
@@ -1292,10 +1291,18 @@ impl State {
             let Some(mut hold) = c.holds[server].take() else {
                 continue;
             };
-            // As `LockGuard::release`: the retry bound first, then the guard leaves (the
-            // last one: nothing to re-arm).
-            let give_up_at = timing::release_give_up_at(&hold.state, now, RESPONSE_TIMEOUT);
-            hold.state.leave(false, Some(hold.state_fixed_end()));
+            // As `LockGuard::release`, the core's `release::leave`: the retry bound first,
+            // then the guard leaves (the last one: nothing to re-arm).
+            let fixed_end = Some(hold.state_fixed_end());
+            let leaving = release::leave(
+                &mut hold.state,
+                now,
+                RESPONSE_TIMEOUT,
+                false,
+                fixed_end,
+                LEASE,
+            );
+            let give_up_at = leaving.give_up_at;
             let flow = ReleaseFlow::new(
                 world.keys.clone(),
                 c.owner.clone(),
