@@ -58,6 +58,12 @@ fn query<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> T {
         .unwrap_or_else(|err| panic!("{port}: {cmd:?}: {err}"))
 }
 
+/// [`query`], or `None` when the node answers an error (it may be between roles).
+fn try_query<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> Option<T> {
+    let mut conn = topology::node_conn(port);
+    cmd.query(&mut conn).ok()
+}
+
 /// Whether `owner` has a field in the lock hash `key` on the node `port` (replicas answer
 /// reads too).
 fn holds(port: u16, key: &str, owner: &str) -> bool {
@@ -613,9 +619,22 @@ async fn failover_with_holder_and_waiter_then_stale_old_primary() {
                 // KEYS first: if the node still says master afterwards, it was one when
                 // the keys were listed (a demoted node never turns primary by itself).
                 // Our channels too: a hub subscribed there would miss every wake-up.
-                let keys: Vec<String> = query(old, redis::cmd("KEYS").arg(&pattern));
-                let channels: Vec<String> =
-                    query(old, redis::cmd("PUBSUB").arg("CHANNELS").arg(&pattern));
+                // While Sentinel demotes it the node may answer an error (LOADING during
+                // its resync): that poll sees nothing, the next one looks again.
+                let (Some(keys), Some(channels)) = (
+                    try_query::<Vec<String>>(old, redis::cmd("KEYS").arg(&pattern)),
+                    try_query::<Vec<String>>(
+                        old,
+                        redis::cmd("PUBSUB").arg("CHANNELS").arg(&pattern),
+                    ),
+                ) else {
+                    polls += 1;
+                    if stop.load(Ordering::Relaxed) {
+                        break None;
+                    }
+                    std::thread::sleep(100 * MS);
+                    continue;
+                };
                 let role = role(old);
                 polls += 1;
                 if role != "master" {

@@ -8,12 +8,23 @@ use super::LockGuard;
 use crate::detach::Detachable;
 use crate::error::{Error, Result};
 use crate::protocol::Millis;
-use crate::protocol::acquire::{AcquireRequest, Granted};
+use crate::protocol::acquire::{self, AcquireRequest, Granted};
 use crate::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
 use crate::watchdog::LeaseMode;
 
 use super::Lock;
 use crate::drive::drive;
+
+/// What is known of the replicas' acknowledgement of an attempt (for
+/// [`Lock::replicated`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Acked {
+    /// A hold was won: how many acknowledged its acquire (`None`: not asked or unknown),
+    /// and whether it was adopted (found by a probe after a lost reply).
+    Grant { acked: Option<u32>, adopted: bool },
+    /// Nothing was won.
+    NoGrant,
+}
 
 // One attempt's result, moved once per attempt: boxing the guard would cost an
 // allocation on the hot path to save a copy of a few hundred bytes.
@@ -53,12 +64,13 @@ impl Lock {
         &self,
         owner: &Arc<str>,
         listening: bool,
-    ) -> Result<(Attempt, Option<u32>)> {
+    ) -> Result<(Attempt, Acked)> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
         // Other local waiters may sleep on a wake-up that only one of them got: a hold this
         // attempt takes must announce its release to them (see `lua/acquire.lua`, "\1w").
-        let others_waiting = inner.hub.listeners(&self.keys.channel) > usize::from(listening);
+        let others_waiting =
+            acquire::others_waiting(inner.hub.listeners(&self.keys.channel), listening);
         let request = AcquireRequest {
             owner: owner.clone(),
             lease_ms: self.lease_ms(),
@@ -80,14 +92,19 @@ impl Lock {
                     tracing::debug!(lock = self.name(), "adopted a hold whose reply was lost");
                 }
                 let guard = self.guard_for(owner, &granted, sent_at, lease_ms);
-                let acked = if adopted { None } else { driven.acked };
-                Ok((Attempt::Acquired(guard), acked))
+                Ok((
+                    Attempt::Acquired(guard),
+                    Acked::Grant {
+                        acked: driven.acked,
+                        adopted,
+                    },
+                ))
             }
             AttemptOutcome::Held { pttl_ms } => Ok((
                 Attempt::Held {
                     pttl: Duration::from_millis(pttl_ms),
                 },
-                driven.acked,
+                Acked::NoGrant,
             )),
             AttemptOutcome::NotALock(found) => Err(self.wrong_type(&found)),
             AttemptOutcome::Unreadable(unreadable) => Err(Error::UnexpectedReply(unreadable)),
@@ -144,16 +161,18 @@ impl Lock {
     /// acknowledged (or whose acknowledgement is unknown, because its reply was lost and
     /// the hold was found by a probe) is given back, and the caller gets
     /// [`Error::NotReplicated`].
-    pub(super) async fn replicated(&self, attempt: Attempt, acked: Option<u32>) -> Result<Attempt> {
+    pub(super) async fn replicated(&self, attempt: Attempt, acked: Acked) -> Result<Attempt> {
         let Some(ack) = self.client.inner.calls.replica_ack else {
             return Ok(attempt);
         };
-        let Attempt::Acquired(guard) = attempt else {
-            return Ok(attempt);
+        let (guard, acked, adopted) = match (attempt, acked) {
+            (Attempt::Acquired(guard), Acked::Grant { acked, adopted }) => (guard, acked, adopted),
+            (attempt, _) => return Ok(attempt),
         };
-        if acked.is_some_and(|acked| acked >= ack.replicas) {
+        if acquire::replicated(acked, adopted, ack.replicas) {
             return Ok(Attempt::Acquired(guard));
         }
+        let acked = if adopted { None } else { acked };
         tracing::warn!(
             lock = self.name(),
             wanted = ack.replicas,
@@ -190,10 +209,7 @@ impl Lock {
             lease_ms,
             sent_at,
         );
-        let fixed_end = match self.mode {
-            LeaseMode::Fixed(_) => Some(sent_at + lease_ms),
-            LeaseMode::Watchdog => None,
-        };
+        let fixed_end = acquire::fixed_end(self.mode == LeaseMode::Watchdog, sent_at, lease_ms);
         LockGuard::of_lock(
             self.clone(),
             owner.clone(),

@@ -135,6 +135,26 @@ impl AcquireRequest {
     }
 }
 
+/// Whether an attempt must mark the lock as awaited (`lua/acquire.lua`'s `"\1w"`, so that
+/// its release announces itself): other local waiters than the caller listen on the
+/// lock's channel (they may sleep on a wake-up that only one of them got).
+pub fn others_waiting(listeners: usize, caller_listens: bool) -> bool {
+    listeners > usize::from(caller_listens)
+}
+
+/// When a plain-lock hold granted from a call sent at `sent_at` with `lease_ms` ends for a
+/// guard with a fixed lease; `None` for a watchdog guard (renewed, no end of its own).
+pub fn fixed_end(watchdog: bool, sent_at: Millis, lease_ms: Millis) -> Option<Millis> {
+    (!watchdog).then(|| sent_at.saturating_add(lease_ms))
+}
+
+/// With replica acknowledgement configured (`wanted` replicas): whether a won hold may be
+/// kept. `acked`: how many acknowledged the acquire (`None`: unknown); an adopted hold
+/// (found by a probe after a lost reply) has no known acknowledgement and is given back.
+pub fn replicated(acked: Option<u32>, adopted: bool, wanted: u32) -> bool {
+    !adopted && acked.is_some_and(|acked| acked >= wanted)
+}
+
 /// What to do when an attempt got no reply.
 pub fn after_failure(failure: &Failure) -> AfterFailure {
     match failure {
@@ -309,6 +329,28 @@ mod tests {
         assert_eq!(
             rec.on_failure(&Failure::Lost, 1_101, 0),
             ReconcileStep::GiveUp
+        );
+    }
+}
+
+#[cfg(test)]
+mod decisions {
+    use super::*;
+
+    #[test]
+    fn the_small_decisions_of_an_attempt() {
+        // Only the caller listens: nobody else to wake; another listener: mark the lock.
+        assert!(!others_waiting(1, true));
+        assert!(others_waiting(2, true));
+        assert!(others_waiting(1, false));
+        assert_eq!(fixed_end(false, 100, 30), Some(130));
+        assert_eq!(fixed_end(true, 100, 30), None);
+        assert!(replicated(Some(2), false, 2));
+        assert!(!replicated(Some(1), false, 2));
+        assert!(!replicated(None, false, 1));
+        assert!(
+            !replicated(Some(3), true, 1),
+            "an adopted hold's acknowledgement is unknown"
         );
     }
 }
