@@ -41,10 +41,8 @@ impl<G> Outcome<G> {
     pub(crate) fn from_error(error: Error, after_loss: bool) -> Self {
         match &error {
             Error::Redis(command) => {
-                let mut failure = crate::scripts::classify(&command.error);
-                if after_loss && !failure.may_have_run() {
-                    failure = Failure::Lost;
-                }
+                let failure =
+                    crate::scripts::classify(&command.error).after_earlier_loss(after_loss);
                 Outcome::Failed { error, failure }
             }
             _ => Outcome::Refused {

@@ -239,6 +239,17 @@ impl Failure {
     pub fn may_have_run(&self) -> bool {
         matches!(self, Failure::Lost | Failure::TimedOut)
     }
+
+    /// How a re-sent call's failure counts when `after_loss` (an earlier copy of it lost
+    /// its reply): as a loss, whatever the last copy's error says (a refused connection, a
+    /// `BUSY`), since the call may have run.
+    pub fn after_earlier_loss(self, after_loss: bool) -> Failure {
+        if after_loss && !self.may_have_run() {
+            Failure::Lost
+        } else {
+            self
+        }
+    }
 }
 
 /// Server error codes of transient states: the command did not run and a retry may succeed.
