@@ -309,6 +309,23 @@ mod rust_core {
         expect_core_busy(Defect::ReleaseGivesUpOnTransient, &["all or none"]);
     }
 
+    /// Every transient server error (`BUSY`, `LOADING`, ...) classified `Permanent` by
+    /// `Failure::from_server_error`: a member attempt answered `BUSY` ends the wait with
+    /// an error (a give-back, a release or a probe would give up too). The library's own
+    /// rules accept a permanent error; the model judges by what Redis did (it answered
+    /// `BUSY`, the call did not run). Only the `BUSY` configurations reach it.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_busy_read_as_permanent_is_caught() {
+        expect_core_busy(
+            Defect::TransientReadAsPermanent,
+            &["BUSY never fails an operation"],
+        );
+    }
+
     /// The drift margin added instead of subtracted: a member is believed past the
     /// expiry Redis has for it.
     #[test]

@@ -46,6 +46,14 @@
 //!   A release (give-back or the user's) and a probe answered `BUSY` are re-sent by the
 //!   core's own `ReleaseFlow` / `ReconcileRound` (a background round that got `BUSY` ends,
 //!   and the lane's next `Reconcile` asks again).
+//! * A `BUSY` is judged by what the world did, not by how the library classifies it: the
+//!   model chose the `Busy` step, so it knows the call did not run and that asking again
+//!   can succeed. "BUSY never fails an operation": a member attempt, a give-back, a
+//!   release or a probe whose call the model answered `BUSY` does not end failed on it,
+//!   nor leave a hold to its lease; it is re-sent or ridden out until a real bound (the
+//!   release's retry bound, the lease a lost acquire's hold could live for, a wait that
+//!   runs out: `GiveUp`). An attempt that ends on a lost reply the model chose (its probe
+//!   then answered `BUSY`) ends on that loss, as above.
 //! * Restarts ([`Config::restarts`]): a Redis server restarts without persistence and
 //!   loses every key it has (`Restart`: every member's, with one server; with
 //!   [`Config::placed`], the members placed on it, the other server keeps its own). Only
@@ -67,8 +75,10 @@
 //! request gave the hold back in Redis, so a multi-lock a restart wiped is never reported
 //! released while held. "All or none" and "no deadlock" hold with no exception (and a
 //! give-back or release may end unreleased only on a permanent error: the clock does not
-//! move while it is in flight, so its lease never runs out under it). Hold ids are request
-//! ids (`c<client>.<n>`), unique: a hold a restart wiped never comes back.
+//! move while it is in flight, so its lease never runs out under it; and never on a call
+//! the model answered `BUSY`, whatever the library made of it: "BUSY never fails an
+//! operation"). Hold ids are request ids (`c<client>.<n>`), unique: a hold a restart
+//! wiped never comes back.
 #![allow(dead_code)]
 
 use std::collections::hash_map::DefaultHasher;
@@ -78,7 +88,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use redis_locks::protocol::acquire::AcquireRequest;
-use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
+use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
 use redis_locks::protocol::hold::{HoldState, LostReason};
 use redis_locks::protocol::lane::Lane;
 use redis_locks::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_order};
@@ -112,18 +122,20 @@ const TIMING: WaitTiming = WaitTiming {
 };
 
 /// The properties, checked in every state. The first leaves out beliefs in holds a restart
-/// wiped (see the header).
-pub const PROPERTIES: [&str; 5] = [
+/// wiped (see the header). The last is checked on every `Busy` step: what the operation
+/// answered `BUSY` did next.
+pub const PROPERTIES: [&str; 6] = [
     "never two holders of one lock",
     "all or none",
     "no deadlock",
     "release is true",
     "every reply is understood",
+    "BUSY never fails an operation",
 ];
 
 /// What the configurations must reach, so that none of them is vacuous. The first eight
 /// need neither `BUSY` nor restarts; the rest do.
-pub const MILESTONES: [&str; 16] = [
+pub const MILESTONES: [&str; 18] = [
     "a multi-lock held",
     "a waiter took every member after the holder released",
     "gave back a partial acquisition",
@@ -137,6 +149,8 @@ pub const MILESTONES: [&str; 16] = [
     "held a multi-lock with a member already lost",
     "a member answered BUSY was attempted again and granted once",
     "a member's release answered BUSY gave it back when re-sent",
+    "a probe answered BUSY kept the lost acquire pending",
+    "a background give-back answered BUSY gave the hold back when re-sent",
     "a restart wiped a held multi-lock",
     "a release told the user of a member a restart wiped",
     "a multi-lock taken again after a restart wiped it",
@@ -295,6 +309,21 @@ pub fn configs() -> Vec<Config> {
             restarts: 1,
             placed: Vec::new(),
         },
+        Config {
+            // A lost member reply whose probes are answered BUSY: the attempt's own probe,
+            // then the background round's probe or its give-back of the hold the lost
+            // acquire took. Each is asked again, not given up.
+            name: "multi: two clients, opposite orders, a lost reply, probes answered BUSY",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 1,
+            give_ups: 0,
+            faults: 1,
+            advances: 1,
+            busy: 2,
+            restarts: 0,
+            placed: Vec::new(),
+        },
     ]
 }
 
@@ -354,10 +383,17 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a multi-lock held",
             "a lost member reply resolved by a probe",
             "a member answered BUSY was attempted again and granted once",
+            "a probe answered BUSY kept the lost acquire pending",
             "a restart wiped a held multi-lock",
             "a release told the user of a member a restart wiped",
             "a wiped member's holder and a new holder both believed (the documented exception)",
             "a lost member acquire whose hold a restart wiped was probed and found nothing",
+        ],
+        "multi: two clients, opposite orders, a lost reply, probes answered BUSY" => vec![
+            "a multi-lock held",
+            "a lost member reply resolved by a probe",
+            "a probe answered BUSY kept the lost acquire pending",
+            "a background give-back answered BUSY gave the hold back when re-sent",
         ],
         "multi: two clients, opposite orders, restart" => vec![
             "a multi-lock held",
@@ -412,6 +448,10 @@ enum Event<'a> {
     Start,
     Reply(&'a Reply),
     Failure(Failure),
+    /// The model answered the call `BUSY` (it did not run): what the driver made of the
+    /// error reply, fed as a failure. The model judges what follows by the `BUSY`, not by
+    /// this classification.
+    Busy(Failure),
 }
 
 /// Feeds `event` to `machine` until it asks for a call (`Ok`) or is done (`Err`). A sleep
@@ -425,7 +465,7 @@ fn feed<M: Machine<Ctx = Lane>>(
     let mut next = match event {
         Event::Start => machine.start(env, lane),
         Event::Reply(reply) => machine.on_reply(env, lane, reply),
-        Event::Failure(failure) => machine.on_failure(env, lane, failure),
+        Event::Failure(failure) | Event::Busy(failure) => machine.on_failure(env, lane, failure),
     };
     loop {
         match next {
@@ -499,6 +539,9 @@ enum OpKind {
     Release {
         flow: ReleaseFlow,
         hold: Arc<str>,
+        /// The flow's retry bound (`HoldState::release_until`): until then a `BUSY` must
+        /// not end it.
+        give_up_at: Millis,
         /// Why the client had noticed the member lost when the release began (what
         /// `release::told` is given).
         noticed: Option<LostReason>,
@@ -507,7 +550,11 @@ enum OpKind {
         /// Some run of this release's own request gave the hold back in Redis.
         removed: bool,
     },
-    Reconcile(ReconcileRound),
+    Reconcile {
+        round: ReconcileRound,
+        /// Its give-back of the hold the lost acquire took was answered `BUSY`/`LOADING`.
+        busied: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -534,6 +581,10 @@ struct Client {
     completed: bool,
     /// A restart wiped a multi-lock it held.
     wiped: bool,
+    /// Per lock, while its lane has a lost acquire to resolve: until when a hold that
+    /// acquire took could be in Redis (its send time, when the model lost it, plus its
+    /// lease). A probe answered `BUSY` may stop asking only after it.
+    lost_until: Vec<Option<Millis>>,
 }
 
 /// The whole world.
@@ -718,6 +769,7 @@ impl State {
                 acquires_left: config.acquires,
                 completed: false,
                 wiped: false,
+                lost_until: vec![None; config.locks],
             })
             .collect();
         State {
@@ -895,7 +947,10 @@ impl State {
                 self.drive(
                     client,
                     lock,
-                    OpKind::Reconcile(round),
+                    OpKind::Reconcile {
+                        round,
+                        busied: false,
+                    },
                     Event::Start,
                     &mut fx,
                 );
@@ -921,6 +976,7 @@ impl State {
             Step::LoseRequest(c) => {
                 self.faults_left -= 1;
                 if let Some(op) = self.clients[c].op.take() {
+                    self.lost(c, &op);
                     self.drive(c, op.lock, op.kind, Event::Failure(Failure::Lost), &mut fx);
                 }
             }
@@ -928,6 +984,7 @@ impl State {
                 self.faults_left -= 1;
                 if let Some(mut op) = self.clients[c].op.take() {
                     self.execute(c, &mut op, world, &mut fx);
+                    self.lost(c, &op);
                     self.drive(c, op.lock, op.kind, Event::Failure(Failure::Lost), &mut fx);
                 }
             }
@@ -939,11 +996,20 @@ impl State {
                         (OpKind::Release { flow, busied, .. }, _) if flow.release().is_some() => {
                             *busied = true;
                         }
+                        (OpKind::Reconcile { busied, .. }, _)
+                            if op.call.script == ScriptId::Release =>
+                        {
+                            *busied = true;
+                        }
                         _ => {}
                     }
                     // What the driver makes of a BUSY/LOADING error reply.
                     let busy = Failure::from_server_error("BUSY Redis is busy running a script");
-                    self.drive(c, op.lock, op.kind, Event::Failure(busy), &mut fx);
+                    let (lock, script) = (op.lock, op.call.script);
+                    self.drive(c, lock, op.kind, Event::Busy(busy), &mut fx);
+                    if script == ScriptId::Probe && self.clients[c].lanes[lock].is_pending() {
+                        fx.reach("a probe answered BUSY kept the lost acquire pending");
+                    }
                 }
             }
             Step::Restart(server) => {
@@ -1167,6 +1233,7 @@ impl State {
         let kind = OpKind::Release {
             flow,
             hold,
+            give_up_at,
             noticed,
             busied: false,
             removed: false,
@@ -1174,21 +1241,58 @@ impl State {
         self.drive(c, lock, kind, Event::Start, fx);
     }
 
+    /// The model lost a call of client `c` (its request or its reply): a lost acquire
+    /// leaves a hold that could be in Redis until its send time (now: the clock does not
+    /// move while a call is in flight) plus its lease.
+    fn lost(&mut self, c: usize, op: &Op) {
+        if op.call.script == ScriptId::Acquire {
+            self.clients[c].lost_until[op.lock] = Some(self.now + LEASE);
+        }
+    }
+
     /// Feeds an event to a client's operation (the library's own machine) and acts on
-    /// what it answers: a call to put in flight, or an outcome.
+    /// what it answers: a call to put in flight, or an outcome. After a `BUSY` the model
+    /// chose, it checks "BUSY never fails an operation" on what the operation did.
     fn drive(&mut self, c: usize, lock: usize, kind: OpKind, event: Event, fx: &mut Effects) {
+        const BUSY_RULE: &str = "BUSY never fails an operation";
+        let busy = matches!(event, Event::Busy(_));
         let now = self.now;
         let client = &mut self.clients[c];
+        let lost_until = client.lost_until[lock];
         let mut env = ModelEnv {
             now,
             ids: &mut client.ids,
         };
         let lane = &mut client.lanes[lock];
+        // A hold left to its lease because of the BUSY: the call did not run, and the
+        // bound of every give-back (the hold's lease, counted from now) is still ahead.
+        let abandoned_on_busy = |before: Option<Arc<str>>,
+                                 after: Option<&Arc<str>>,
+                                 fx: &mut Effects| {
+            if let Some(hold) = after
+                && busy
+                && before.as_ref() != Some(hold)
+            {
+                fx.fail(
+                    BUSY_RULE,
+                    format!(
+                        "client {c} gave up giving back {} (hold {hold}) on a call Redis answered BUSY, at t={now}",
+                        NAMES[lock]
+                    ),
+                );
+            }
+        };
         match kind {
             OpKind::Acquire(mut op) => {
+                let before = op.abandoned().cloned();
                 let fed = feed(&mut op, &mut env, lane, event);
+                let pending = lane.is_pending();
+                abandoned_on_busy(before, op.abandoned(), fx);
                 if let Some(hold) = op.abandoned() {
                     self.abandoned.insert(hold.clone());
+                }
+                if !pending {
+                    client.lost_until[lock] = None;
                 }
                 match fed {
                     Ok(call) => {
@@ -1198,19 +1302,26 @@ impl State {
                             call,
                         })
                     }
-                    Err(outcome) => self.member_done(c, lock, outcome, fx),
+                    Err(outcome) => self.member_done(c, lock, outcome, busy, fx),
                 }
             }
             OpKind::Release {
                 mut flow,
                 hold,
+                give_up_at,
                 noticed,
                 busied,
                 removed,
             } => {
+                let before = flow.abandoned().cloned();
                 let fed = feed(&mut flow, &mut env, lane, event);
+                let pending = lane.is_pending();
+                abandoned_on_busy(before, flow.abandoned(), fx);
                 if let Some(abandoned) = flow.abandoned() {
                     self.abandoned.insert(abandoned.clone());
+                }
+                if !pending {
+                    client.lost_until[lock] = None;
                 }
                 match fed {
                     Ok(call) => {
@@ -1219,6 +1330,7 @@ impl State {
                             kind: OpKind::Release {
                                 flow,
                                 hold,
+                                give_up_at,
                                 noticed,
                                 busied,
                                 removed,
@@ -1227,6 +1339,15 @@ impl State {
                         })
                     }
                     Err(outcome) => {
+                        // Judged after `released`, whose older rule (only a permanent
+                        // error may end a release unreleased) names a give-up on a BUSY
+                        // read as transient.
+                        let ended_on_busy = (busy && now < give_up_at).then(|| {
+                            format!(
+                                "client {c}'s release of {} (hold {hold}) ended with {outcome:?} on a call Redis answered BUSY, at t={now}, before its retry bound t={give_up_at}",
+                                NAMES[lock]
+                            )
+                        });
                         let done = Released {
                             lock,
                             hold,
@@ -1235,31 +1356,77 @@ impl State {
                             removed,
                         };
                         self.released(c, done, outcome, fx);
+                        if let Some(message) = ended_on_busy {
+                            fx.fail(BUSY_RULE, message);
+                        }
                         self.next_release(c, fx);
                     }
                 }
             }
-            OpKind::Reconcile(mut round) => {
+            OpKind::Reconcile { mut round, busied } => {
+                let replied = matches!(event, Event::Reply(_));
+                let before = round.abandoned().cloned();
                 let fed = feed(&mut round, &mut env, lane, event);
+                let pending = lane.is_pending();
+                abandoned_on_busy(before, round.abandoned(), fx);
                 if let Some(hold) = round.abandoned() {
                     self.abandoned.insert(hold.clone());
                 }
-                if let Ok(call) = fed {
-                    if call.script == ScriptId::Release {
-                        fx.reach("a lost member reply resolved by a probe");
+                if !pending {
+                    client.lost_until[lock] = None;
+                }
+                match fed {
+                    Ok(call) => {
+                        if call.script == ScriptId::Release {
+                            fx.reach("a lost member reply resolved by a probe");
+                        }
+                        client.op = Some(Op {
+                            lock,
+                            kind: OpKind::Reconcile { round, busied },
+                            call,
+                        });
                     }
-                    client.op = Some(Op {
-                        lock,
-                        kind: OpKind::Reconcile(round),
-                        call,
-                    });
+                    Err(RoundOutcome::Resolved)
+                        if busied
+                            && replied
+                            && self.in_redis(lock).is_none_or(|r| {
+                                !r.counts.contains_key(&*self.clients[c].owner)
+                            }) =>
+                    {
+                        fx.reach(
+                            "a background give-back answered BUSY gave the hold back when re-sent",
+                        );
+                    }
+                    // A background round answered BUSY ends; it may stop asking only once
+                    // a hold the lost acquire took must have expired (inclusive: a key
+                    // whose expiry is `t` still exists at `t`).
+                    Err(RoundOutcome::GaveUp)
+                        if busy && lost_until.is_none_or(|until| now <= until) =>
+                    {
+                        fx.fail(
+                            BUSY_RULE,
+                            format!(
+                                "client {c}'s background probe of a lost acquire of {} was answered BUSY at t={now} and stopped asking, though a hold it took could be in Redis until t={}",
+                                NAMES[lock],
+                                lost_until.map_or("?".into(), |t| t.to_string())
+                            ),
+                        );
+                    }
+                    Err(_) => {}
                 }
             }
         }
     }
 
-    /// A member's attempt ended.
-    fn member_done(&mut self, c: usize, lock: usize, outcome: AttemptOutcome, fx: &mut Effects) {
+    /// A member's attempt ended (`busy`: on a call the model answered `BUSY`).
+    fn member_done(
+        &mut self,
+        c: usize,
+        lock: usize,
+        outcome: AttemptOutcome,
+        busy: bool,
+        fx: &mut Effects,
+    ) {
         let Phase::Taking(mut acq) = std::mem::replace(&mut self.clients[c].phase, Phase::Idle)
         else {
             fx.fail(
@@ -1311,8 +1478,21 @@ impl State {
             // again; a wait that runs out meanwhile is `GiveUp`), or reports it, and the
             // walk gives back.
             AttemptOutcome::Failed { failure, .. } => {
-                match waiting_loop(acq.refused, self.now, failure) {
+                // The model fails a call only with a lost request or reply (`Lost`) or a
+                // `BUSY`: an attempt that ended on a `BUSY` and reports anything but a
+                // loss reports the `BUSY`, however the library classified it. The call
+                // did not run, and the wait has no bound left but `GiveUp`: it must be
+                // ridden out.
+                let on_busy = busy && failure != Failure::Lost;
+                match waiting_loop(acq.refused, self.now, failure.clone()) {
                     Ok(true) => self.clients[c].phase = Phase::Waiting(acq, lock),
+                    Ok(false) if on_busy => fx.fail(
+                        "BUSY never fails an operation",
+                        format!(
+                            "client {c}'s attempt of {} was answered BUSY, and its wait ended with {failure:?}",
+                            NAMES[lock]
+                        ),
+                    ),
                     Ok(false) => {
                         let next = acq.walk.on_member(false);
                         self.next_member(c, acq, next, fx);
@@ -1379,7 +1559,9 @@ impl State {
             }
             // The clock does not move while a release is in flight, so its lease is never
             // over: only a permanent error may end it unreleased. Giving up on a lost reply
-            // or a BUSY now would leave the member held by nobody.
+            // or a BUSY now would leave the member held by nobody. (A BUSY read as
+            // permanent is judged by the world in `drive`: "BUSY never fails an
+            // operation".)
             Ok(ReleaseOutcome::Failed(failure)) if !matches!(failure, Failure::Permanent(_)) => {
                 fx.fail(
                     "all or none",
