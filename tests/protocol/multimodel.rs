@@ -87,13 +87,13 @@ use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use redis_locks::protocol::acquire::AcquireRequest;
+use redis_locks::protocol::acquire::{self, AcquireRequest};
 use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
 use redis_locks::protocol::hold::{HoldState, LostReason};
 use redis_locks::protocol::lane::Lane;
 use redis_locks::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_order};
 use redis_locks::protocol::release::{
-    Found, ReleaseFlow, ReleaseOutcome, ReleaseResult, Told, told,
+    self, Found, ReleaseFlow, ReleaseOutcome, ReleaseResult, Told, told,
 };
 use redis_locks::protocol::wait::{Tried, Wait, WaitPolicy, WaitStep, WaitTiming};
 use redis_locks::protocol::{
@@ -105,8 +105,9 @@ use crate::lua::ScriptRunner;
 
 /// The fixed lease of every member.
 pub const LEASE: Millis = 20;
-/// The least time a release keeps retrying (as the guard: two watchdog periods).
-pub const RELEASE_MIN: Millis = 20;
+/// The clients' response timeout: a release keeps retrying for at least twice this (the
+/// core's `timing::release_give_up_at`).
+pub const RESPONSE: Millis = 10;
 /// The one server's address (the server part of every `OrderKey`).
 pub const SERVER: &str = "127.0.0.1:6379";
 /// The servers a configuration may place its locks on ([`Config::placed`]).
@@ -1217,18 +1218,20 @@ impl State {
             );
             return;
         };
-        // As the guard does: the retry bound is taken before it leaves, and what it tells
-        // the user is judged by the loss the client noticed (`LockGuard::release`).
-        let give_up_at = member.state.release_until(now, RELEASE_MIN);
+        // As the guard does (the core's `release::leave`: the retry bound first, then the
+        // guard leaves), and what it tells the user is judged by the loss the client
+        // noticed (`LockGuard::release`).
         let noticed = member.state.lost();
-        member.state.leave(false, Some(member.fixed_end));
+        let fixed_end = Some(member.fixed_end);
+        let leaving = release::leave(&mut member.state, now, RESPONSE, false, fixed_end, LEASE);
+        let give_up_at = leaving.give_up_at;
         let hold = member.state.hold().clone();
         let flow = ReleaseFlow::new(
             lock_keys(lock),
             client.owner.clone(),
             hold.clone(),
             give_up_at,
-            None,
+            leaving.rearm,
         );
         let kind = OpKind::Release {
             flow,
@@ -1460,7 +1463,8 @@ impl State {
                 }
                 client.guards[lock] = Some(Member {
                     state: HoldState::new(granted.hold, sent_at, lease_ms, false),
-                    fixed_end: sent_at + lease_ms,
+                    fixed_end: acquire::fixed_end(false, sent_at, lease_ms)
+                        .expect("a fixed lease ends"),
                 });
                 acq.taken.push(lock);
                 acq.refused = false;
