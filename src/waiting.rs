@@ -192,8 +192,6 @@ pub(crate) async fn run<A: Attempts>(
         done: false,
     };
     let mut waiting_gauge = None;
-    // The last attempt said this waiter is first in line (see `Outcome::FirstInLine`).
-    let mut first_in_line = false;
     let mut step = acquiring.wait.start(now);
     loop {
         step = match step {
@@ -205,14 +203,8 @@ pub(crate) async fn run<A: Attempts>(
                 let now = inner.calls.clock.now();
                 let (tried, result) = match outcome {
                     Outcome::Granted(guard) => (Tried::Granted, Some(Ok(guard))),
-                    Outcome::Busy(within) => {
-                        first_in_line = false;
-                        (Tried::Busy { within }, None)
-                    }
-                    Outcome::FirstInLine(within) => {
-                        first_in_line = true;
-                        (Tried::Busy { within }, None)
-                    }
+                    Outcome::Busy(within) => (Tried::Busy { within }, None),
+                    Outcome::FirstInLine(within) => (Tried::FirstInLine { within }, None),
                     Outcome::Refused {
                         error,
                         claim_may_remain,
@@ -222,9 +214,6 @@ pub(crate) async fn run<A: Attempts>(
                         (Tried::Failed(failure), Some(Err(error)))
                     }
                 };
-                if let Some(listener) = &mut acquiring.listener {
-                    listener.set_first_in_line(first_in_line);
-                }
                 // The random number only feeds a pause: none is drawn for a grant (the hot
                 // path; drawing one costs a getrandom call).
                 let jitter = match tried {
@@ -232,6 +221,10 @@ pub(crate) async fn run<A: Attempts>(
                     _ => inner.calls.jitter(),
                 };
                 let next = acquiring.wait.attempted(now, tried, spinning, jitter);
+                // Which local waiter a release wakes first is the core's call.
+                if let Some(listener) = &mut acquiring.listener {
+                    listener.set_first_in_line(acquiring.wait.first_in_line());
+                }
                 if let WaitStep::Done(end) = &next {
                     acquiring.done = true;
                     return finish(&acquiring, end, result);
@@ -244,7 +237,7 @@ pub(crate) async fn run<A: Attempts>(
                     None => Listening::One(inner.hub.listen(channel)),
                 };
                 let listener = acquiring.listener.insert(listening);
-                listener.set_first_in_line(first_in_line);
+                listener.set_first_in_line(acquiring.wait.first_in_line());
                 if counted {
                     waiting_gauge.get_or_insert_with(crate::observe::Waiting::start);
                 }

@@ -18,7 +18,10 @@
 //! * **errors ridden out**: a waiter reports an error that is not permanent only after the
 //!   outage tolerance; a permanent one at once;
 //! * **no busy loop**: time passes between two attempts, but for one right after a
-//!   subscription.
+//!   subscription;
+//! * **first in line as told**: a waiter whose last refusal kept capacity for it (a
+//!   semaphore's reservation) asks to be woken before the other local waiters, and one
+//!   whose last refusal did not, does not (errors leave it as it was).
 //!
 //! The teeth plant defects in the real `Wait` (feature `planted-defects`) and require a
 //! counterexample. `CHECK_DEPTH` sets the bound (default 10).
@@ -61,8 +64,9 @@ fn policies() -> Vec<(&'static str, WaitPolicy)> {
     policies
 }
 
-/// What the world may answer an attempt with.
-fn attempt_results(policy: &WaitPolicy) -> Vec<Tried> {
+/// What the world may answer an attempt of `run` with.
+fn attempt_results(run: &Run) -> Vec<Tried> {
+    let policy = &run.policy;
     let mut results = vec![
         Tried::Granted,
         Tried::Busy { within: 0 },
@@ -80,6 +84,10 @@ fn attempt_results(policy: &WaitPolicy) -> Vec<Tried> {
             claim_may_remain: true,
         },
     ];
+    if run.name == "semaphore" {
+        // Only a semaphore's refusal keeps capacity for the waiter (its reservation).
+        results.push(Tried::FirstInLine { within: 7 });
+    }
     if policy.recheck.is_some() {
         // No TTL (the latch's "closed"): only the re-check bounds the wait.
         results.push(Tried::Busy {
@@ -109,6 +117,8 @@ struct Spec {
     attempts: u32,
     /// The last attempt's result (what a `Done` answers).
     last: Option<Tried>,
+    /// The last refusal kept capacity for this waiter (a release must wake it first).
+    first_in_line: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -135,6 +145,16 @@ fn check(run: &Run, state: &State, step: &WaitStep) -> Result<(), (&'static str,
     let policy = &run.policy;
     let single = run.wait == Some(0);
     let fail = |property, message: String| Err((property, message));
+    if state.wait.first_in_line() != spec.first_in_line {
+        return fail(
+            "first in line as told",
+            format!(
+                "the waiter says first in line {}, its last refusal {:?}",
+                state.wait.first_in_line(),
+                spec.last
+            ),
+        );
+    }
     let bound = |at: Millis| -> Result<(), (&'static str, String)> {
         if let Some(deadline) = run.deadline
             && at > deadline
@@ -201,7 +221,10 @@ fn check(run: &Run, state: &State, step: &WaitStep) -> Result<(), (&'static str,
                     false
                 }
                 WaitEnd::TimedOut { give_back, pass_on } => {
-                    if !matches!(spec.last, Some(Tried::Busy { .. }) | Some(Tried::Failed(_))) {
+                    if !matches!(
+                        spec.last,
+                        Some(Tried::Busy { .. } | Tried::FirstInLine { .. } | Tried::Failed(_))
+                    ) {
                         return fail("outcome", format!("timed out after {:?}", spec.last));
                     }
                     let over = run.deadline.is_some_and(|deadline| now >= deadline);
@@ -291,7 +314,8 @@ fn after_result(run: &Run, spec: &Spec, tried: &Tried, now: Millis, waits: bool)
             spec.claim = false;
             spec.wake_up = false;
         }
-        Tried::Busy { within } => {
+        Tried::Busy { within } | Tried::FirstInLine { within } => {
+            spec.first_in_line = matches!(tried, Tried::FirstInLine { .. });
             // The wake-up was used: someone else holds and will announce its release.
             spec.wake_up = false;
             spec.refused = true;
@@ -354,6 +378,9 @@ fn milestones_of(run: &Run, state: &State) -> Vec<&'static str> {
     if let WaitStep::Done(WaitEnd::Granted { pass_on: true }) = &state.step {
         reached.push("a grant that lets the next waiter look");
     }
+    if spec.first_in_line && matches!(state.step, WaitStep::Sleep { .. }) {
+        reached.push("a waiter asleep first in line");
+    }
     reached
 }
 
@@ -377,6 +404,9 @@ fn required(run: &Run) -> Vec<&'static str> {
     }
     if run.policy.shares && run.wait != Some(0) {
         required.push("a grant that lets the next waiter look");
+    }
+    if run.name == "semaphore" && run.wait != Some(0) {
+        required.push("a waiter asleep first in line");
     }
     required
 }
@@ -417,6 +447,7 @@ fn explore_states(run: &Run, depth: usize) -> (usize, Option<Violation>, HashSet
         attempted_at: None,
         attempts: 0,
         last: None,
+        first_in_line: false,
     };
     let start = State {
         wait,
@@ -501,7 +532,7 @@ fn successors(run: &Run, state: &State, spec: &Spec) -> Vec<(State, String)> {
     match &state.step {
         WaitStep::Attempt => {
             for took in [0, 2] {
-                for tried in attempt_results(&run.policy) {
+                for tried in attempt_results(run) {
                     let at = now + took;
                     let listening = state.wait.subscribed();
                     for spinning in [false, true] {

@@ -172,6 +172,13 @@ pub enum Tried {
         /// The bound on the wait, in ms.
         within: Millis,
     },
+    /// As [`Tried::Busy`], and the next free capacity is kept for this waiter (a
+    /// semaphore's reservation): a release must wake it before any other local waiter,
+    /// since a wake-up that reaches another one is wasted (it cannot take what is kept).
+    FirstInLine {
+        /// The bound on the wait, in ms.
+        within: Millis,
+    },
     /// No usable reply (what the attempt's own retries could not ride out).
     Failed(Failure),
     /// It can never be granted (not a lock, a refused upgrade, an impossible request).
@@ -254,6 +261,9 @@ pub struct Wait {
     in_flight: bool,
     /// When the current run of errors began.
     errors_since: Option<Millis>,
+    /// The last refusal kept the next free capacity for this waiter (see
+    /// [`Wait::first_in_line`]).
+    first_in_line: bool,
     errors: Backoff,
     spin: Backoff,
 }
@@ -273,9 +283,17 @@ impl Wait {
             claim: false,
             in_flight: false,
             errors_since: None,
+            first_in_line: false,
             errors: Backoff::RETRY,
             spin: Backoff::SPIN,
         }
+    }
+
+    /// Whether a release must wake this waiter before any other local one: its last
+    /// refusal ([`Tried::FirstInLine`]) kept the next free capacity for it. A plain
+    /// refusal ends that; an error leaves it as it was (the reservation outlives it).
+    pub fn first_in_line(&self) -> bool {
+        self.first_in_line
     }
 
     /// Whether the attempts wait (may queue or reserve): `false` for a single attempt.
@@ -344,7 +362,14 @@ impl Wait {
                     pass_on: self.policy.shares && self.subscribed,
                 })
             }
-            Tried::Busy { within } => self.refused(now, within, spinning, jitter),
+            Tried::Busy { within } => {
+                self.first_in_line = false;
+                self.refused(now, within, spinning, jitter)
+            }
+            Tried::FirstInLine { within } => {
+                self.first_in_line = true;
+                self.refused(now, within, spinning, jitter)
+            }
             Tried::Failed(failure) => self.failed(now, failure, jitter),
             Tried::Refused { claim_may_remain } => {
                 self.claim = self.policy.gives_back && claim_may_remain;
