@@ -1,7 +1,9 @@
 //! The semaphore's protocol checker: explores every interleaving of single and waiting
 //! acquisitions of 1 or 2 permits, give-backs, renewals, lost replies, `BUSY`/`LOADING`
-//! replies, expiry, a waiter's reservation, and a Redis restart that loses all data (and
-//! the size set again by an operator), up to a bound, with the library's own
+//! replies, expiry, a waiter's reservation, a Redis restart that loses all data (and the
+//! size set again by an operator), and late requests (a copy that timed out, or whose
+//! acquire its caller dropped, runs later, before the client's next request on its
+//! connection, or never), up to a bound, with the library's own
 //! `protocol::semaphore` calls and decoders, its `Resend`, `given_back`, `HoldState` and
 //! `Wait`, and the real `lua/sem_*.lua` (see `tests/protocol/semmodel.rs`), and checks the
 //! properties in every state.
@@ -216,6 +218,15 @@ fn describe(state: &State) -> String {
                 (true, false) => "",
             };
             out += &format!(" {id}x{n} until {}{note}", at(deadline as f64));
+        }
+        for stray in &client.strays {
+            let what = match &stray.sent {
+                semmodel::Sent::Acquire { id, n } => format!("acquire {id}x{n}"),
+                semmodel::Sent::Release { id, n, .. } => format!("give-back {id}x{n}"),
+                semmodel::Sent::Renew { holds } => format!("renewal of {}", holds.len()),
+            };
+            let whose = if stray.given_up { ", given up" } else { "" };
+            out += &format!(" [late {what}{whose}]");
         }
         let Some(flight) = &client.flight else {
             continue;

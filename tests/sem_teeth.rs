@@ -184,6 +184,60 @@ fn an_acquire_that_defaults_a_lost_size_is_caught() {
     assert!(replay.starts_with("sem: size 1, restart"), "{replay}");
 }
 
+/// A give-back of an abandoned acquire (`leaving`: the waiting loop's, with the
+/// reservation) that drops only the reservation, as if an acquire that did not get its
+/// grant could hold no permits: a copy of its attempt that ran unseen, or that is still on
+/// the connection and runs late, took permits that nobody gives back. In the earlier
+/// configurations a give-back that leaves finds no permits (a waiter between attempts was
+/// refused, and a restart took what its lost copies had taken): they pass at the default
+/// bound, and a configuration with late requests (an acquire dropped, or given up, while a
+/// copy of its attempt may still run) catches it, its trace with a stray. Not with late
+/// requests only: a copy that ran and lost its reply before the acquire was dropped (or
+/// gave up) leaves the same orphan: the same trace with `Run` before `Drop`.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_leave_that_keeps_the_permits_of_an_abandoned_acquire_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRelease,
+        "local held = n > 0 and redis.call('ZSCORE', permits, ARGV[1] .. ':1')",
+        "local held = n > 0 and ARGV[5] ~= '1' and redis.call('ZSCORE', permits, ARGV[1] .. ':1')",
+    );
+    let mut passed = Vec::new();
+    for config in semmodel::configs() {
+        let report = semmodel::explore(&config, scripts.clone(), 12, 3_000_000);
+        assert!(!report.truncated, "{}: state bound hit", config.name);
+        let Some((property, message, path)) = report.violation else {
+            passed.push(config.name);
+            continue;
+        };
+        let replay = format!("{}:{}", config.name, semmodel::path_text(&path));
+        println!("{property}: {message}; {replay}; passed before: {passed:?}");
+        assert_eq!(property, "no orphans, no garbage", "{message}; {replay}");
+        assert!(
+            config.timeouts > 0 || config.drops > 0,
+            "caught without late requests: {replay}"
+        );
+        let earlier = semmodel::configs().into_iter().take(passed.len());
+        assert!(earlier.into_iter().all(|c| c.timeouts == 0 && c.drops == 0));
+        // The trace: a stray of the abandoned acquire ran.
+        let world = semmodel::World::new(scripts.clone(), &config);
+        let mut state = semmodel::State::initial(&config, &world);
+        let mut strays = 0;
+        for &index in &path {
+            let step = state.steps(&world)[index as usize].clone();
+            strays += usize::from(matches!(step, semmodel::Step::ExecuteStray(_)));
+            println!("  {step:?}");
+            state.apply(&step, &world);
+        }
+        assert!(strays > 0, "no stray ran: {replay}");
+        return;
+    }
+    panic!("the checker found no counterexample (passed: {passed:?})");
+}
+
 /// Sanity: the real scripts pass at a small bound.
 #[test]
 #[cfg_attr(

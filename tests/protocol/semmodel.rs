@@ -13,19 +13,48 @@
 //! Assumptions (as the read-write lock's checker): one semaphore, one Redis, no client
 //! crash; the size is set by `lua/sem_set.lua` before anything else and never changed
 //! (shrinking takes no permit back, by design); the clock only moves when no call is
-//! waiting to execute (a request executes at its send time); a request whose reply was
-//! lost is re-sent as it was (same permit id, same first send time: one attempt is one
-//! `Resend` of the same call, as `held::SetAttempts::attempt_once` makes it), and the copy
-//! given up on never runs after the retry. A waiter between two attempts (the runtime
-//! `src/waiting.rs` driving the core's `protocol::wait::Wait`) either attempts again (the
-//! same call, a new `Resend`) or stops waiting (its wait ran out, or its caller dropped
-//! it), and then gives back what it may hold with its reservation, as the runtime does
-//! when `Wait` says `give_back`: `held::give_back(hold_too = true, leaving = true)`. Every
-//! lease is the watchdog's, and a renewal whose call fails is not re-sent (the next tick
-//! renews). In the default configurations an attempt's re-send never gives up (the
-//! model's faults run out long before its bound); the probes give up sooner, and then
-//! `held` reports the error and the attempt's `Wait` decides: a waiter that was refused
-//! before rides it out and attempts again, any other acquire ends and gives back.
+//! waiting to execute (a request executes at its send time, but a late one: see below); a
+//! request whose reply was lost is re-sent as it was (same permit id, same first send time:
+//! one attempt is one `Resend` of the same call, as `held::SetAttempts::attempt_once` makes
+//! it); a copy given up on (timed out before it ran) may still run late, but only before
+//! the client's next request (see "Late requests" below). A waiter between two attempts
+//! (the runtime `src/waiting.rs` driving the core's `protocol::wait::Wait`) either attempts
+//! again (the same call, a new `Resend`) or stops waiting (its wait ran out, or its caller
+//! dropped it), and then gives back what it may hold with its reservation, as the runtime
+//! does when `Wait` says `give_back`: `held::give_back(hold_too = true, leaving = true)`.
+//! Every lease is the watchdog's, and a renewal whose call fails is not re-sent (the next
+//! tick renews). In the default configurations but one an attempt's re-send never gives up
+//! (the model's faults run out long before its bound); the probes and one configuration
+//! with late requests (at the first failure) give up sooner, and then `held` reports the
+//! error and the attempt's `Wait` decides: a waiter that was refused before rides it out
+//! and attempts again, any other acquire ends and gives back.
+//!
+//! Late requests (configurations with `timeouts` or `drops`): a call sent and not yet run
+//! may get no reply within the response timeout (`TimeOut`: `Failure::TimedOut`), and a
+//! caller may drop its acquire while an attempt is in flight (`Drop`: the runtime's
+//! `Acquiring::drop`). Either way the copy on the wire is late (a *stray*): it may still
+//! run (`ExecuteStray`), or never (`DropStray`: its connection went away before Redis read
+//! it). Every semaphore call (attempts, give-backs, renewals) goes on the client's one
+//! multiplexed command connection (`Calls::run`; only the plain lock's acquires use the
+//! replica-acknowledgement connection), which a timeout does not drop, and a re-sent copy
+//! goes on it too: so a stray runs, if at all, before the client's next request on that
+//! connection reaches Redis (TCP keeps a connection's requests in order): before the
+//! re-sent copy of the same call, before the give-back of an attempt that gave up or was
+//! dropped, before a waiter's next attempt, before the next renewal. Strays of one client
+//! run in the order they were sent. Unlike a request on time, a stray may run after the
+//! clock moved (while its client sleeps between copies or attempts, or sends nothing): it
+//! is late (the plain lock's model keeps the clock still until a stray ran or was lost). A
+//! timed-out attempt or give-back goes on as its `Resend` decides (re-sent, or given up:
+//! then the attempt's `Wait` decides, as above); a timed-out renewal is not re-sent. A
+//! dropped acquire gives back (`give_back(hold_too = true, leaving = true)`, after the
+//! stray on the same connection) exactly when the core's `Wait::give_back_if_dropped` says
+//! so. A restart drops every stray with its connection. A configuration with late requests
+//! must see a stray acquire run after its client gave up (it leaves permits no guard will
+//! ever give back unless the library gives them back) and a stray release copy run (it must
+//! take out only its own permits). What Redis runs is then what a lost reply's copy could
+//! have run, but later; what is new is the client side: its decisions (give back or not,
+//! which send a grant is confirmed from, what a give-back reports) are taken while a copy
+//! it gave up on has not run yet.
 //!
 //! `BUSY`/`LOADING` (configurations with `busy`): a call sent and not yet run is refused
 //! with a transient state: it did not run; an attempt or a give-back is re-sent by its
@@ -110,7 +139,7 @@ const GARBAGE: &str = PROPERTIES[6];
 
 /// What each configuration must reach (else the run is vacuous), but those it lists as
 /// out of its reach.
-pub const MILESTONES: [&str; 13] = [
+pub const MILESTONES: [&str; 18] = [
     "a grant of 2 permits",
     "every permit out",
     "a retried acquire found its permits",
@@ -124,6 +153,11 @@ pub const MILESTONES: [&str; 13] = [
     "an attempt found no size after a restart and gave back",
     "permits granted anew while a restart's loss was still believed",
     "a renewal told a restart's loss",
+    "a stray acquire ran after its client gave up",
+    "a stray acquire took permits after its client gave up",
+    "a stray acquire ran before its re-sent copy",
+    "a stray release copy ran",
+    "a stray renewal ran",
 ];
 
 /// The milestones of the restart steps (out of reach without one).
@@ -132,6 +166,15 @@ pub const RESTART_MILESTONES: [&str; 4] = [
     MILESTONES[10],
     MILESTONES[11],
     MILESTONES[12],
+];
+
+/// The milestones of late requests (out of reach without `timeouts` and `drops`).
+pub const STRAY_MILESTONES: [&str; 5] = [
+    MILESTONES[13],
+    MILESTONES[14],
+    MILESTONES[15],
+    MILESTONES[16],
+    MILESTONES[17],
 ];
 
 pub use crate::lua::Scripts;
@@ -153,6 +196,10 @@ pub struct Config {
     pub renewals: u8,
     pub busy: u8,
     pub restarts: u8,
+    /// Late requests (see the header): calls that time out before they run, and acquires
+    /// their callers drop while an attempt is in flight.
+    pub timeouts: u8,
+    pub drops: u8,
     /// How long one attempt re-sends its call before it gives up (the library: three
     /// response timeouts); [`GIVE_UP_AFTER`] is beyond every configuration's clock.
     pub attempt_give_up: Millis,
@@ -343,6 +390,30 @@ impl InFlight {
         })
     }
 
+    /// What its call does (`None`: a waiter between attempts sends nothing).
+    fn sent(&self) -> Option<Sent> {
+        match &self.op {
+            Op::Acquire { request: r, .. } => Some(Sent::Acquire {
+                id: r.id.clone(),
+                n: r.n,
+            }),
+            Op::Release { id, n, leaving, .. } => Some(Sent::Release {
+                id: id.clone(),
+                n: *n,
+                leaving: *leaving,
+            }),
+            Op::Renew { items, order, .. } => Some(Sent::Renew {
+                holds: order.iter().map(|&i| items[i].hold.clone()).collect(),
+            }),
+            Op::Waiting { .. } => None,
+        }
+    }
+
+    /// Sent and not yet run (nor refused, nor timed out).
+    fn on_the_wire(&self) -> bool {
+        self.call.is_some() && self.ran.is_none() && !self.sleeping
+    }
+
     /// The acquisition this client attempts or gives up, if any: its id, its permits,
     /// and whether it is (or was, leaving) a waiter, which may hold a reservation.
     fn acquisition(&self) -> Option<(&Arc<str>, u32, bool)> {
@@ -356,11 +427,53 @@ impl InFlight {
     }
 }
 
+/// What a call on the wire does, for the checks of its run (a stray's call has no
+/// operation left to ask).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Sent {
+    Acquire {
+        id: Arc<str>,
+        n: u32,
+    },
+    Release {
+        id: Arc<str>,
+        n: u32,
+        leaving: bool,
+    },
+    /// The hold of each position of the call (`renew_call`'s order).
+    Renew {
+        holds: Vec<Arc<str>>,
+    },
+}
+
+impl Sent {
+    /// The acquisition whose permits (or reservation) the call may take or give back.
+    fn own(&self) -> Option<&Arc<str>> {
+        match self {
+            Sent::Acquire { id, .. } | Sent::Release { id, .. } => Some(id),
+            Sent::Renew { .. } => None,
+        }
+    }
+}
+
+/// A late request (see the header): a copy its client gave up on, still on the connection.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Stray {
+    pub call: Call,
+    pub sent: Sent,
+    /// The attempt it belongs to ended without a reply (its `Resend` gave up, or its caller
+    /// dropped the acquire): nothing of the client waits for it any more.
+    pub given_up: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {
     pub ids: RequestIds,
     pub guards: Vec<Guard>,
     pub flight: Option<InFlight>,
+    /// Late requests on the client's connection, oldest first: each runs, if at all,
+    /// before anything the client sends after it.
+    pub strays: Vec<Stray>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -374,6 +487,8 @@ pub struct State {
     pub renewals: u8,
     pub busy: u8,
     pub restarts: u8,
+    pub timeouts: u8,
+    pub drops: u8,
 }
 
 /// One step.
@@ -399,6 +514,25 @@ pub enum Step {
     Restart,
     /// An operator sets the size again after a restart (`sem_set.lua`, only if unset).
     SetSize,
+    /// A client's call sent and not yet run gets no reply within the response timeout:
+    /// the copy stays on the connection, a stray.
+    TimeOut(usize),
+    /// The caller drops an acquire whose attempt is in flight (a copy not yet run stays
+    /// on the connection, a stray).
+    Drop(usize),
+    /// A client's oldest stray runs (late, but before anything it sent after).
+    ExecuteStray(usize),
+    /// A client's oldest stray never runs (its connection went away).
+    DropStray(usize),
+}
+
+/// What a call's run did.
+struct Ran {
+    reply: Reply,
+    /// An acquire found its permits taken (by an earlier copy).
+    found: bool,
+    /// Its permits changed hands: an acquire took them, a give-back took some out.
+    changed: bool,
 }
 
 /// A violated property and what happened.
@@ -523,6 +657,7 @@ impl State {
             ids: RequestIds::new(format!("c{i}")),
             guards: Vec::new(),
             flight: None,
+            strays: Vec::new(),
         };
         State {
             ks,
@@ -534,6 +669,8 @@ impl State {
             renewals: config.renewals,
             busy: config.busy,
             restarts: config.restarts,
+            timeouts: config.timeouts,
+            drops: config.drops,
         }
     }
 
@@ -541,6 +678,19 @@ impl State {
         let mut steps = Vec::new();
         let mut waiting_to_run = false;
         for (c, client) in self.clients.iter().enumerate() {
+            let stray = !client.strays.is_empty();
+            if stray {
+                steps.push(Step::ExecuteStray(c));
+                steps.push(Step::DropStray(c));
+            }
+            if self.drops > 0
+                && let Some(InFlight {
+                    op: Op::Acquire { .. },
+                    ..
+                }) = &client.flight
+            {
+                steps.push(Step::Drop(c));
+            }
             match &client.flight {
                 None => {
                     if self.acquires > 0 {
@@ -564,9 +714,15 @@ impl State {
                 Some(InFlight { sleeping: true, .. }) => steps.push(Step::Resume(c)),
                 Some(InFlight { ran: None, .. }) => {
                     waiting_to_run = true;
-                    steps.push(Step::Run(c));
-                    if self.busy > 0 {
-                        steps.push(Step::Busy(c));
+                    // Its connection runs (or loses) the strays before it.
+                    if !stray {
+                        steps.push(Step::Run(c));
+                        if self.busy > 0 {
+                            steps.push(Step::Busy(c));
+                        }
+                        if self.timeouts > 0 {
+                            steps.push(Step::TimeOut(c));
+                        }
                     }
                 }
                 Some(InFlight { ran: Some(_), .. }) => {
@@ -678,6 +834,8 @@ impl State {
                 // A restart takes at least a millisecond.
                 self.now += 1;
                 for c in 0..self.clients.len() {
+                    // Its connection dropped: a stray never runs.
+                    self.clients[c].strays.clear();
                     for guard in &mut self.clients[c].guards {
                         guard.doomed = true;
                         guard.state.on_clock(self.now);
@@ -698,6 +856,79 @@ impl State {
                 if reply != unset {
                     fx.fail(GARBAGE, format!("the size set again: {reply:?}"));
                 }
+            }
+            Step::TimeOut(c) => {
+                self.timeouts -= 1;
+                let client = &mut self.clients[c];
+                let flight = client.flight.as_ref().expect("a call in flight");
+                let (call, sent) = (flight.call.clone(), flight.sent());
+                let (call, sent) = (call.expect("a call sent"), sent.expect("a call"));
+                let given_up = false;
+                client.strays.push(Stray {
+                    call,
+                    sent,
+                    given_up,
+                });
+                self.fail_call(c, Failure::TimedOut, world, &mut fx);
+            }
+            Step::Drop(c) => {
+                self.drops -= 1;
+                let client = &mut self.clients[c];
+                let flight = client.flight.take().expect("an acquire in flight");
+                if flight.on_the_wire() {
+                    let (call, sent) = (flight.call.clone(), flight.sent());
+                    let (call, sent) = (call.expect("a call sent"), sent.expect("a call"));
+                    let given_up = true;
+                    client.strays.push(Stray {
+                        call,
+                        sent,
+                        given_up,
+                    });
+                }
+                client.strays.iter_mut().for_each(|s| s.given_up = true);
+                let Op::Acquire { request, .. } = flight.op else {
+                    unreachable!("only an acquire is dropped")
+                };
+                // The runtime's `Acquiring::drop`: its waiting loop, with this attempt in
+                // flight, says whether to give back (in the background: on the same
+                // connection, after the stray).
+                if request.wait(now).give_back_if_dropped() {
+                    let (id, n) = (request.id, request.n);
+                    client.flight = Some(InFlight::give_back(id, n, true, keys, now));
+                }
+            }
+            Step::ExecuteStray(c) => {
+                let stray = self.clients[c].strays.remove(0);
+                // Nobody reads its reply.
+                let ran = self.execute(c, &stray.call, &stray.sent, world, &mut fx);
+                match &stray.sent {
+                    Sent::Acquire { .. } if !stray.given_up => {
+                        fx.reach("a stray acquire ran before its re-sent copy");
+                    }
+                    Sent::Acquire { .. } => {
+                        fx.reach("a stray acquire ran after its client gave up");
+                        if ran.changed {
+                            fx.reach("a stray acquire took permits after its client gave up");
+                        }
+                    }
+                    Sent::Release { id, .. } => {
+                        fx.reach("a stray release copy ran");
+                        // What its give-back reports must count the copies that ran late.
+                        if let Some(InFlight {
+                            op: Op::Release { id: current, .. },
+                            removed: flight_removed,
+                            ..
+                        }) = &mut self.clients[c].flight
+                            && current == id
+                        {
+                            *flight_removed |= ran.changed;
+                        }
+                    }
+                    Sent::Renew { .. } => fx.reach("a stray renewal ran"),
+                }
+            }
+            Step::DropStray(c) => {
+                self.clients[c].strays.remove(0);
             }
             Step::Resume(c) => {
                 let flight = self.clients[c].flight.as_mut().expect("a call in flight");
@@ -760,11 +991,10 @@ impl State {
                 else {
                     unreachable!("an attempt")
                 };
+                // Its copies still on the wire now run, if at all, after it gave up.
+                client.strays.iter_mut().for_each(|s| s.given_up = true);
                 request.sends.ended(Some(&gave_up));
-                let mut failure = gave_up.failure;
-                if gave_up.after_loss && !failure.may_have_run() {
-                    failure = Failure::Lost;
-                }
+                let failure = gave_up.failure.after_earlier_loss(gave_up.after_loss);
                 self.attempt_ended(c, request, Tried::Failed(failure), world, fx);
             }
             Some(other) => fx.fail(GARBAGE, format!("the re-send gave up: {other:?}")),
@@ -809,21 +1039,46 @@ impl State {
     }
 
     fn run(&mut self, c: usize, world: &World, fx: &mut Effects) {
-        let (keys, now) = (&world.keys, self.now);
-        let before = members(&self.ks, keys, now);
-        let resv_before = reservation(&self.ks, keys, now).unwrap_or(None);
-        let flight = self.clients[c].flight.clone().expect("a call in flight");
+        let flight = self.clients[c].flight.as_ref().expect("a call in flight");
         let call = flight.call.clone().expect("a call to run");
+        let sent = flight.sent().expect("a call");
         if flight.busied {
             fx.reach("a BUSY reply was re-sent and ran");
         }
-        let reply = world.run(&call, &mut self.ks, now);
+        let retried = flight.retried;
+        let ran = self.execute(c, &call, &sent, world, fx);
+        if let Sent::Acquire { .. } = sent
+            && ran.found
+            && retried
+        {
+            fx.reach("a retried acquire found its permits");
+        }
+        let flight = self.clients[c].flight.as_mut().expect("a call in flight");
+        if let Sent::Release { .. } = sent {
+            flight.removed |= ran.changed;
+        }
+        flight.ran = Some(ran.reply);
+    }
+
+    /// Runs `call` of client `c` (`sent`: what it does), in time or late, and checks what
+    /// it did to Redis against the reply it gave.
+    fn execute(
+        &mut self,
+        c: usize,
+        call: &Call,
+        sent: &Sent,
+        world: &World,
+        fx: &mut Effects,
+    ) -> Ran {
+        let (keys, now) = (&world.keys, self.now);
+        let before = members(&self.ks, keys, now);
+        let resv_before = reservation(&self.ks, keys, now).unwrap_or(None);
+        let reply = world.run(call, &mut self.ks, now);
         let after = members(&self.ks, keys, now);
         let resv_after = reservation(&self.ks, keys, now).unwrap_or(None);
-        let own = flight.acquisition().map(|(id, _, _)| id.clone());
-        let own = own.as_ref().map_or(&b""[..], |id| id.as_bytes());
+        let own = sent.own().map_or(&b""[..], |id| id.as_bytes());
         let is_own = |m: &[u8]| split_member(m).is_some_and(|(id, _)| id == own);
-        let releases = matches!(flight.op, Op::Release { .. });
+        let releases = matches!(sent, Sent::Release { .. });
         let what = format!("{:?} of client {c} ({})", call.script, show(own));
         // Nothing but an acquisition's own give-back takes a live permit out or shortens it.
         for (m, score) in live(&before, now) {
@@ -844,10 +1099,10 @@ impl State {
             fx.fail(OWN, format!("{what} ended {}'s reservation", show(waiter)));
         }
         // The checks that need what the run found, against the reply it gave.
-        let mut removed = false;
-        match &flight.op {
-            Op::Acquire { request, .. } => {
-                let first = member(&request.id, 1);
+        let (mut found, mut changed) = (false, false);
+        match sent {
+            Sent::Acquire { id, n } => {
+                let first = member(id, 1);
                 let existed = live(&before, now).any(|(m, _)| *m == first);
                 let own_set = |set: &BTreeMap<Vec<u8>, f64>| {
                     let mine = set.iter().filter(|(m, _)| is_own(m));
@@ -855,23 +1110,19 @@ impl State {
                         .collect::<Vec<_>>()
                 };
                 if existed && own_set(&before) != own_set(&after) {
-                    fx.fail(
-                        TWICE,
-                        format!("a copy of {} took its permits again", request.id),
-                    );
+                    fx.fail(TWICE, format!("a copy of {id} took its permits again"));
                 }
-                if existed && flight.retried {
-                    fx.reach("a retried acquire found its permits");
-                }
+                found = existed;
+                changed = !existed && after.contains_key(&first);
                 // Only a reservation stood between this attempt and enough free permits.
                 let used = live(&before, now).count() as u64;
                 let held_back = live_waiter(&resv_before, now).is_some_and(|w| w != own);
-                let fits = used + u64::from(request.n) <= world.config.size;
+                let fits = used + u64::from(*n) <= world.config.size;
                 if !after.contains_key(&first) && held_back && fits {
                     fx.reach("a reservation kept permits for a waiter");
                 }
             }
-            Op::Release { id, n, leaving, .. } => {
+            Sent::Release { id, n, leaving } => {
                 // Members taken out, live or not: `sem_release.lua` does not sweep expired
                 // permits first, so it gives back (and counts) one that expired unswept.
                 let gone = |m: &Vec<u8>| before.contains_key(m) && !after.contains_key(m);
@@ -882,17 +1133,16 @@ impl State {
                         format!("give-back of {id} said {reply:?}, took {taken}"),
                     );
                 }
-                removed = taken > 0;
+                changed = taken > 0;
                 let had = resv_before.as_ref().is_some_and(|r| *r.0 == **id);
                 if *leaving && had && resv_after.is_none() {
                     fx.reach("a waiter gave back its reservation");
                 }
             }
-            Op::Renew { items, order, .. } => match decode_renew(&reply, items.len()) {
+            Sent::Renew { holds } => match decode_renew(&reply, holds.len()) {
                 Err(err) => fx.fail(LOSSES, err),
                 Ok(status) => {
-                    for (position, status) in status.iter().enumerate() {
-                        let hold = &items[order[position]].hold;
+                    for (hold, status) in holds.iter().zip(status.iter()) {
                         let was_live = live(&before, now).any(|(m, _)| *m == member(hold, 1));
                         if (*status == Renewed::Gone) == was_live {
                             let was = if was_live { "live" } else { "gone" };
@@ -901,11 +1151,12 @@ impl State {
                     }
                 }
             },
-            Op::Waiting { .. } => unreachable!("a waiter has nothing to run"),
         }
-        let flight = self.clients[c].flight.as_mut().expect("a call in flight");
-        flight.removed |= removed;
-        flight.ran = Some(reply);
+        Ran {
+            reply,
+            found,
+            changed,
+        }
     }
 
     fn deliver(&mut self, c: usize, world: &World, fx: &mut Effects) {
@@ -1079,6 +1330,11 @@ impl State {
             if let Some((id, n, _)) = client.flight.as_ref().and_then(InFlight::acquisition) {
                 known.insert(id.as_bytes(), n);
             }
+            for stray in &client.strays {
+                if let Sent::Acquire { id, n } | Sent::Release { id, n, .. } = &stray.sent {
+                    known.insert(id.as_bytes(), *n);
+                }
+            }
         }
         let mut sets: BTreeMap<&[u8], Vec<(u32, f64)>> = BTreeMap::new();
         for (m, score) in &all {
@@ -1097,7 +1353,8 @@ impl State {
             }
         }
         // (6): with nothing in flight, every live permit is a guard's and no reservation
-        // is left; a live reservation is always a waiter's.
+        // is left; a live reservation is always a waiter's. A stray is not in flight: what
+        // it takes when it runs, nothing of its client will give back.
         let quiet = self.clients.iter().all(|c| c.flight.is_none());
         let guard_of = |id: &[u8]| {
             let mut guards = self.clients.iter().flat_map(|c| c.guards.iter());
@@ -1231,11 +1488,12 @@ pub fn path_text(path: &[u8]) -> String {
 
 /// The default configurations.
 pub fn configs() -> Vec<Config> {
-    let without_restarts_or_busy = || {
+    let restarts_or_busy = || {
         let mut out = RESTART_MILESTONES.to_vec();
         out.push("a BUSY reply was re-sent and ran");
         out
     };
+    let without_restarts_or_busy = || [restarts_or_busy(), STRAY_MILESTONES.to_vec()].concat();
     vec![
         Config {
             name: "sem: size 2, 1 or 2 permits, waiters, faults, expiry and renewal",
@@ -1248,6 +1506,8 @@ pub fn configs() -> Vec<Config> {
             renewals: 2,
             busy: 0,
             restarts: 0,
+            timeouts: 0,
+            drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: without_restarts_or_busy(),
         },
@@ -1262,6 +1522,8 @@ pub fn configs() -> Vec<Config> {
             renewals: 2,
             busy: 0,
             restarts: 0,
+            timeouts: 0,
+            drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: [vec!["a grant of 2 permits"], without_restarts_or_busy()].concat(),
         },
@@ -1276,8 +1538,10 @@ pub fn configs() -> Vec<Config> {
             renewals: 2,
             busy: 1,
             restarts: 1,
+            timeouts: 0,
+            drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: vec!["a grant of 2 permits"],
+            out_of_reach: [vec!["a grant of 2 permits"], STRAY_MILESTONES.to_vec()].concat(),
         },
         Config {
             name: "sem: size 2, 1 or 2 permits, restart with data loss, BUSY, a lost reply, expiry",
@@ -1290,8 +1554,54 @@ pub fn configs() -> Vec<Config> {
             renewals: 2,
             busy: 1,
             restarts: 1,
+            timeouts: 0,
+            drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: Vec::new(),
+            out_of_reach: STRAY_MILESTONES.to_vec(),
+        },
+        Config {
+            // An attempt gives up at its first timeout or lost reply (the library: after
+            // three response timeouts; scaled down so that one fault ends it): a waiter
+            // refused before rides it out, any other acquire gives back, after the stray.
+            // No attempt re-sends here: a retried copy is the other configuration's.
+            name: "sem: size 1, late requests: an attempt that gives up, a dropped acquire, renewal",
+            clients: 2,
+            size: 1,
+            requests: vec![(1, false), (1, true)],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 1,
+            busy: 0,
+            restarts: 0,
+            timeouts: 1,
+            drops: 1,
+            attempt_give_up: 0,
+            out_of_reach: [
+                vec![
+                    "a grant of 2 permits",
+                    "a retried acquire found its permits",
+                    "a stray acquire ran before its re-sent copy",
+                ],
+                restarts_or_busy(),
+            ]
+            .concat(),
+        },
+        Config {
+            name: "sem: size 2, 1 or 2 permits, late requests: re-sent after a timeout, a dropped acquire",
+            clients: 2,
+            size: 2,
+            requests: vec![(1, false), (2, true)],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 1,
+            busy: 0,
+            restarts: 0,
+            timeouts: 1,
+            drops: 1,
+            attempt_give_up: GIVE_UP_AFTER,
+            out_of_reach: restarts_or_busy(),
         },
     ]
 }
@@ -1317,6 +1627,8 @@ pub fn probes() -> Vec<Config> {
         renewals: 0,
         busy: 1,
         restarts: 0,
+        timeouts: 0,
+        drops: 0,
         attempt_give_up: 50,
         out_of_reach: MILESTONES.to_vec(),
     }]
