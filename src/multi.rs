@@ -296,7 +296,9 @@ impl MultiGuard {
     /// that had been lost), after trying every member.
     ///
     /// # Cancel safety
-    /// Not cancel-safe: members not yet released are released in the background.
+    /// Cancel-safe: every member is still given back exactly once (the one being released
+    /// finishes in the background, as every guard's release does; those not yet reached
+    /// are released in the background when dropped). Only the outcome is lost.
     pub async fn release(mut self) -> Result<()> {
         let guards = std::mem::take(&mut self.guards);
         let mut first_error = None;

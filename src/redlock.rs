@@ -567,7 +567,9 @@ impl RedGuard {
     /// while held; otherwise `Err(LockLost)` (the lock had been lost).
     ///
     /// # Cancel safety
-    /// Not cancel-safe: holds not yet released are released in the background.
+    /// Cancel-safe: every hold is still given back exactly once (each member's release
+    /// finishes in the background, as every guard's release does). Only the outcome is
+    /// lost.
     pub async fn release(mut self) -> Result<()> {
         let holds = std::mem::take(&mut self.holds);
         let outcomes = crate::join::join_all(
