@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     let mut failed = false;
     let mut reached = [false; MILESTONES.len()];
     println!("protocol checker: real lua/ scripts + redis_locks::protocol, depth {depth}");
-    for config in configs::all() {
+    for config in all_configs() {
         let t = Instant::now();
         let report = explore::explore(&config, Scripts::real(), depth, MAX_STATES);
         total += report.states;
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
         failed |= report.truncated;
         // Each configuration must reach its own milestones, so that none of them is
         // vacuous; a milestone reached in another configuration does not count.
-        for milestone in configs::must_reach(config.name) {
+        for milestone in must_reach(config.name) {
             let index = MILESTONES
                 .iter()
                 .position(|m| *m == milestone)
@@ -99,18 +99,36 @@ fn main() -> ExitCode {
             if failed { "see above" } else { "holds" }
         );
     }
-    for (milestone, hit) in MILESTONES.iter().zip(reached) {
+    for (i, (milestone, hit)) in MILESTONES.iter().zip(reached).enumerate() {
         println!(
             "  reached {milestone} (any configuration): {}",
             if hit { "yes" } else { "NO" }
         );
-        failed |= !hit;
+        // The overlapping ticks' milestones lie deeper than a debug build's bound.
+        failed |= !hit && (i < model::FIRST_OVERLAP_MILESTONE || depth >= RELEASE_DEPTH);
     }
     println!("time: {:.1?}", started.elapsed());
     if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// The default configurations, and the one in which a client's watchdog ticks overlap
+/// (`model::overlapping_ticks`; kept out of `configs::all`, which the teeth explore as
+/// "the other configurations": one tooth asserts that only this one catches its defect).
+fn all_configs() -> Vec<model::Config> {
+    let mut all = configs::all();
+    all.push(model::overlapping_ticks());
+    all
+}
+
+fn must_reach(name: &str) -> Vec<&'static str> {
+    if name == model::OVERLAPPING_TICKS {
+        model::overlapping_ticks_must_reach()
+    } else {
+        configs::must_reach(name)
     }
 }
 
@@ -129,7 +147,7 @@ fn replay_one(spec: &str) -> ExitCode {
         eprintln!("CHECK_REPLAY must be '<config name>:<steps>'");
         return ExitCode::FAILURE;
     };
-    let Some(config) = configs::by_name(name) else {
+    let Some(config) = all_configs().into_iter().find(|c| c.name == name) else {
         eprintln!("no configuration named {name:?}");
         return ExitCode::FAILURE;
     };

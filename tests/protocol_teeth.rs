@@ -243,4 +243,36 @@ mod rust_core {
     fn reconciliation_that_gives_up_early_is_caught() {
         expect_core(Defect::ReconcileGivesUpEarly, &["no orphans"]);
     }
+
+    /// A renewal reply that overwrites belief instead of only lengthening it: harmless
+    /// while a client's renewals are answered in the order they were sent, so only the
+    /// configuration in which two ticks of one client are in flight at once catches it
+    /// (an older tick's reply, answered after a newer one's, moves belief back below what
+    /// Redis keeps: the hold would be declared lost while it is healthy). The default
+    /// configurations explore their whole bound without finding it.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn an_older_renewal_reply_that_overwrites_belief_is_caught_only_with_overlapping_ticks() {
+        plant(Some(Defect::RenewalReplyOverwrites));
+        let config = model::overlapping_ticks();
+        let report = explore::explore(&config, Scripts::real(), DEFAULT_DEPTH, 3_000_000);
+        let elsewhere = counterexample(Scripts::real(), DEFAULT_DEPTH);
+        plant(None);
+        let (property, message, path) = report
+            .violation
+            .expect("the overlapping-ticks configuration found no counterexample");
+        println!(
+            "{property}: {message}; {}:{}",
+            config.name,
+            explore::path_text(&path)
+        );
+        assert_eq!(property, "losses are told", "{message}");
+        assert!(
+            elsewhere.is_none(),
+            "a default configuration caught it too: {elsewhere:?}"
+        );
+    }
 }

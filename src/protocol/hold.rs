@@ -212,7 +212,8 @@ impl HoldState {
     pub fn on_renewed(&mut self, sent_at: Millis, lease_ms: Millis) {
         let until = sent_at.saturating_add(lease_ms);
         let renews = self.renews() || planted::is(Defect::RenewalIgnoresMode);
-        if renews && until > self.confirmed_until {
+        let later = until > self.confirmed_until || planted::is(Defect::RenewalReplyOverwrites);
+        if renews && later {
             self.confirmed_until = until;
             self.lease_ms = lease_ms;
         }

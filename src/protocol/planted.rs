@@ -117,6 +117,11 @@ pub enum Defect {
     /// unreleased, its hold left to its lease although Redis would take it back if asked
     /// again.
     ReleaseGivesUpOnTransient,
+    // --- watchdog defects (tests/protocol_teeth.rs) go below this line ---
+    /// `HoldState::on_renewed` takes the confirmed deadline from whichever renewal reply
+    /// comes last, not the latest one confirmed: an older tick's late reply (two ticks in
+    /// flight at once) moves belief back, and a hold Redis keeps is declared lost.
+    RenewalReplyOverwrites,
 }
 
 #[cfg(feature = "planted-defects")]

@@ -9,9 +9,39 @@
 //!
 //! Time is in model milliseconds. A call is sent, then executed or lost or refused as
 //! busy; an executed call's reply is delivered or lost. The clock only moves when no call
-//! is waiting to execute, so a request executes at its send time (the client's lease
-//! estimate is then exact, the tightest case for "never two holders"); a reply may arrive
-//! any time later, or never.
+//! is waiting to execute (but see the watchdog's, below), so a request executes at its
+//! send time (the client's lease estimate is then exact, the tightest case for "never two
+//! holders"); a reply may arrive any time later, or never.
+//!
+//! The watchdog: a tick is due at every [`PERIOD`] while the client has an active hold; it
+//! sends one `renew.lua` call for all of them (client 0 with the keys declared, the others
+//! with the keys in ARGV: both layouts are checked), and its reply goes through the core's
+//! `decode_renew` and `HoldState::on_renewal`, as `watchdog::settle` does. As in the
+//! library (`watchdog::Watchdog::run`), up to [`timing::MAX_TICKS_IN_FLIGHT`] ticks of one
+//! client may be in flight at once: a due tick is sent only while fewer are, and is skipped
+//! otherwise. Each renewal has its own send time and is executed, lost, refused (BUSY) and
+//! answered independently of the others, in any order (each tick's calls are separate
+//! tasks, settled in whatever order they are polled, and a connection rebuilt between two
+//! ticks does not keep their order either).
+//!
+//! In every configuration but one, the clock does not move while a renewal is in flight,
+//! so a client's ticks never overlap there. In the configuration named
+//! [`OVERLAPPING_TICKS`] (`overlapping_ticks()`: two clients, one acquire each, one fault,
+//! one force-unlock; selected by its name, as `Config` is spelled out by files this one
+//! does not own), the clock moves while renewals are in flight: a renewal may run later
+//! than it was sent, two may be in flight at once, and an older one may be answered after
+//! a newer one, or lost while the newer one is answered. One that outlives the renewal
+//! call timeout (`timing::renewal_call_timeout`, one period here) is given up when the
+//! clock passes it: its reply is not read, and a request of it that had not run never
+//! runs (not modelled: a given-up renewal running later, which only lengthens an expiry
+//! that nobody believes in). Allowing overlap everywhere would multiply the state space
+//! well past the budget; the configuration is about 0.3 M states.
+//!
+//! Besides the properties of [`PROPERTIES`], checked in every state: a hold's belief never
+//! drops below what its client was told (its grants, each renewal reply that found it
+//! current while a watchdog guard was there), short of a re-arm at a partial release; else
+//! a hold Redis keeps would be declared lost (reported as "losses are told": a loss told
+//! that is not one). Only overlapping ticks can break it: an older tick's late reply.
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
@@ -70,13 +100,49 @@ pub struct Config {
 }
 
 /// Things the checker must see at least once, so that the model is not vacuous.
-pub const MILESTONES: [&str; 5] = [
+pub const MILESTONES: [&str; 9] = [
     "hand-off to another owner",
     "nested release",
     "retried release",
     "reconciled orphan",
     "loss told",
+    "two renewals of one client in flight at once",
+    "an older renewal's reply arrived after a newer one's",
+    "a renewal failed while another of its client was in flight",
+    "two renewals of one client executed before either was answered",
 ];
+
+/// The first of the milestones that only [`OVERLAPPING_TICKS`] reaches (at depth 11 and
+/// more: a debug build's smaller bound does not get there).
+pub const FIRST_OVERLAP_MILESTONE: usize = 5;
+
+/// The name of the one configuration in which the clock moves while renewals are in
+/// flight, so that a client's ticks overlap (see the header).
+pub const OVERLAPPING_TICKS: &str = "overlapping watchdog ticks";
+
+/// The configuration in which a client's watchdog ticks overlap: two clients (owners),
+/// one acquire each (so one client with a hold at a time, the other trying to take it),
+/// one fault, one force-unlock (a renewal that ran before it and one that runs after it
+/// in flight at once).
+pub fn overlapping_ticks() -> Config {
+    Config {
+        name: OVERLAPPING_TICKS,
+        owners: vec!["a", "b"],
+        acquires: 1,
+        fenced: false,
+        faults: 1,
+        restarts: 0,
+        force_unlocks: 1,
+        advances: 4,
+    }
+}
+
+/// The milestones the overlapping configuration must reach at the default bound.
+pub fn overlapping_ticks_must_reach() -> Vec<&'static str> {
+    let mut must = vec![MILESTONES[4]];
+    must.extend_from_slice(&MILESTONES[FIRST_OVERLAP_MILESTONE..]);
+    must
+}
 
 /// One step of the world.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -93,7 +159,9 @@ pub enum Step {
     Reconcile { client: usize },
     /// A client's watchdog sends its tick.
     Tick { client: usize },
-    /// Redis executes a client's sent call (`renewal`: the watchdog's call).
+    /// Redis executes a client's sent call (`renewal`: the watchdog's call; in this and
+    /// the next four steps, the client's oldest renewal in flight; a newer one's steps are
+    /// [`Step::NewerRenewal`]).
     Execute { client: usize, renewal: bool },
     /// A sent call never reaches Redis.
     LoseRequest { client: usize, renewal: bool },
@@ -103,6 +171,13 @@ pub enum Step {
     Deliver { client: usize, renewal: bool },
     /// An executed call's reply is lost (or arrives after the client gave up).
     LoseReply { client: usize, renewal: bool },
+    /// What happens to a client's renewal that is not its oldest one in flight (`index`
+    /// in the order they were sent, from 1).
+    NewerRenewal {
+        client: usize,
+        index: usize,
+        fate: Fate,
+    },
     /// A client's call (sent or executed) gets no reply within the response timeout.
     TimeOut { client: usize },
     /// A request the client gave up on runs after all (late, but before the client's
@@ -118,6 +193,17 @@ pub enum Step {
     Advance,
 }
 
+/// What happens to a renewal in flight: the steps `Execute`, `LoseRequest`, `Busy`,
+/// `Deliver` and `LoseReply` of one renewal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fate {
+    Execute,
+    LoseRequest,
+    Busy,
+    Deliver,
+    LoseReply,
+}
+
 impl Step {
     fn is_fault(&self) -> bool {
         matches!(
@@ -126,7 +212,63 @@ impl Step {
                 | Step::Busy { .. }
                 | Step::LoseReply { .. }
                 | Step::TimeOut { .. }
+                | Step::NewerRenewal {
+                    fate: Fate::LoseRequest | Fate::Busy | Fate::LoseReply,
+                    ..
+                }
         )
+    }
+
+    /// A renewal's step: (client, index in its renewals in flight, what happens).
+    fn renewal(&self) -> Option<(usize, usize, Fate)> {
+        match *self {
+            Step::Execute {
+                client,
+                renewal: true,
+            } => Some((client, 0, Fate::Execute)),
+            Step::LoseRequest {
+                client,
+                renewal: true,
+            } => Some((client, 0, Fate::LoseRequest)),
+            Step::Busy {
+                client,
+                renewal: true,
+            } => Some((client, 0, Fate::Busy)),
+            Step::Deliver {
+                client,
+                renewal: true,
+            } => Some((client, 0, Fate::Deliver)),
+            Step::LoseReply {
+                client,
+                renewal: true,
+            } => Some((client, 0, Fate::LoseReply)),
+            Step::NewerRenewal {
+                client,
+                index,
+                fate,
+            } => Some((client, index, fate)),
+            _ => None,
+        }
+    }
+
+    /// The step of `fate` for a client's operation (`renewal` none) or for its renewal
+    /// at that index of those in flight.
+    fn of_flight(client: usize, renewal: Option<usize>, fate: Fate) -> Step {
+        if let Some(index @ 1..) = renewal {
+            return Step::NewerRenewal {
+                client,
+                index,
+                fate,
+            };
+        }
+        let renewal = renewal.is_some();
+        match fate {
+            Fate::Execute => Step::Execute { client, renewal },
+            Fate::LoseRequest => Step::LoseRequest { client, renewal },
+            Fate::Busy => Step::Busy { client, renewal },
+            Fate::Deliver => Step::Deliver { client, renewal },
+            Fate::LoseReply => Step::LoseReply { client, renewal },
+        }
     }
 }
 
@@ -224,6 +366,11 @@ struct Renewal {
     items: Vec<RenewItem>,
     sent_at: Millis,
     flight: Flight,
+    /// Holds (by state index) first seen gone after this renewal had run: its reply
+    /// cannot know.
+    blind: Vec<usize>,
+    /// A newer renewal of the client was answered before this one.
+    overtaken: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -235,12 +382,19 @@ struct Client {
     current: Option<usize>,
     guards: Vec<Guard>,
     op: Option<Op>,
-    renewal: Option<Renewal>,
+    /// The watchdog's ticks in flight, oldest first (at most
+    /// `timing::MAX_TICKS_IN_FLIGHT`).
+    renewals: Vec<Renewal>,
     tick_due: bool,
     acquires_left: u8,
-    /// Holds (by state index) seen gone from Redis while still active, and whether the
-    /// renewal then in flight had already run (its reply cannot know yet).
-    gone_since: Vec<(usize, bool)>,
+    /// Holds (by state index) seen gone from Redis while still active (each renewal that
+    /// had already run then is blind to it).
+    gone_since: Vec<usize>,
+    /// For each hold state: the deadline that what it was told confirms (its grants and
+    /// joins, each renewal reply that found it current while a watchdog guard was there),
+    /// lowered only by a re-arm at a partial release. Belief must never drop below it:
+    /// the hold would be declared lost while Redis keeps it.
+    kept: Vec<Millis>,
     /// A request the client gave up on (timed out before Redis ran it) that may still
     /// run: on the client's one connection it runs, if at all, before the client's next
     /// request (TCP keeps a connection's requests in order), at any point until then.
@@ -269,6 +423,8 @@ pub struct State {
     highest_token: u64,
     last_fresh_owner: Option<Arc<str>>,
     fenced: bool,
+    /// Whether the clock moves while renewals are in flight ([`OVERLAPPING_TICKS`]).
+    ticks_overlap: bool,
 }
 
 /// What a step did that the checker reports on.
@@ -341,10 +497,11 @@ impl State {
                 current: None,
                 guards: Vec::new(),
                 op: None,
-                renewal: None,
+                renewals: Vec::new(),
                 tick_due: false,
                 acquires_left: config.acquires,
                 gone_since: Vec::new(),
+                kept: Vec::new(),
                 stray: None,
             })
             .collect();
@@ -362,10 +519,12 @@ impl State {
             highest_token: 0,
             last_fresh_owner: None,
             fenced: config.fenced,
+            ticks_overlap: config.name == OVERLAPPING_TICKS,
         }
     }
 
-    fn any_sent(&self) -> bool {
+    /// Whether any call waits to execute (`renewals`: counting the watchdog's).
+    fn any_sent(&self, renewals: bool) -> bool {
         self.clients.iter().any(|c| {
             c.stray.is_some()
                 || matches!(
@@ -375,28 +534,27 @@ impl State {
                         ..
                     })
                 )
-                || matches!(
-                    c.renewal,
-                    Some(Renewal {
-                        flight: Flight::Sent(_),
-                        ..
-                    })
-                )
+                || (renewals
+                    && c.renewals
+                        .iter()
+                        .any(|r| matches!(r.flight, Flight::Sent(_))))
         })
     }
 
-    /// Whether any call is in flight at all. The clock moves only then: a reply that
-    /// would come later than the client's response timeout is a lost reply.
+    /// Whether any call is in flight at all (the watchdog's only where ticks do not
+    /// overlap). The clock moves only when none is: a reply that would come later than
+    /// the client's response timeout is a lost reply.
     fn any_flight(&self) -> bool {
         self.clients
             .iter()
-            .any(|c| c.op.is_some() || c.renewal.is_some())
+            .any(|c| c.op.is_some() || (!self.ticks_overlap && !c.renewals.is_empty()))
     }
 
+    /// The flight of a client's operation, or of its oldest renewal.
     fn flight(&self, client: usize, renewal: bool) -> Option<&Flight> {
         let c = &self.clients[client];
         if renewal {
-            c.renewal.as_ref().map(|r| &r.flight)
+            c.renewals.first().map(|r| &r.flight)
         } else {
             c.op.as_ref().map(|o| &o.flight)
         }
@@ -435,38 +593,46 @@ impl State {
                     steps.push(Step::Reconcile { client: i });
                 }
             }
-            if c.renewal.is_none() && c.tick_due {
+            // As the watchdog: a due tick is sent only while fewer than the maximum of
+            // ticks are in flight (else it is skipped when the clock moves on).
+            if c.tick_due && c.renewals.len() < timing::MAX_TICKS_IN_FLIGHT {
                 steps.push(Step::Tick { client: i });
             }
             if c.stray.is_some() {
                 steps.push(Step::ExecuteStray { client: i });
                 steps.push(Step::DropStray { client: i });
             }
-            for renewal in [false, true] {
-                match self.flight(i, renewal) {
+            let flights = c.op.iter().map(|o| (None, &o.flight)).chain(
+                c.renewals
+                    .iter()
+                    .enumerate()
+                    .map(|(r, x)| (Some(r), &x.flight)),
+            );
+            for (index, flight) in flights {
+                let step = |fate: Fate| Step::of_flight(i, index, fate);
+                match flight {
                     // Its connection runs a stray request first.
-                    Some(Flight::Sent(_)) if c.stray.is_some() => {}
-                    Some(Flight::Sent(_)) => {
-                        steps.push(Step::Execute { client: i, renewal });
+                    Flight::Sent(_) if c.stray.is_some() => {}
+                    Flight::Sent(_) => {
+                        steps.push(step(Fate::Execute));
                         if self.faults_left > 0 {
-                            steps.push(Step::LoseRequest { client: i, renewal });
-                            steps.push(Step::Busy { client: i, renewal });
+                            steps.push(step(Fate::LoseRequest));
+                            steps.push(step(Fate::Busy));
                         }
                     }
-                    Some(Flight::Executed(_)) => {
-                        steps.push(Step::Deliver { client: i, renewal });
+                    Flight::Executed(_) => {
+                        steps.push(step(Fate::Deliver));
                         if self.faults_left > 0 {
-                            steps.push(Step::LoseReply { client: i, renewal });
+                            steps.push(step(Fate::LoseReply));
                         }
                     }
-                    None => {}
                 }
             }
             if self.faults_left > 0 && c.op.is_some() {
                 steps.push(Step::TimeOut { client: i });
             }
         }
-        let quiet = !self.any_sent();
+        let quiet = !self.any_sent(true);
         if self.force_left > 0 && quiet {
             steps.push(Step::ForceUnlock);
         }
@@ -475,8 +641,11 @@ impl State {
         }
         if self.advances_left > 0
             && !self.any_flight()
-            && !self.any_sent()
-            && !self.clients.iter().any(|c| c.tick_due)
+            && !self.any_sent(!self.ticks_overlap)
+            && !self
+                .clients
+                .iter()
+                .any(|c| c.tick_due && c.renewals.len() < timing::MAX_TICKS_IN_FLIGHT)
         {
             steps.push(Step::Advance);
         }
@@ -488,6 +657,10 @@ impl State {
         let mut fx = Effects::default();
         if step.is_fault() {
             self.faults_left -= 1;
+        }
+        if let Some((client, index, fate)) = step.renewal() {
+            self.renewal_step(client, index, fate, world, &mut fx);
+            return self.after_step(fx);
         }
         match *step {
             Step::Acquire { client, watchdog } => {
@@ -503,15 +676,15 @@ impl State {
                 let round = ReconcileRound::new(world.keys.clone());
                 self.drive(client, OpKind::Reconcile { round }, Event::Start, &mut fx);
             }
-            Step::Tick { client } => self.start_tick(client),
-            Step::Execute { client, renewal } => self.execute(client, renewal, world, &mut fx),
-            Step::LoseRequest { client, renewal } | Step::Busy { client, renewal } => {
+            Step::Tick { client } => self.start_tick(client, &mut fx),
+            Step::Execute { client, .. } => self.execute(client, world, &mut fx),
+            Step::LoseRequest { client, .. } | Step::Busy { client, .. } => {
                 let failure = if matches!(step, Step::Busy { .. }) {
                     Failure::Transient("BUSY".into())
                 } else {
                     Failure::Lost
                 };
-                self.fail(client, renewal, failure, &mut fx);
+                self.fail(client, failure, &mut fx);
             }
             Step::TimeOut { client } => {
                 if let Some(Op {
@@ -521,7 +694,7 @@ impl State {
                 {
                     self.clients[client].stray = Some(call.clone());
                 }
-                self.fail(client, false, Failure::TimedOut, &mut fx);
+                self.fail(client, Failure::TimedOut, &mut fx);
             }
             Step::ExecuteStray { client } => {
                 if let Some(call) = self.clients[client].stray.take() {
@@ -531,19 +704,15 @@ impl State {
             Step::DropStray { client } => {
                 self.clients[client].stray = None;
             }
-            Step::Deliver { client, renewal } => {
-                let reply = match self.flight(client, renewal) {
+            Step::Deliver { client, .. } => {
+                let reply = match self.flight(client, false) {
                     Some(Flight::Executed(reply)) => reply.clone(),
                     _ => return fx,
                 };
-                if renewal {
-                    self.on_renew_reply(client, reply, &mut fx);
-                } else {
-                    self.on_reply(client, reply, &mut fx);
-                }
+                self.on_reply(client, reply, &mut fx);
             }
-            Step::LoseReply { client, renewal } => {
-                self.fail(client, renewal, Failure::Lost, &mut fx);
+            Step::LoseReply { client, .. } => {
+                self.fail(client, Failure::Lost, &mut fx);
             }
             Step::ForceUnlock => {
                 self.force_left -= 1;
@@ -561,18 +730,28 @@ impl State {
                 self.ks.flush_all();
                 self.now += 1;
             }
+            Step::NewerRenewal { .. } => {}
             Step::Advance => {
                 self.advances_left -= 1;
                 self.now = self.next_event();
                 self.ks.expire(self.now);
-                if self.now.is_multiple_of(PERIOD) {
-                    for c in &mut self.clients {
-                        c.tick_due = c.states.iter().any(HoldState::is_active);
-                    }
+                let now = self.now;
+                let timeout = timing::renewal_call_timeout(STEP, LEASE);
+                let boundary = now.is_multiple_of(PERIOD);
+                for c in &mut self.clients {
+                    // A renewal call that took longer than its timeout is given up: its
+                    // reply, if any, is not read.
+                    c.renewals.retain(|r| now - r.sent_at <= timeout);
+                    // A tick due and not sent (too many in flight) was skipped.
+                    c.tick_due = boundary && c.states.iter().any(HoldState::is_active);
                 }
                 self.clock_all(&mut fx);
             }
         }
+        self.after_step(fx)
+    }
+
+    fn after_step(&mut self, mut fx: Effects) -> Effects {
         // The watchdog declares overdue holds lost as soon as their deadline passes.
         self.clock_all(&mut fx);
         self.ks.published.clear();
@@ -667,6 +846,8 @@ impl State {
         let give_up_at = timing::release_give_up_at(&c.states[state], now, STEP);
         if !c.states[state].leave(watchdog, fixed_end) {
             g.rearm = c.states[state].prepare_rearm(now, LEASE);
+            // A re-arm may shorten the expiry: what was confirmed before no longer holds.
+            c.kept[state] = c.kept[state].min(c.states[state].deadline());
         }
         let flow = ReleaseFlow::new(
             world.keys.clone(),
@@ -780,7 +961,7 @@ impl State {
         }
     }
 
-    fn start_tick(&mut self, client: usize) {
+    fn start_tick(&mut self, client: usize, fx: &mut Effects) {
         let now = self.now;
         let c = &mut self.clients[client];
         c.tick_due = false;
@@ -804,27 +985,78 @@ impl State {
         } else {
             renew_call_on_node(LEASE, items)
         };
-        c.renewal = Some(Renewal {
+        c.renewals.push(Renewal {
             items,
             sent_at: now,
             flight: Flight::Sent(call),
+            blind: Vec::new(),
+            overtaken: false,
         });
+        if c.renewals.len() > 1 {
+            fx.milestones.push(5);
+        }
     }
 
-    fn execute(&mut self, client: usize, renewal: bool, world: &World, fx: &mut Effects) {
-        let call = match self.flight(client, renewal) {
+    fn execute(&mut self, client: usize, world: &World, fx: &mut Effects) {
+        let call = match self.flight(client, false) {
             Some(Flight::Sent(call)) => call.clone(),
             _ => return,
         };
         let reply = self.run_call(&call, world, fx);
-        let flight = Flight::Executed(reply);
-        let c = &mut self.clients[client];
-        if renewal {
-            if let Some(r) = c.renewal.as_mut() {
-                r.flight = flight;
+        if let Some(o) = self.clients[client].op.as_mut() {
+            o.flight = Flight::Executed(reply);
+        }
+    }
+
+    /// One step of the client's renewal at `index` (in send order) of those in flight.
+    fn renewal_step(
+        &mut self,
+        client: usize,
+        index: usize,
+        fate: Fate,
+        world: &World,
+        fx: &mut Effects,
+    ) {
+        let Some(renewal) = self.clients[client].renewals.get(index) else {
+            return;
+        };
+        match (fate, &renewal.flight) {
+            (Fate::Execute, Flight::Sent(call)) => {
+                let call = call.clone();
+                let reply = self.run_call(&call, world, fx);
+                let renewals = &mut self.clients[client].renewals;
+                renewals[index].flight = Flight::Executed(reply);
+                if renewals.len() > 1
+                    && renewals
+                        .iter()
+                        .all(|r| matches!(r.flight, Flight::Executed(_)))
+                {
+                    fx.milestones.push(8);
+                }
             }
-        } else if let Some(o) = c.op.as_mut() {
-            o.flight = flight;
+            (Fate::Deliver, Flight::Executed(reply)) => {
+                let reply = reply.clone();
+                let c = &mut self.clients[client];
+                let renewal = c.renewals.remove(index);
+                // Every older one still in flight is answered after this one, if at all.
+                for older in &mut c.renewals[..index] {
+                    older.overtaken = true;
+                }
+                if renewal.overtaken {
+                    fx.milestones.push(6);
+                }
+                self.on_renew_reply(client, renewal, reply, fx);
+            }
+            (Fate::LoseRequest | Fate::Busy, Flight::Sent(_))
+            | (Fate::LoseReply, Flight::Executed(_)) => {
+                // A failed renewal confirms nothing; the clock will tell.
+                let c = &mut self.clients[client];
+                c.renewals.remove(index);
+                if !c.renewals.is_empty() {
+                    fx.milestones.push(7);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -883,12 +1115,7 @@ impl State {
         reply
     }
 
-    fn fail(&mut self, client: usize, renewal: bool, failure: Failure, fx: &mut Effects) {
-        if renewal {
-            // A failed renewal confirms nothing; the clock will tell.
-            self.clients[client].renewal = None;
-            return;
-        }
+    fn fail(&mut self, client: usize, failure: Failure, fx: &mut Effects) {
         let Some(op) = self.clients[client].op.take() else {
             return;
         };
@@ -917,6 +1144,7 @@ impl State {
         let state = match c.current {
             Some(i) if c.states[i].joining(&granted.hold) == Joining::Join => {
                 c.states[i].join(sent_at, lease, watchdog);
+                c.kept[i] = c.kept[i].max(c.states[i].deadline());
                 i
             }
             current => {
@@ -932,6 +1160,7 @@ impl State {
                     lease,
                     watchdog,
                 ));
+                c.kept.push(c.states[c.states.len() - 1].deadline());
                 c.current = Some(c.states.len() - 1);
                 c.states.len() - 1
             }
@@ -1034,11 +1263,8 @@ impl State {
         }
     }
 
-    fn on_renew_reply(&mut self, client: usize, reply: Reply, fx: &mut Effects) {
+    fn on_renew_reply(&mut self, client: usize, renewal: Renewal, reply: Reply, fx: &mut Effects) {
         let now = self.now;
-        let Some(renewal) = self.clients[client].renewal.take() else {
-            return;
-        };
         let status = match decode_renew(&reply, renewal.items.len()) {
             Ok(status) => status,
             Err(err) => {
@@ -1048,9 +1274,10 @@ impl State {
         };
         let c = &mut self.clients[client];
         for (item, status) in renewal.items.iter().zip(status) {
-            let Some(state) = c.states.iter_mut().find(|s| s.hold() == &item.hold) else {
+            let Some(i) = c.states.iter().position(|s| s.hold() == &item.hold) else {
                 continue;
             };
+            let state = &mut c.states[i];
             if status == Renewed::Elsewhere {
                 // One node holds the whole model keyspace: nothing is ever elsewhere.
                 fx.violation = Some(("losses are told", "a renewal found a lock elsewhere".into()));
@@ -1062,13 +1289,20 @@ impl State {
                     Self::told(&self.ks, now, state, fx);
                 }
             } else {
+                // What the reply confirms: the lease from its send time, if it lengthened
+                // it and a watchdog guard is still there (a release since may have
+                // re-armed the expiry shorter for the fixed-lease guards left).
+                if item.renew && state.renews() {
+                    let confirmed = renewal.sent_at + LEASE - drift(LEASE);
+                    c.kept[i] = c.kept[i].max(confirmed);
+                }
                 state.on_renewal(item.renew, renewal.sent_at, LEASE);
             }
         }
         // "Losses are told": after a renewal round trip, no active hold of this client that
         // was gone when the renewal ran may still believe it holds.
-        for (i, ran_before) in c.gone_since.clone() {
-            if !ran_before
+        for &i in &c.gone_since {
+            if !renewal.blind.contains(&i)
                 && c.states[i].is_active()
                 && renewal
                     .items
@@ -1084,10 +1318,6 @@ impl State {
                     ),
                 ));
             }
-        }
-        // The next renewal will have run after the loss.
-        for entry in &mut c.gone_since {
-            entry.1 = false;
         }
     }
 
@@ -1108,21 +1338,19 @@ impl State {
         let current = self.current_hold();
         // Track when active holds were first seen gone.
         for c in &mut self.clients {
-            let renewal_ran = matches!(
-                c.renewal,
-                Some(Renewal {
-                    flight: Flight::Executed(_),
-                    ..
-                })
-            );
             for (i, state) in c.states.iter().enumerate() {
                 let is_current = current.as_ref().is_some_and(|(h, _)| h == state.hold());
-                let tracked = c.gone_since.iter().any(|(j, _)| *j == i);
-                if state.is_active() && !is_current && !tracked {
-                    c.gone_since.push((i, renewal_ran));
+                if state.is_active() && !is_current && !c.gone_since.contains(&i) {
+                    c.gone_since.push(i);
+                    // The renewals that already ran cannot know.
+                    for r in &mut c.renewals {
+                        if matches!(r.flight, Flight::Executed(_)) {
+                            r.blind.push(i);
+                        }
+                    }
                 }
             }
-            c.gone_since.retain(|(i, _)| c.states[*i].is_active());
+            c.gone_since.retain(|i| c.states[*i].is_active());
         }
 
         // Never two holders: guards that believe they hold (not released, not told lost,
@@ -1209,6 +1437,24 @@ impl State {
                         format!(
                             "client {ci}: hold {} past its deadline, not lost",
                             state.hold()
+                        ),
+                    ));
+                }
+            }
+        }
+        // ... and only losses are told: belief never drops below what the client was told
+        // (a renewal reply confirmed, a grant), short of a re-arm: else the hold is
+        // declared lost (LeaseExpiredUnconfirmed) while Redis keeps it for it. With ticks
+        // in flight at once, this is what an older tick's late reply must not undo.
+        for (ci, c) in self.clients.iter().enumerate() {
+            for (state, kept) in c.states.iter().zip(&c.kept) {
+                if state.is_active() && state.deadline() < *kept {
+                    return Some((
+                        "losses are told",
+                        format!(
+                            "client {ci}: hold {} believed until t={}, but it was confirmed until t={kept}: it would be declared lost while Redis keeps it",
+                            state.hold(),
+                            state.deadline()
                         ),
                     ));
                 }
@@ -1311,8 +1557,13 @@ impl State {
             if let Some(op) = &c.op {
                 let _ = write!(out, " [in flight: {}]", flight_text(&op.flight));
             }
-            if let Some(r) = &c.renewal {
-                let _ = write!(out, " [renewal: {}]", flight_text(&r.flight));
+            for r in &c.renewals {
+                let _ = write!(
+                    out,
+                    " [renewal sent t={}: {}]",
+                    r.sent_at,
+                    flight_text(&r.flight)
+                );
             }
         }
         out
