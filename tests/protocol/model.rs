@@ -48,12 +48,12 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use redis_locks::protocol::acquire::{AcquireRequest, Granted};
+use redis_locks::protocol::acquire::{self, AcquireRequest, Granted};
 use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
 use redis_locks::protocol::hold::{HoldState, Joining, Rearm, drift};
 use redis_locks::protocol::lane::Lane;
 use redis_locks::protocol::release::{
-    Found, ReleaseFlow, ReleaseOp, ReleaseOutcome, ReleaseResult, Told, told,
+    self, Found, ReleaseFlow, ReleaseOp, ReleaseOutcome, ReleaseResult, Told, told,
 };
 use redis_locks::protocol::renew::{
     RenewItem, Renewed, decode_renew, renew_call, renew_call_on_node,
@@ -839,13 +839,14 @@ impl State {
         let g = &mut c.guards[guard];
         g.released = true;
         let (state, watchdog, fixed_end) = (g.state, g.watchdog, g.fixed_end);
-        // As the guard does: the retry bound is taken before it leaves, then it disarms
-        // (renewal stops if this was the last guard; if not, the release re-arms the
-        // expiry to what the remaining guards need).
-        // The model's response timeout is one clock step.
-        let give_up_at = timing::release_give_up_at(&c.states[state], now, STEP);
-        if !c.states[state].leave(watchdog, fixed_end) {
-            g.rearm = c.states[state].prepare_rearm(now, LEASE);
+        // As the guard does, the core's `release::leave`: the retry bound is taken before
+        // it leaves, then it disarms (renewal stops if this was the last guard; if not,
+        // the release re-arms the expiry to what the remaining guards need). The model's
+        // response timeout is one clock step.
+        let leaving = release::leave(&mut c.states[state], now, STEP, watchdog, fixed_end, LEASE);
+        let give_up_at = leaving.give_up_at;
+        if !leaving.last {
+            g.rearm = leaving.rearm;
             // A re-arm may shorten the expiry: what was confirmed before no longer holds.
             c.kept[state] = c.kept[state].min(c.states[state].deadline());
         }
@@ -1169,7 +1170,7 @@ impl State {
             state,
             hold: granted.hold.clone(),
             watchdog,
-            fixed_end: (!watchdog).then(|| sent_at + lease),
+            fixed_end: acquire::fixed_end(watchdog, sent_at, lease),
             rearm: None,
             released: false,
         });
