@@ -9,17 +9,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --release --locked --test protocol_check
-# The read-write lock's checker (rw_*.lua, sem_renew.lua): default depth 12, ~25 s.
+# The read-write lock's checker (rw_*.lua, sem_renew.lua): default depth 12, ~40 s.
 cargo test --release --locked --test rw_check
-# The count-down latch's checker (latch_*.lua): default depth 18, a few seconds.
+# The count-down latch's checker (latch_*.lua, restarts and BUSY): default depth 18, ~10 s.
 cargo test --release --locked --test latch_check
-# The semaphore's checker (sem_*.lua): default depth 12, ~15 s.
+# The semaphore's checker (sem_*.lua, late requests): default depth 12, ~45 s.
 cargo test --release --locked --test sem_check
-# The fair lock's checker (fair_*.lua, sem_renew.lua): default depth 12, ~25 s.
+# The fair lock's checker (fair_*.lua, sem_renew.lua): default depth 12, ~35 s.
 cargo test --release --locked --test fair_check
 # RedLock's checker (3 and 2 servers, outages, restarts, drift): default depth 12, ~40 s.
 cargo test --release --locked --test redlock_check
-# The multi-lock's checker (opposite orders, cycles, lost replies): default depth 22, ~25 s.
+# The multi-lock's checker (opposite orders, cycles, lost replies, BUSY, restarts): default
+# depth 22, ~25-40 s.
 cargo test --release --locked --test multi_check
 # The waiting loop's checker (protocol::wait, every kind's policy): default depth 10, ~5 s.
 cargo test --release --locked --test wait_check -- --include-ignored
