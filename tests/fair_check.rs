@@ -1,9 +1,10 @@
 //! The fair lock's protocol checker: explores every interleaving of waiting and single
 //! attempts, asks again, give-ups, deaths, releases, renewals, lost replies, expiry,
-//! `BUSY`/`LOADING` replies, restarts that lose all data and force-unlocks, up to a bound,
-//! with the library's own `protocol::fair` calls and decoders and the real
-//! `lua/fair_*.lua` and `lua/sem_renew.lua` (see `tests/protocol/fairmodel.rs`), and
-//! checks the properties in every state.
+//! `BUSY`/`LOADING` replies, restarts that lose all data, force-unlocks and late requests
+//! (timeouts, dropped acquires, strays that run before the client's next request or
+//! never), up to a bound, with the library's own `protocol::fair` calls and decoders and
+//! the real `lua/fair_*.lua` and `lua/sem_renew.lua` (see `tests/protocol/fairmodel.rs`),
+//! and checks the properties in every state.
 //!
 //! `CHECK_DEPTH=n` runs deeper; `CHECK_CONFIG=<part of a name>` runs only the matching
 //! configurations; `CHECK_REPLAY='<config>:<path>'` replays a counterexample step by step;
@@ -205,6 +206,9 @@ fn describe(state: &State) -> String {
     if state.busy_next {
         out += " (the next call gets BUSY)";
     }
+    if state.timeout_next {
+        out += " (the next call times out)";
+    }
     if !state.doomed.is_empty() {
         let doomed: Vec<String> = state.doomed.iter().map(|h| show(h.as_bytes())).collect();
         out += &format!(" wiped[{}]", doomed.join(" "));
@@ -236,11 +240,21 @@ fn describe(state: &State) -> String {
                 }
                 Op::Renew { items, .. } => format!("renew {} holds", items.len()),
             };
-            let stage = match &flight.reply {
-                None => "sleeping".to_string(),
-                Some(reply) => format!("ran -> {reply:?}"),
+            let stage = match (&flight.reply, &flight.queued) {
+                (_, Some(_)) => "sent behind strays".to_string(),
+                (None, None) => "sleeping".to_string(),
+                (Some(reply), None) => format!("ran -> {reply:?}"),
             };
             out += &format!(" [{what} {stage}]");
+        }
+        for stray in &client.strays {
+            let what = match &stray.op {
+                Op::Acquire { request, .. } => format!("acquire {}", show(request.hold.as_bytes())),
+                Op::Release { hold, .. } => format!("release {}", show(hold.as_bytes())),
+                Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+            };
+            let note = if stray.given_up { ", given up" } else { "" };
+            out += &format!(" stray({what}{note})");
         }
     }
     out

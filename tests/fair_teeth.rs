@@ -9,16 +9,25 @@ mod keyspace;
 #[path = "protocol/lua.rs"]
 mod lua;
 
-use fairmodel::{DEFAULT_DEPTH, Scripts};
+use fairmodel::{Config, DEFAULT_DEPTH, Scripts, State, Step, World};
 use redis_locks::protocol::ScriptId;
 
 /// Explores every default configuration with `scripts` until one finds a violation.
 fn counterexample(scripts: Scripts, depth: usize) -> Option<(&'static str, String, String)> {
+    let found = first_counterexample(scripts, depth);
+    found.map(|(property, message, replay, _)| (property, message, replay))
+}
+
+/// A violated property, what happened, the replay, and the configuration and its path.
+type Found = (&'static str, String, String, (Config, Vec<u8>));
+
+/// [`counterexample`], with the configuration that found it and its path.
+fn first_counterexample(scripts: Scripts, depth: usize) -> Option<Found> {
     for config in fairmodel::configs() {
         let report = fairmodel::explore(&config, scripts.clone(), depth, 3_000_000);
         if let Some((property, message, path)) = report.violation {
             let replay = format!("{}:{}", config.name, fairmodel::path_text(&path));
-            return Some((property, message, replay));
+            return Some((property, message, replay, (config, path)));
         }
     }
     None
@@ -165,6 +174,45 @@ fn a_reentry_that_keeps_its_place_in_the_queue_is_caught() {
     let (property, message, path) = report.violation.expect("the gap is found");
     println!("{property}: {message} ({})", fairmodel::path_text(&path));
     assert_eq!(property, "no orphans, no garbage");
+}
+
+/// A renewal that reads a hold whose deadline passed but which is still in the set (another
+/// hold of the same owner keeps the key) as current: it tells no loss of it and moves it
+/// past its end. On time the watchdog never names such a hold (a guard's belief ends
+/// before Redis's deadline, by the drift margin), so only a late renewal (sent while the
+/// hold was live, run after it expired) reaches the branch: only the late-request
+/// configuration catches it, after every earlier one passed, on a path with a stray.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_late_renewal_that_revives_an_expired_hold_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRenew,
+        "if type(score) ~= 'string' or tonumber(score) <= now then",
+        "if type(score) ~= 'string' then",
+    );
+    let found = first_counterexample(scripts.clone(), DEFAULT_DEPTH);
+    let (property, message, replay, (config, path)) = found.expect("a counterexample");
+    println!("{property}: {message} ({replay})");
+    assert_eq!(property, "losses are told");
+    assert!(
+        config.timeouts > 0,
+        "found by {}, which has no late requests",
+        config.name
+    );
+    // The path runs a stray.
+    let world = World::new(scripts);
+    let mut state = State::initial(&config);
+    let mut stray_ran = false;
+    for &index in &path {
+        let step = state.steps()[index as usize];
+        stray_ran |= matches!(step, Step::ExecuteStray(_));
+        state.apply(&step, &world);
+        println!("  {step:?} -> t={}", fairmodel::t(state.now));
+    }
+    assert!(stray_ran, "no stray ran on {replay}");
 }
 
 /// Sanity: the real scripts pass at the same bound (a debug build, as plain `cargo test`
