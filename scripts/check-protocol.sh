@@ -15,7 +15,7 @@ cargo test --release --locked --test rw_check
 cargo test --release --locked --test latch_check
 # The semaphore's checker (sem_*.lua, late requests): default depth 12, ~45 s.
 cargo test --release --locked --test sem_check
-# The fair lock's checker (fair_*.lua, sem_renew.lua): default depth 12, ~35 s.
+# The fair lock's checker (fair_*.lua, sem_renew.lua, late requests): default depth 12, ~45 s.
 cargo test --release --locked --test fair_check
 # RedLock's checker (3 and 2 servers, outages, restarts, drift): default depth 12, ~40 s.
 cargo test --release --locked --test redlock_check
