@@ -15,17 +15,6 @@ use crate::watchdog::LeaseMode;
 use super::Lock;
 use crate::drive::drive;
 
-/// What is known of the replicas' acknowledgement of an attempt (for
-/// [`Lock::replicated`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Acked {
-    /// A hold was won: how many acknowledged its acquire (`None`: not asked or unknown),
-    /// and whether it was adopted (found by a probe after a lost reply).
-    Grant { acked: Option<u32>, adopted: bool },
-    /// Nothing was won.
-    NoGrant,
-}
-
 // One attempt's result, moved once per attempt: boxing the guard would cost an
 // allocation on the hot path to save a copy of a few hundred bytes.
 #[allow(clippy::large_enum_variant)]
@@ -64,7 +53,7 @@ impl Lock {
         &self,
         owner: &Arc<str>,
         listening: bool,
-    ) -> Result<(Attempt, Acked)> {
+    ) -> Result<(Attempt, Option<u32>)> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
         // Other local waiters may sleep on a wake-up that only one of them got: a hold this
@@ -92,19 +81,14 @@ impl Lock {
                     tracing::debug!(lock = self.name(), "adopted a hold whose reply was lost");
                 }
                 let guard = self.guard_for(owner, &granted, sent_at, lease_ms);
-                Ok((
-                    Attempt::Acquired(guard),
-                    Acked::Grant {
-                        acked: driven.acked,
-                        adopted,
-                    },
-                ))
+                let acked = acquire::acknowledged(driven.acked, adopted);
+                Ok((Attempt::Acquired(guard), acked))
             }
             AttemptOutcome::Held { pttl_ms } => Ok((
                 Attempt::Held {
                     pttl: Duration::from_millis(pttl_ms),
                 },
-                Acked::NoGrant,
+                None,
             )),
             AttemptOutcome::NotALock(found) => Err(self.wrong_type(&found)),
             AttemptOutcome::Unreadable(unreadable) => Err(Error::UnexpectedReply(unreadable)),
@@ -161,18 +145,16 @@ impl Lock {
     /// acknowledged (or whose acknowledgement is unknown, because its reply was lost and
     /// the hold was found by a probe) is given back, and the caller gets
     /// [`Error::NotReplicated`].
-    pub(super) async fn replicated(&self, attempt: Attempt, acked: Acked) -> Result<Attempt> {
+    pub(super) async fn replicated(&self, attempt: Attempt, acked: Option<u32>) -> Result<Attempt> {
         let Some(ack) = self.client.inner.calls.replica_ack else {
             return Ok(attempt);
         };
-        let (guard, acked, adopted) = match (attempt, acked) {
-            (Attempt::Acquired(guard), Acked::Grant { acked, adopted }) => (guard, acked, adopted),
-            (attempt, _) => return Ok(attempt),
+        let Attempt::Acquired(guard) = attempt else {
+            return Ok(attempt);
         };
-        if acquire::replicated(acked, adopted, ack.replicas) {
+        if acquire::replicated(acked, ack.replicas) {
             return Ok(Attempt::Acquired(guard));
         }
-        let acked = if adopted { None } else { acked };
         tracing::warn!(
             lock = self.name(),
             wanted = ack.replicas,

@@ -148,11 +148,16 @@ pub fn fixed_end(watchdog: bool, sent_at: Millis, lease_ms: Millis) -> Option<Mi
     (!watchdog).then(|| sent_at.saturating_add(lease_ms))
 }
 
-/// With replica acknowledgement configured (`wanted` replicas): whether a won hold may be
-/// kept. `acked`: how many acknowledged the acquire (`None`: unknown); an adopted hold
-/// (found by a probe after a lost reply) has no known acknowledgement and is given back.
-pub fn replicated(acked: Option<u32>, adopted: bool, wanted: u32) -> bool {
-    !adopted && acked.is_some_and(|acked| acked >= wanted)
+/// How many replicas are known to have acknowledged a won hold: `acked` as the acquire's
+/// reply said, and none known for an adopted hold (found by a probe after a lost reply).
+pub fn acknowledged(acked: Option<u32>, adopted: bool) -> Option<u32> {
+    if adopted { None } else { acked }
+}
+
+/// With replica acknowledgement configured (`wanted` replicas): whether a won hold that
+/// [`acknowledged`] says `acked` replicas took may be kept (an unknown count may not).
+pub fn replicated(acked: Option<u32>, wanted: u32) -> bool {
+    acked.is_some_and(|acked| acked >= wanted)
 }
 
 /// What to do when an attempt got no reply.
@@ -345,12 +350,14 @@ mod decisions {
         assert!(others_waiting(1, false));
         assert_eq!(fixed_end(false, 100, 30), Some(130));
         assert_eq!(fixed_end(true, 100, 30), None);
-        assert!(replicated(Some(2), false, 2));
-        assert!(!replicated(Some(1), false, 2));
-        assert!(!replicated(None, false, 1));
-        assert!(
-            !replicated(Some(3), true, 1),
+        assert!(replicated(acknowledged(Some(2), false), 2));
+        assert!(!replicated(acknowledged(Some(1), false), 2));
+        assert!(!replicated(acknowledged(None, false), 1));
+        assert_eq!(
+            acknowledged(Some(3), true),
+            None,
             "an adopted hold's acknowledgement is unknown"
         );
+        assert!(!replicated(acknowledged(Some(3), true), 1));
     }
 }
