@@ -2,6 +2,8 @@
 //! defect, in a copy of a real script or in the Rust core, and asserts that the checker
 //! finds a counterexample to the property the defect breaks, at the default bound.
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/fairmodel.rs"]
 mod fairmodel;
 #[path = "protocol/keyspace.rs"]
@@ -9,38 +11,22 @@ mod keyspace;
 #[path = "protocol/lua.rs"]
 mod lua;
 
-use fairmodel::{Config, DEFAULT_DEPTH, Scripts, State, Step, World};
+use fairmodel::{Config, DEFAULT_DEPTH, Fair, Scripts, State, Step, World};
 use redis_locks::protocol::ScriptId;
 
 /// Explores every default configuration with `scripts` until one finds a violation.
-fn counterexample(scripts: Scripts, depth: usize) -> Option<(&'static str, String, String)> {
-    let found = first_counterexample(scripts, depth);
-    found.map(|(property, message, replay, _)| (property, message, replay))
+fn counterexample(scripts: Scripts, depth: usize) -> Option<checker::Found> {
+    counterexample_in(&fairmodel::configs(), scripts, depth)
 }
 
-/// A violated property, what happened, the replay, and the configuration and its path.
-type Found = (&'static str, String, String, (Config, Vec<u8>));
-
-/// [`counterexample`], with the configuration that found it and its path.
-fn first_counterexample(scripts: Scripts, depth: usize) -> Option<Found> {
-    for config in fairmodel::configs() {
-        let report = fairmodel::explore(&config, scripts.clone(), depth, 3_000_000);
-        if let Some((property, message, path)) = report.violation {
-            let replay = format!("{}:{}", config.name, fairmodel::path_text(&path));
-            return Some((property, message, replay, (config, path)));
-        }
-    }
-    None
+/// Explores `configs` with `scripts` until one finds a violation.
+fn counterexample_in(configs: &[Config], scripts: Scripts, depth: usize) -> Option<checker::Found> {
+    let world = World::new(scripts);
+    checker::counterexample::<Fair>(&world, configs, depth, 3_000_000)
 }
 
 fn expect(scripts: Scripts, properties: &[&str]) {
-    let found = counterexample(scripts, DEFAULT_DEPTH);
-    println!("{found:?}");
-    let (property, message, replay) = found.expect("the checker found no counterexample");
-    assert!(
-        properties.contains(&property),
-        "found {property} ({message}; {replay}), expected one of {properties:?}"
-    );
+    checker::expect_found(counterexample(scripts, DEFAULT_DEPTH), properties);
 }
 
 /// The gate that keeps a newcomer out of a free lock with a queue lets a `try_acquire`
@@ -170,10 +156,8 @@ fn a_reentry_that_keeps_its_place_in_the_queue_is_caught() {
         "    redis.call('ZREM', Q, id)\n    redis.call('ZREM', A, id)\n    return grant(current_token())",
         "    return grant(current_token())",
     );
-    let report = fairmodel::explore(&config, unfixed, DEFAULT_DEPTH, 3_000_000);
-    let (property, message, path) = report.violation.expect("the gap is found");
-    println!("{property}: {message} ({})", fairmodel::path_text(&path));
-    assert_eq!(property, "no orphans, no garbage");
+    let found = counterexample_in(&[config], unfixed, DEFAULT_DEPTH);
+    checker::expect_found(found, &["no orphans, no garbage"]);
 }
 
 /// A renewal that reads a hold whose deadline passed but which is still in the set (another
@@ -193,10 +177,16 @@ fn a_late_renewal_that_revives_an_expired_hold_is_caught() {
         "if type(score) ~= 'string' or tonumber(score) <= now then",
         "if type(score) ~= 'string' then",
     );
-    let found = first_counterexample(scripts.clone(), DEFAULT_DEPTH);
-    let (property, message, replay, (config, path)) = found.expect("a counterexample");
-    println!("{property}: {message} ({replay})");
-    assert_eq!(property, "losses are told");
+    let found = counterexample(scripts.clone(), DEFAULT_DEPTH);
+    let replay = found.as_ref().map(|(_, _, replay)| replay.clone());
+    checker::expect_found(found, &["losses are told"]);
+    let replay = replay.unwrap_or_default();
+    let (name, path) = replay.rsplit_once(':').expect("a replay spec");
+    let path = checker::parse_path(path).expect("a path");
+    let mut configs = fairmodel::configs().into_iter();
+    let config = configs
+        .find(|c| c.name == name)
+        .expect("a default configuration");
     assert!(
         config.timeouts > 0,
         "found by {}, which has no late requests",
@@ -245,12 +235,8 @@ mod rust_core {
         plant(Some(defect));
         let found = counterexample(Scripts::real(), DEFAULT_DEPTH);
         plant(None);
-        println!("{defect:?}: {found:?}");
-        let (property, message, replay) = found.expect("the checker found no counterexample");
-        assert!(
-            properties.contains(&property),
-            "found {property} ({message}; {replay}), expected one of {properties:?}"
-        );
+        println!("{defect:?}");
+        checker::expect_found(found, properties);
     }
 
     #[test]

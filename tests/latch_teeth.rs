@@ -6,6 +6,8 @@
 //! `BUSY`/`LOADING` reply is read (in the driver or in the core's classifier) also assert
 //! that only a configuration with the `Busy` step finds them.
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/latchmodel.rs"]
@@ -13,46 +15,43 @@ mod latchmodel;
 #[path = "protocol/lua.rs"]
 mod lua;
 
-use latchmodel::{Driver, Scripts};
+use latchmodel::{Config, Driver, Latch, Scripts, World};
 use redis_locks::protocol::ScriptId;
 
 /// The default bound of `tests/latch_check.rs` in a release build.
 const DEFAULT_DEPTH: usize = 18;
+const MAX_STATES: usize = 3_000_000;
 
-fn counterexample(scripts: Scripts) -> Option<(&'static str, String)> {
-    found_with(scripts, Driver::Library).map(|(property, message, _)| (property, message))
+fn config(name: &str) -> Config {
+    latchmodel::configs()
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no configuration {name:?}"))
 }
 
-/// The first counterexample, in the order of the configurations, with the configuration
-/// that found it (every configuration before it passed with the defect planted).
-fn found_with(
-    scripts: Scripts,
-    driver: Driver,
-) -> Option<(&'static str, String, latchmodel::Config)> {
-    for config in latchmodel::configs() {
-        let report =
-            latchmodel::explore_with(&config, scripts.clone(), driver, DEFAULT_DEPTH, 3_000_000);
-        assert!(!report.truncated, "{}: NOT exhaustive", config.name);
-        if let Some((property, message, path)) = report.violation {
-            println!(
-                "{}",
-                latchmodel::replay_with(&config, scripts.clone(), driver, &path)
-            );
-            let message = format!("{message} ({}, depth {})", config.name, path.len());
-            return Some((property, message, config));
-        }
+fn counterexample(scripts: Scripts) -> Option<checker::Found> {
+    found_with(scripts, Driver::Library)
+}
+
+/// The first counterexample, in the order of the configurations (every configuration
+/// before it passed with the defect planted), with the model's driver `driver`; its trace
+/// is printed.
+fn found_with(scripts: Scripts, driver: Driver) -> Option<checker::Found> {
+    let world = World::new(scripts, driver);
+    let found =
+        checker::counterexample::<Latch>(&world, &latchmodel::configs(), DEFAULT_DEPTH, MAX_STATES);
+    if let Some((_, _, spec)) = &found
+        && let Some((name, path)) = spec.rsplit_once(':')
+        && let Ok(path) = checker::parse_path(path)
+        && let Ok((trace, _)) = checker::replay::<Latch>(&world, &config(name), &path, &[])
+    {
+        print!("{trace}");
     }
-    None
+    found
 }
 
 fn expect(scripts: Scripts, properties: &[&str]) {
-    let found = counterexample(scripts);
-    println!("{found:?}");
-    let (property, message) = found.expect("the checker found no counterexample");
-    assert!(
-        properties.contains(&property),
-        "found {property} ({message}), expected one of {properties:?}"
-    );
+    checker::expect_found(counterexample(scripts), properties);
 }
 
 /// A copy of an applied count-down that counts again (no record check).
@@ -96,21 +95,23 @@ fn a_set_that_opens_a_closed_latch_is_caught() {
 /// configuration before it passed with the defect planted), to one of `properties`.
 fn expect_busy_found(
     what: &str,
-    found: Option<(&'static str, String, latchmodel::Config)>,
+    found: Option<checker::Found>,
     restart: bool,
     properties: &[&str],
 ) {
-    let (property, message, config) = found.expect("the checker found no counterexample");
-    println!("{what}: {property}: {message}");
-    assert!(config.busy > 0, "{what} found without BUSY: {message}");
+    let (_, message, spec) = found.as_ref().expect("the checker found no counterexample");
+    println!("{what}:");
+    let (name, _) = spec.rsplit_once(':').expect("a replay spec");
+    let config = config(name);
+    assert!(
+        config.busy > 0,
+        "{what} found without BUSY: {message}; {spec}"
+    );
     assert!(
         !restart || config.restarts > 0,
-        "{what} found without a restart: {message}"
+        "{what} found without a restart: {message}; {spec}"
     );
-    assert!(
-        properties.contains(&property),
-        "found {property} ({message}), expected one of {properties:?}"
-    );
+    checker::expect_found(found, properties);
 }
 
 /// The driver hands a `BUSY` reply to the count-down's `Resend` as its reply (as if the
@@ -126,7 +127,12 @@ fn a_busy_reply_read_as_ran_is_caught() {
 /// Sanity: the real scripts pass at the same bound.
 #[test]
 fn the_real_scripts_pass() {
-    assert_eq!(counterexample(Scripts::real()), None);
+    let world = World::new(Scripts::real(), Driver::Library);
+    for config in latchmodel::configs() {
+        let report = checker::explore::<Latch>(&world, &config, DEFAULT_DEPTH, MAX_STATES, &[]);
+        assert!(!report.truncated, "{}: NOT exhaustive", config.name);
+        assert_eq!(report.violation, None, "{}", config.name);
+    }
 }
 
 #[cfg(feature = "planted-defects")]
@@ -138,12 +144,8 @@ mod rust_core {
         plant(Some(defect));
         let found = counterexample(Scripts::real());
         plant(None);
-        println!("{defect:?}: {found:?}");
-        let (property, message) = found.expect("the checker found no counterexample");
-        assert!(
-            properties.contains(&property),
-            "found {property} ({message}), expected one of {properties:?}"
-        );
+        println!("{defect:?}:");
+        checker::expect_found(found, properties);
     }
 
     /// The reply reader takes "1 remains" for "open".

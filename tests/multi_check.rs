@@ -7,14 +7,17 @@
 //!
 //! `CHECK_DEPTH=n` runs deeper; `CHECK_REPLAY='<config>:<path>'` replays a counterexample
 //! step by step; `CHECK_SHOW=1` prints a shortest trace to each milestone reached;
-//! `CHECK_ONLY=<text>` runs only the configurations whose name contains the text;
-//! `CHECK_MAX_STATES=n` lowers the bound on states (a run that hits it fails).
+//! `CHECK_CONFIG=<text>` runs only the configurations whose name
+//! contains the text; `CHECK_MAX_STATES=n` lowers the bound on states (a run that hits it
+//! fails). See `tests/protocol/checker.rs`.
 //!
 //! Besides users, waits, lost requests and replies and the clock, the configurations with
 //! `busy` have Redis answer calls `BUSY`/`LOADING` (they do not run), and those with
 //! `restarts` have a Redis server restart empty (see the module doc of the model for what
 //! a restart excludes from "never two holders", and why).
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/lua.rs"]
@@ -22,150 +25,110 @@ mod lua;
 #[path = "protocol/multimodel.rs"]
 mod multimodel;
 
+use std::cell::RefCell;
 use std::process::ExitCode;
-use std::time::Instant;
 
-use multimodel::{MILESTONES, PROPERTIES, Scripts};
+use checker::{Checker, Model, Stepped};
+use multimodel::{Config, MILESTONES, Multi, PROPERTIES, Scripts, State, Step, World};
 
-/// The default bound: steps per run. A debug build (plain `cargo test`) explores less.
-const DEFAULT_DEPTH: usize = if cfg!(debug_assertions) { 12 } else { 22 };
-/// From this bound on every configuration must reach its milestones.
+/// The bound of a release build: from it on every configuration must reach its milestones.
 const RELEASE_DEPTH: usize = 22;
+/// The bound of a debug build (plain `cargo test`).
+const DEBUG_DEPTH: usize = 12;
 /// A safety net against a blow-up of the state space: hitting it fails the run.
 const MAX_STATES: usize = 3_000_000;
 
 fn main() -> ExitCode {
-    if let Ok(replay) = std::env::var("CHECK_REPLAY") {
-        return replay_one(&replay);
+    let checked = Checker::<Multi> {
+        title: "multi-lock checker: real lua/ scripts + redis_locks::protocol",
+        test: "multi_check",
+        release_depth: RELEASE_DEPTH,
+        debug_depth: DEBUG_DEPTH,
+        max_states: MAX_STATES,
+        properties: &PROPERTIES,
+        configs: multimodel::configs(),
+        must_reach: multimodel::must_reach,
+        world: || World::new(Scripts::real()),
     }
-    let depth = std::env::var("CHECK_DEPTH")
-        .ok()
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(DEFAULT_DEPTH);
-    let max_states = std::env::var("CHECK_MAX_STATES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(MAX_STATES);
-    let started = Instant::now();
-    let mut failed = false;
-    let mut total = 0;
-    let mut reasons: Vec<String> = Vec::new();
-    println!("multi-lock checker: real lua/ scripts + redis_locks::protocol, depth {depth}");
-    // CHECK_ONLY=<text>: only the configurations whose name contains it.
-    let only = std::env::var("CHECK_ONLY").unwrap_or_default();
+    .run();
+    if std::env::var_os("CHECK_SHOW").is_some() && std::env::var_os("CHECK_REPLAY").is_none() {
+        show();
+    }
+    checked
+}
+
+/// `CHECK_SHOW=1`: a shortest trace to each milestone each configuration reaches (a
+/// second exploration, of [`Shown`]).
+fn show() {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    let default_depth = if cfg!(debug_assertions) {
+        DEBUG_DEPTH
+    } else {
+        RELEASE_DEPTH
+    };
+    let depth = env("CHECK_DEPTH").unwrap_or(default_depth);
+    let max_states = env("CHECK_MAX_STATES").unwrap_or(MAX_STATES);
+    let only = std::env::var("CHECK_CONFIG").unwrap_or_default();
     for config in multimodel::configs() {
-        if !config.name.contains(only.as_str()) {
+        if !config.name.contains(&only) {
             continue;
         }
-        let t = Instant::now();
-        let report = multimodel::explore(&config, Scripts::real(), depth, max_states);
-        total += report.states;
-        println!(
-            "  {} (faults {}, busy {}, restarts {}): {} states, depth {}, {} ({:.1?})",
-            config.name,
-            config.faults,
-            config.busy,
-            config.restarts,
-            report.states,
-            report.depth_reached,
-            if report.truncated {
-                "NOT exhaustive: the state bound was hit"
-            } else {
-                "exhaustive to that depth"
-            },
-            t.elapsed()
+        println!("{}: traces to its milestones", config.name);
+        let world = (
+            World::new(Scripts::real()),
+            RefCell::new(vec![None; MILESTONES.len()]),
         );
-        // A bound hit means part of the space went unexplored: a failure, not a note.
-        failed |= report.truncated;
-        if report.truncated {
-            reasons.push(format!("{}: the state bound was hit", config.name));
-        }
-        // Each configuration must reach its own milestones.
-        for milestone in multimodel::must_reach(config.name) {
-            let index = MILESTONES
-                .iter()
-                .position(|m| *m == milestone)
-                .expect("a known milestone");
-            let hit = report.milestones[index];
-            println!(
-                "    reached {milestone}: {}",
-                if hit { "yes" } else { "NO" }
-            );
-            if !hit && depth >= RELEASE_DEPTH {
-                failed = true;
-                reasons.push(format!("{}: {milestone} not reached", config.name));
+        checker::explore::<Shown>(&world, &config, depth, max_states, &[]);
+        let (world, paths) = world;
+        for (milestone, path) in MILESTONES.iter().zip(paths.into_inner()) {
+            if let Some(path) = path
+                && let Ok((trace, _)) = checker::replay::<Multi>(&world, &config, &path, &[])
+            {
+                println!("    trace to {milestone}:");
+                print!("{trace}");
             }
         }
-        let also: Vec<&str> = MILESTONES
-            .iter()
-            .zip(report.milestones)
-            .filter(|(m, hit)| *hit && !multimodel::must_reach(config.name).contains(m))
-            .map(|(m, _)| *m)
-            .collect();
-        if !also.is_empty() {
-            println!("    also reached: {}", also.join("; "));
-        }
-        // CHECK_SHOW=1: a shortest trace to each milestone reached.
-        if std::env::var_os("CHECK_SHOW").is_some() {
-            for (milestone, path) in MILESTONES.iter().zip(&report.milestone_paths) {
-                if let Some(path) = path {
-                    println!("    trace to {milestone}:");
-                    print!("{}", multimodel::replay(&config, Scripts::real(), path));
-                }
-            }
-        }
-        if let Some((property, message, path)) = report.violation {
-            failed = true;
-            reasons.push(format!("{}: {property} violated", config.name));
-            println!("\nFAILED {property}: {message}");
-            print!("{}", multimodel::replay(&config, Scripts::real(), &path));
-            println!(
-                "replay: CHECK_REPLAY='{}:{}' cargo test --release --test multi_check\n",
-                config.name,
-                multimodel::path_text(&path)
-            );
-        }
-    }
-    println!("states explored: {total}");
-    for reason in &reasons {
-        println!("FAILED: {reason}");
-    }
-    for property in PROPERTIES {
-        println!(
-            "  {property}: {}",
-            if failed { "see above" } else { "holds" }
-        );
-    }
-    println!("time: {:.1?}", started.elapsed());
-    if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
     }
 }
 
-fn replay_one(spec: &str) -> ExitCode {
-    let Some((name, path)) = spec.rsplit_once(':') else {
-        eprintln!("CHECK_REPLAY must be '<config name>:<steps>'");
-        return ExitCode::FAILURE;
-    };
-    let Some(config) = multimodel::by_name(name) else {
-        eprintln!("no configuration named {name:?}");
-        return ExitCode::FAILURE;
-    };
-    let path = match multimodel::parse_path(path) {
-        Ok(path) => path,
-        Err(err) => {
-            eprintln!("bad path: {err}");
-            return ExitCode::FAILURE;
+/// The multi-lock's model with each state's path (step indices) kept, and the world noting
+/// the first path, in breadth-first order a shortest one, to each milestone.
+struct Shown;
+
+impl Model for Shown {
+    type Config = Config;
+    type State = (State, Vec<u8>);
+    type Step = (u8, Step);
+    type World = (World, RefCell<Vec<Option<Vec<u8>>>>);
+    const MILESTONES: &'static [&'static str] = Multi::MILESTONES;
+
+    fn name(config: &Config) -> &'static str {
+        Multi::name(config)
+    }
+    fn initial(config: &Config) -> Self::State {
+        (Multi::initial(config), Vec::new())
+    }
+    fn steps((state, _): &Self::State, config: &Config) -> Vec<Self::Step> {
+        let steps = Multi::steps(state, config).into_iter();
+        (0..=u8::MAX).zip(steps).collect()
+    }
+    fn apply(
+        (state, path): &mut Self::State,
+        (index, step): &Self::Step,
+        (world, paths): &Self::World,
+        config: &Config,
+    ) -> Stepped {
+        path.push(*index);
+        let stepped = Multi::apply(state, step, world, config);
+        for &milestone in &stepped.milestones {
+            paths.borrow_mut()[milestone].get_or_insert_with(|| path.clone());
         }
-    };
-    let trace = multimodel::replay(&config, Scripts::real(), &path);
-    print!("{trace}");
-    if trace.contains("violates ") {
-        ExitCode::FAILURE
-    } else {
-        println!("no violation on this path");
-        ExitCode::SUCCESS
+        stepped
+    }
+    fn describe((state, _): &Self::State) -> String {
+        Multi::describe(state)
+    }
+    fn fingerprint((state, _): &Self::State) -> u64 {
+        Multi::fingerprint(state)
     }
 }

@@ -4,6 +4,8 @@
 //! these would not be checking anything. The restart teeth also assert that the same
 //! configuration without its restart finds nothing: only the restart step catches them.
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/lua.rs"]
@@ -11,7 +13,7 @@ mod lua;
 #[path = "protocol/multimodel.rs"]
 mod multimodel;
 
-use multimodel::Scripts;
+use multimodel::{Config, Multi, Scripts, World};
 use redis_locks::protocol::ScriptId;
 
 /// The default bound of `tests/multi_check.rs` in a release build.
@@ -19,22 +21,27 @@ const DEFAULT_DEPTH: usize = 22;
 const MAX_STATES: usize = 3_000_000;
 
 /// Explores every default configuration with `scripts` until one finds a violation:
-/// the property, its message, and the replay (`<config>:<path>`, at `depth` steps).
-fn counterexample(scripts: Scripts) -> Option<(&'static str, String, String)> {
-    for config in multimodel::configs() {
-        let report = multimodel::explore(&config, scripts.clone(), DEFAULT_DEPTH, MAX_STATES);
-        assert!(!report.truncated, "{}: NOT exhaustive", config.name);
-        if let Some((property, message, path)) = report.violation {
-            let replay = format!(
-                "{}:{} (depth {})",
-                config.name,
-                multimodel::path_text(&path),
-                path.len()
-            );
-            return Some((property, message, replay));
-        }
-    }
-    None
+/// the property, its message, and the replay (`<config>:<path>`).
+fn counterexample(scripts: Scripts) -> Option<checker::Found> {
+    let world = World::new(scripts);
+    checker::counterexample::<Multi>(&world, &multimodel::configs(), DEFAULT_DEPTH, MAX_STATES)
+}
+
+/// Explores `config` alone at the default bound with `scripts` (and whatever defect is
+/// planted); the bound on states must not be hit.
+fn explore(config: &Config, scripts: Scripts) -> checker::Report {
+    let world = World::new(scripts);
+    let report = checker::explore::<Multi>(&world, config, DEFAULT_DEPTH, MAX_STATES, &[]);
+    assert!(!report.truncated, "{}: NOT exhaustive", config.name);
+    report
+}
+
+/// `config`'s violation, if `report` (of `config`) found one, as a counterexample.
+fn found_in(config: &Config, report: checker::Report) -> Option<checker::Found> {
+    report.violation.map(|(property, message, path)| {
+        let replay = format!("{}:{}", config.name, checker::path_text(&path));
+        (property, message, replay)
+    })
 }
 
 /// Asserts that the restart configurations find a counterexample to "release is true" with
@@ -43,16 +50,11 @@ fn counterexample(scripts: Scripts) -> Option<(&'static str, String, String)> {
 fn expect_only_with_restarts(scripts: Scripts) {
     let mut caught = None;
     for config in multimodel::configs().into_iter().filter(|c| c.restarts > 0) {
-        let without = multimodel::Config {
+        let without = Config {
             restarts: 0,
             ..config.clone()
         };
-        let report = multimodel::explore(&without, scripts.clone(), DEFAULT_DEPTH, MAX_STATES);
-        assert!(
-            !report.truncated,
-            "{} without restarts: NOT exhaustive",
-            config.name
-        );
+        let report = explore(&without, scripts.clone());
         assert!(
             report.violation.is_none(),
             "{} without restarts already finds {:?}",
@@ -60,27 +62,14 @@ fn expect_only_with_restarts(scripts: Scripts) {
             report.violation
         );
         if caught.is_none() {
-            let report = multimodel::explore(&config, scripts.clone(), DEFAULT_DEPTH, MAX_STATES);
-            assert!(!report.truncated, "{}: NOT exhaustive", config.name);
-            caught = report.violation.map(|(property, message, path)| {
-                let replay = format!("{}:{}", config.name, multimodel::path_text(&path));
-                (property, message, replay)
-            });
+            caught = found_in(&config, explore(&config, scripts.clone()));
         }
     }
-    println!("{caught:?}");
-    let (property, message, replay) = caught.expect("the checker found no counterexample");
-    assert_eq!(property, "release is true", "{message}; {replay}");
+    checker::expect_found(caught, &["release is true"]);
 }
 
 fn expect(scripts: Scripts, properties: &[&str]) {
-    let found = counterexample(scripts);
-    println!("{found:?}");
-    let (property, message, replay) = found.expect("the checker found no counterexample");
-    assert!(
-        properties.contains(&property),
-        "found {property} ({message}; {replay}), expected one of {properties:?}"
-    );
+    checker::expect_found(counterexample(scripts), properties);
 }
 
 /// An acquire that grants while another owner holds (the text of
@@ -138,8 +127,10 @@ fn a_release_that_reports_a_gone_lock_released_is_caught_only_with_restarts() {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn the_real_scripts_pass() {
-    let found = counterexample(Scripts::real());
-    assert!(found.is_none(), "{found:?}");
+    for config in multimodel::configs() {
+        let found = found_in(&config, explore(&config, Scripts::real()));
+        assert!(found.is_none(), "{found:?}");
+    }
 }
 
 /// Defects planted in the Rust core (`redis_locks::protocol::planted`): the model runs
@@ -154,12 +145,8 @@ mod rust_core {
         plant(Some(defect));
         let found = counterexample(Scripts::real());
         plant(None);
-        println!("{defect:?}: {found:?}");
-        let (property, message, replay) = found.expect("the checker found no counterexample");
-        assert!(
-            properties.contains(&property),
-            "found {property} ({message}; {replay}), expected one of {properties:?}"
-        );
+        println!("{defect:?}:");
+        checker::expect_found(found, properties);
     }
 
     /// Members taken in the order the user named them: two users naming two locks in
@@ -184,13 +171,11 @@ mod rust_core {
         let config = multimodel::by_name("multi: three clients in a named cycle")
             .expect("a default configuration");
         plant(Some(Defect::MultiOrderAsNamed));
-        let report = multimodel::explore(&config, Scripts::real(), DEFAULT_DEPTH, MAX_STATES);
+        let found = found_in(&config, explore(&config, Scripts::real()));
         plant(None);
-        let (property, message, path) = report
-            .violation
-            .expect("the checker found no counterexample");
-        println!("{property}: {message} (depth {})", path.len());
-        assert_eq!(property, "no deadlock", "{message}");
+        let message = found.as_ref().map(|(_, message, _)| message.clone());
+        checker::expect_found(found, &["no deadlock"]);
+        let message = message.unwrap_or_default();
         assert_eq!(message.matches("waits for").count(), 3, "{message}");
     }
 
@@ -236,17 +221,10 @@ mod rust_core {
         let config = multimodel::by_name("multi: one key on two servers, opposite orders")
             .expect("a default configuration");
         plant(Some(Defect::MultiOrderByKeyOnly));
-        let report = multimodel::explore(&config, Scripts::real(), DEFAULT_DEPTH, MAX_STATES);
+        let found = found_in(&config, explore(&config, Scripts::real()));
         plant(None);
-        assert!(!report.truncated, "{}: NOT exhaustive", config.name);
-        let (property, message, path) = report
-            .violation
-            .expect("the checker found no counterexample");
-        println!(
-            "MultiOrderByKeyOnly: {property}: {message} (depth {})",
-            path.len()
-        );
-        assert_eq!(property, "no deadlock", "{message}");
+        println!("MultiOrderByKeyOnly:");
+        checker::expect_found(found, &["no deadlock"]);
     }
 
     /// A release whose hold is gone (`release.lua` answers -1) read as "released": as the
@@ -268,33 +246,18 @@ mod rust_core {
     /// of one of `properties`.
     fn expect_core_busy(defect: Defect, properties: &[&str]) {
         plant(Some(defect));
-        let mut found = None;
-        for config in multimodel::configs() {
-            let report = multimodel::explore(&config, Scripts::real(), DEFAULT_DEPTH, MAX_STATES);
-            assert!(!report.truncated, "{}: NOT exhaustive", config.name);
-            if let Some(violation) = report.violation {
-                found = Some((config, violation));
-                break;
-            }
-        }
+        let found = counterexample(Scripts::real());
         plant(None);
-        let (config, (property, message, path)) =
-            found.expect("the checker found no counterexample");
-        let replay = format!(
-            "{}:{} (depth {})",
-            config.name,
-            multimodel::path_text(&path),
-            path.len()
-        );
-        println!("{defect:?}: {property}: {message}; {replay}");
-        assert!(
-            config.busy > 0,
-            "{defect:?} found without BUSY: {message}; {replay}"
-        );
-        assert!(
-            properties.contains(&property),
-            "found {property} ({message}; {replay}), expected one of {properties:?}"
-        );
+        println!("{defect:?}:");
+        if let Some((_, message, replay)) = &found {
+            let (name, _) = replay.rsplit_once(':').expect("a replay spec");
+            let config = multimodel::by_name(name).expect("a default configuration");
+            assert!(
+                config.busy > 0,
+                "{defect:?} found without BUSY: {message}; {replay}"
+            );
+        }
+        checker::expect_found(found, properties);
     }
 
     /// A release (a give-back or the user's) answered `BUSY` gives up, as on a permanent

@@ -3,8 +3,8 @@
 //! sequence shows a defect of the pre-redesign protocol, it must also fail on a copy of the
 //! scripts with that defect planted back.
 
-#[path = "protocol/explore.rs"]
-mod explore;
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/lua.rs"]
@@ -12,8 +12,17 @@ mod lua;
 #[path = "protocol/model.rs"]
 mod model;
 
-use model::{Config, Scripts, Step};
+use model::{Config, Lock, Scripts, Step, World};
 use redis_locks::protocol::ScriptId;
+
+/// Replays named steps with `scripts`: the first violation, if any.
+fn replay_steps(
+    config: &Config,
+    scripts: Scripts,
+    steps: &[Step],
+) -> Result<Option<checker::Violation>, String> {
+    checker::replay_steps::<Lock>(&World::new(scripts), config, steps)
+}
 
 fn config(owners: Vec<&'static str>) -> Config {
     Config {
@@ -100,7 +109,7 @@ fn a_lost_fixed_lease_acquire_is_not_adopted_as_a_watchdog_hold() {
         },
         Advance,
     ];
-    let outcome = explore::replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps);
+    let outcome = replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps);
     assert_eq!(outcome, Ok(None));
 }
 
@@ -124,11 +133,8 @@ fn a_stale_guard_cannot_free_a_newer_hold() {
         deliver(1),
     ];
     let cfg = config(vec!["a", "b"]);
-    assert_eq!(
-        explore::replay_steps(&cfg, Scripts::real(), &steps),
-        Ok(None)
-    );
-    let legacy = explore::replay_steps(&cfg, legacy_release(), &steps);
+    assert_eq!(replay_steps(&cfg, Scripts::real(), &steps), Ok(None));
+    let legacy = replay_steps(&cfg, legacy_release(), &steps);
     assert!(
         matches!(legacy, Ok(Some(("never two holders", _)))),
         "{legacy:?}"
@@ -160,11 +166,8 @@ fn a_retried_final_release_cannot_free_a_fresh_hold_of_the_same_owner() {
         deliver(0),
     ];
     let cfg = config(vec!["a", "a"]);
-    assert_eq!(
-        explore::replay_steps(&cfg, Scripts::real(), &steps),
-        Ok(None)
-    );
-    let legacy = explore::replay_steps(&cfg, legacy_release(), &steps);
+    assert_eq!(replay_steps(&cfg, Scripts::real(), &steps), Ok(None));
+    let legacy = replay_steps(&cfg, legacy_release(), &steps);
     assert!(legacy != Ok(None), "{legacy:?}");
 }
 
@@ -194,7 +197,7 @@ fn an_acquire_lost_in_a_partition_is_reconciled() {
         deliver(1),
     ];
     assert_eq!(
-        explore::replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps),
+        replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps),
         Ok(None)
     );
 }
@@ -234,16 +237,13 @@ fn a_nested_short_lease_from_another_client_does_not_cut_the_hold() {
         Advance,
     ];
     let cfg = config(vec!["a", "a"]);
-    assert_eq!(
-        explore::replay_steps(&cfg, Scripts::real(), &steps),
-        Ok(None)
-    );
+    assert_eq!(replay_steps(&cfg, Scripts::real(), &steps), Ok(None));
     let no_gt = Scripts::real().planted(
         ScriptId::Acquire,
         "redis.call('PEXPIRE', lock, lease, 'GT')",
         "redis.call('PEXPIRE', lock, lease)",
     );
-    let broken = explore::replay_steps(&cfg, no_gt, &steps);
+    let broken = replay_steps(&cfg, no_gt, &steps);
     assert!(broken != Ok(None), "{broken:?}");
 }
 
@@ -288,6 +288,6 @@ fn a_timed_out_reentry_is_not_given_up_while_its_hold_lives() {
         execute(0),
         deliver(0),
     ];
-    let outcome = explore::replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps);
+    let outcome = replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps);
     assert_eq!(outcome, Ok(None));
 }

@@ -2,10 +2,10 @@
 //! script and asserts that the checker finds a counterexample to the property the defect
 //! breaks. A checker that passed these would not be checking anything.
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/configs.rs"]
 mod configs;
-#[path = "protocol/explore.rs"]
-mod explore;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/lua.rs"]
@@ -13,29 +13,25 @@ mod lua;
 #[path = "protocol/model.rs"]
 mod model;
 
-use model::{Config, Scripts};
+use model::{Config, Lock, Scripts, World};
 use redis_locks::protocol::ScriptId;
 
+/// The default bound of `tests/protocol_check.rs` in a release build.
+const DEFAULT_DEPTH: usize = 13;
+
 /// Explores every default configuration with `scripts` until one finds a violation.
-fn counterexample(scripts: Scripts, depth: usize) -> Option<(&'static str, String, String)> {
-    for config in configs::all() {
-        let report = explore::explore(&config, scripts.clone(), depth, 2_000_000);
-        if let Some((property, message, path)) = report.violation {
-            let replay = format!("{}:{}", config.name, explore::path_text(&path));
-            return Some((property, message, replay));
-        }
-    }
-    None
+fn counterexample(scripts: Scripts, depth: usize) -> Option<checker::Found> {
+    counterexample_in(&configs::all(), scripts, depth)
+}
+
+/// Explores `configs` (each at `depth` plus its own extra depth) until one finds a
+/// violation.
+fn counterexample_in(configs: &[Config], scripts: Scripts, depth: usize) -> Option<checker::Found> {
+    checker::counterexample::<Lock>(&World::new(scripts), configs, depth, 3_000_000)
 }
 
 fn expect(scripts: Scripts, depth: usize, properties: &[&str]) {
-    let found = counterexample(scripts, depth);
-    println!("{found:?}");
-    let (property, message, replay) = found.expect("the checker found no counterexample");
-    assert!(
-        properties.contains(&property),
-        "found {property} ({message}; {replay}), expected one of {properties:?}"
-    );
+    checker::expect_found(counterexample(scripts, depth), properties);
 }
 
 /// The pre-redesign release: it ignored which hold it named, so a stale guard (or a late
@@ -131,7 +127,7 @@ fn the_real_scripts_pass_at_a_small_bound() {
 #[test]
 #[cfg_attr(
     debug_assertions,
-    ignore = "depth 17: about 30 s in a release build; scripts/check-protocol.sh runs it"
+    ignore = "depth 13 + 4: about 30 s in a release build; scripts/check-protocol.sh runs it"
 )]
 fn a_rearm_without_the_count_check_is_caught() {
     let scripts = Scripts::real().planted(
@@ -141,29 +137,11 @@ fn a_rearm_without_the_count_check_is_caught() {
     );
     // One owner on two clients, nothing else going on: the shortest way to the defect
     // (client 0 holds twice, client 1 joins with a longer lease, client 0 gives one
-    // back, the clock passes client 0's end) is longer than the default bound.
-    let config = Config {
-        name: "one owner on two clients, re-arm",
-        owners: vec!["a", "a"],
-        acquires: 2,
-        fenced: false,
-        faults: 0,
-        restarts: 0,
-        force_unlocks: 0,
-        advances: 2,
-    };
-    let report = explore::explore(&config, scripts.clone(), 17, 3_000_000);
-    println!("{:?}", report.violation.as_ref().map(|v| (v.0, &v.1)));
-    let (property, message, _) = report
-        .violation
-        .expect("the checker found no counterexample");
-    assert!(
-        ["never two holders", "losses are told"].contains(&property),
-        "{property}: {message}"
-    );
-    // The real script passes the same exploration.
-    let report = explore::explore(&config, Scripts::real(), 17, 3_000_000);
-    assert!(report.violation.is_none(), "{:?}", report.violation);
+    // back, the clock passes client 0's end) is 17 steps, so the checker explores that
+    // configuration 4 steps deeper than its default bound (`model::REARM_EXTRA_DEPTH`);
+    // `tests/protocol_check.rs` runs the real script through the same exploration.
+    let found = counterexample_in(&[model::rearm()], scripts, DEFAULT_DEPTH);
+    checker::expect_found(found, &["never two holders", "losses are told"]);
 }
 
 /// Defects planted in the Rust core (`redis_locks::protocol::planted`): the checker runs
@@ -174,19 +152,12 @@ mod rust_core {
     use super::*;
     use redis_locks::protocol::planted::{Defect, plant};
 
-    /// The default bound of `tests/protocol_check.rs` in a release build.
-    const DEFAULT_DEPTH: usize = 13;
-
     fn expect_core(defect: Defect, properties: &[&str]) {
         plant(Some(defect));
         let found = counterexample(Scripts::real(), DEFAULT_DEPTH);
         plant(None);
-        println!("{defect:?}: {found:?}");
-        let (property, message, replay) = found.expect("the checker found no counterexample");
-        assert!(
-            properties.contains(&property),
-            "found {property} ({message}; {replay}), expected one of {properties:?}"
-        );
+        println!("{defect:?}");
+        checker::expect_found(found, properties);
     }
 
     #[test]
@@ -258,7 +229,8 @@ mod rust_core {
     fn an_older_renewal_reply_that_overwrites_belief_is_caught_only_with_overlapping_ticks() {
         plant(Some(Defect::RenewalReplyOverwrites));
         let config = model::overlapping_ticks();
-        let report = explore::explore(&config, Scripts::real(), DEFAULT_DEPTH, 3_000_000);
+        let world = World::new(Scripts::real());
+        let report = checker::explore::<Lock>(&world, &config, DEFAULT_DEPTH, 3_000_000, &[]);
         let elsewhere = counterexample(Scripts::real(), DEFAULT_DEPTH);
         plant(None);
         let (property, message, path) = report
@@ -267,7 +239,7 @@ mod rust_core {
         println!(
             "{property}: {message}; {}:{}",
             config.name,
-            explore::path_text(&path)
+            checker::path_text(&path)
         );
         assert_eq!(property, "losses are told", "{message}");
         assert!(

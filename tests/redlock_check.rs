@@ -6,13 +6,16 @@
 //! `tests/protocol/redmodel.rs`), and checks the properties in every state.
 //!
 //! `cargo test --release --test redlock_check`; `CHECK_DEPTH=n` runs deeper (or
-//! shallower: then milestones are not required); `CHECK_REPLAY='<config>:<path>'`
-//! replays a counterexample step by step.
+//! shallower: then milestones are not required); `CHECK_CONFIG=<part of a name>` runs only
+//! the configurations that match; `CHECK_REPLAY='<config>:<path>'` replays a
+//! counterexample step by step (see `tests/protocol/checker.rs`).
 //!
 //! Diagnostics (such a run always fails, as it is not a check of the shipped code):
 //! `CHECK_IGNORE='<property>,...'` lets paths go on past violations of those properties,
 //! to see what lies beyond (also for `CHECK_REPLAY`).
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/lua.rs"]
@@ -21,154 +24,102 @@ mod lua;
 mod redmodel;
 
 use std::process::ExitCode;
-use std::time::Instant;
 
-use redmodel::{MILESTONES, PROPERTIES, Scripts};
+use checker::Checker;
+use redmodel::{PROPERTIES, Red, Scripts, World};
 
-/// The default bound: steps per run. A debug build (plain `cargo test`) explores less, and
-/// then need not reach every milestone.
-pub const DEFAULT_DEPTH: usize = if cfg!(debug_assertions) {
-    8
-} else {
-    RELEASE_DEPTH
-};
 /// The bound of a release build, at which every configuration must reach its milestones.
-pub const RELEASE_DEPTH: usize = 12;
+const RELEASE_DEPTH: usize = 12;
+/// The bound of a debug build (plain `cargo test`), which need not reach every milestone.
+const DEBUG_DEPTH: usize = 8;
 /// A safety net against a blow-up of the state space: a configuration that hits it was not
 /// explored to its depth, and fails the run.
 const MAX_STATES: usize = 2_000_000;
 
 fn main() -> ExitCode {
-    if let Ok(replay) = std::env::var("CHECK_REPLAY") {
-        return replay_one(&replay);
-    }
-    let depth = std::env::var("CHECK_DEPTH")
-        .ok()
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(DEFAULT_DEPTH);
-    // Milestones are a claim about the release bound; a shallower run only checks safety.
-    let milestones_count = depth >= RELEASE_DEPTH;
-    // Diagnostics only: `CHECK_IGNORE='<property>,...'` lets a path that violates one of
-    // these go on (it is cut there), to see what else lies beyond. Such a run always fails.
     let ignore: Vec<String> = std::env::var("CHECK_IGNORE")
         .map(|list| list.split(',').map(|p| p.trim().to_owned()).collect())
         .unwrap_or_default();
-    let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
     if !ignore.is_empty() {
-        println!("IGNORING {ignore:?}: a diagnostic run, not a check (it fails)");
+        return diagnose(&ignore.iter().map(String::as_str).collect::<Vec<_>>());
     }
-    let started = Instant::now();
-    let mut total = 0;
-    let mut violated = Vec::new();
-    let mut failed = false;
-    println!(
-        "RedLock checker: real lua/ scripts + redis_locks::protocol (redlock, attempt, release), depth {depth}"
-    );
-    for config in redmodel::configs() {
-        let t = Instant::now();
-        let report = redmodel::explore(&config, Scripts::real(), depth, MAX_STATES, &ignore);
-        total += report.states;
+    Checker::<Red> {
+        title: "RedLock checker: real lua/ scripts + redis_locks::protocol (redlock, attempt, release)",
+        test: "redlock_check",
+        release_depth: RELEASE_DEPTH,
+        debug_depth: DEBUG_DEPTH,
+        max_states: MAX_STATES,
+        properties: &PROPERTIES,
+        configs: redmodel::configs(),
+        must_reach: redmodel::must_reach,
+        world: || World::new(Scripts::real()),
+    }
+    .run()
+}
+
+/// `CHECK_IGNORE`: a path that violates one of `ignore` goes on (the checker's `ignore`
+/// list), to see what else lies beyond; with `CHECK_REPLAY`, the replay goes on past them.
+/// Such a run always fails.
+fn diagnose(ignore: &[&str]) -> ExitCode {
+    println!("IGNORING {ignore:?}: a diagnostic run, not a check (it fails)");
+    let world = World::new(Scripts::real());
+    let configs = redmodel::configs();
+    let find = |name: &str| configs.iter().find(|c| c.name == name);
+    if let Ok(spec) = std::env::var("CHECK_REPLAY") {
+        let Some((config, path)) = spec.rsplit_once(':').and_then(|(name, path)| {
+            let path = checker::parse_path(path).ok()?;
+            Some((find(name)?, path))
+        }) else {
+            eprintln!("CHECK_REPLAY must be '<config name>:<steps>', of a configuration here");
+            return ExitCode::FAILURE;
+        };
+        match checker::replay::<Red>(&world, config, &path, ignore) {
+            Ok((trace, violation)) => {
+                print!("{trace}");
+                match violation {
+                    Some((property, message)) => println!("violates {property}: {message}"),
+                    None => println!("no violation on this path"),
+                }
+            }
+            Err(err) => eprintln!("{err}"),
+        }
+        return ExitCode::FAILURE;
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let depth =
+        env("CHECK_DEPTH")
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(if cfg!(debug_assertions) {
+                DEBUG_DEPTH
+            } else {
+                RELEASE_DEPTH
+            });
+    let only = env("CHECK_CONFIG").unwrap_or_default();
+    for config in configs.iter().filter(|c| c.name.contains(&only)) {
+        let report = checker::explore::<Red>(&world, config, depth, MAX_STATES, ignore);
         println!(
-            "  {}: {} states, depth {}, {} ({:.1?})",
+            "  {}: {} states, depth {}{}",
             config.name,
             report.states,
             report.depth_reached,
             if report.truncated {
-                "NOT exhaustive (state bound hit)"
+                ", NOT exhaustive"
             } else {
-                "exhaustive to that depth"
-            },
-            t.elapsed()
+                ""
+            }
         );
-        failed |= report.truncated;
-        for (milestone, hit) in MILESTONES.iter().zip(report.milestones) {
-            let required = config.must_reach.contains(milestone);
-            let verdict = match (hit, required) {
-                (true, _) => "yes",
-                (false, false) => "no (not required here)",
-                (false, true) => {
-                    failed |= milestones_count && report.violation.is_none();
-                    "NO"
-                }
-            };
-            println!("    reached {milestone}: {verdict}");
-        }
         if let Some((property, message, path)) = report.violation {
-            failed = true;
-            violated.push(property);
             println!("\nFAILED {property}: {message}");
-            match redmodel::replay(&config, Scripts::real(), &path, &ignore) {
-                Ok((trace, _)) => print!("{}", redmodel::format_trace(&config, &trace)),
-                Err(err) => println!("(trace unavailable: {err})"),
+            if let Ok((trace, _)) = checker::replay::<Red>(&world, config, &path, ignore) {
+                print!("{trace}");
             }
             println!(
-                "replay: CHECK_REPLAY='{}:{}' cargo test --release --test redlock_check\n",
+                "replay: CHECK_IGNORE='{}' CHECK_REPLAY='{}:{}' cargo test --release --test redlock_check\n",
+                ignore.join(","),
                 config.name,
-                redmodel::path_text(&path)
+                checker::path_text(&path)
             );
         }
     }
-    println!("states explored: {total}");
-    for property in PROPERTIES {
-        println!(
-            "  {property}: {}",
-            if violated.contains(&property) {
-                "VIOLATED (see above)".to_owned()
-            } else if violated.is_empty() {
-                "holds".to_owned()
-            } else {
-                format!(
-                    "not violated, but {} configuration(s) stopped at a violation, short of the bound",
-                    violated.len()
-                )
-            }
-        );
-    }
-    println!("time: {:.1?}", started.elapsed());
-    if failed || !ignore.is_empty() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
-fn replay_one(spec: &str) -> ExitCode {
-    let Some((name, path)) = spec.rsplit_once(':') else {
-        eprintln!("CHECK_REPLAY must be '<config name>:<steps>'");
-        return ExitCode::FAILURE;
-    };
-    let Some(config) = redmodel::configs().into_iter().find(|c| c.name == name) else {
-        eprintln!("no configuration named {name:?}");
-        return ExitCode::FAILURE;
-    };
-    let ignore: Vec<String> = std::env::var("CHECK_IGNORE")
-        .map(|list| list.split(',').map(|p| p.trim().to_owned()).collect())
-        .unwrap_or_default();
-    let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-    let path = match redmodel::parse_path(path) {
-        Ok(path) => path,
-        Err(err) => {
-            eprintln!("bad path: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match redmodel::replay(&config, Scripts::real(), &path, &ignore) {
-        Ok((trace, violation)) => {
-            print!("{}", redmodel::format_trace(&config, &trace));
-            match violation {
-                Some((property, message)) => {
-                    println!("violates {property}: {message}");
-                    ExitCode::FAILURE
-                }
-                None => {
-                    println!("no violation on this path");
-                    ExitCode::SUCCESS
-                }
-            }
-        }
-        Err(err) => {
-            eprintln!("{err}");
-            ExitCode::FAILURE
-        }
-    }
+    ExitCode::FAILURE
 }

@@ -9,6 +9,8 @@
 //! `redmodel::redlock_elapsed`) must be deeper, or absent. The real code has no violation
 //! shallower than that, so a shallower one is the defect's.
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/lua.rs"]
@@ -20,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use redis_locks::protocol::ScriptId;
-use redmodel::{Config, Scripts};
+use redmodel::{Config, Red, Scripts, World};
 
 /// The default bound of `tests/redlock_check.rs` in a release build.
 const DEFAULT_DEPTH: usize = 12;
@@ -47,6 +49,15 @@ fn config(name: &str) -> Config {
         .unwrap_or_else(|| panic!("no configuration {name:?}"))
 }
 
+/// Explores the named configuration at the default bound (ignoring `ignore`), with
+/// `scripts` and whatever defect is planted; the bound on states must not be hit.
+fn explore(scripts: &Scripts, name: &str, ignore: &[&str]) -> checker::Report {
+    let world = World::new(scripts.clone());
+    let report = checker::explore::<Red>(&world, &config(name), DEFAULT_DEPTH, MAX_STATES, ignore);
+    assert!(!report.truncated, "{name}: state bound hit");
+    report
+}
+
 /// The depth of the real code's first violation in `name` at the default bound (ignoring
 /// `ignore`), once per test binary. Must be called with no defect planted.
 fn baseline(name: &str, ignore: &[&str]) -> Option<usize> {
@@ -57,57 +68,36 @@ fn baseline(name: &str, ignore: &[&str]) -> Option<usize> {
     if let Some(depth) = cache.get(&key) {
         return *depth;
     }
-    let report = redmodel::explore(
-        &config(name),
-        Scripts::real(),
-        DEFAULT_DEPTH,
-        MAX_STATES,
-        ignore,
-    );
-    assert!(!report.truncated, "{name}: state bound hit");
+    let report = explore(&Scripts::real(), name, ignore);
     let depth = report.violation.map(|_| report.depth_reached);
     cache.insert(key, depth);
     depth
 }
 
-/// A counterexample: property, message, depth, replay spec.
-type Found = (&'static str, String, usize, String);
-
 /// Explores the named configurations with `scripts` (and whatever defect is planted) until
 /// one finds a violation (of a property not in `ignore`) shallower than the real code's
-/// first one there (`baselines`, in the same order).
+/// first one there (`baselines`, in the same order): the property, why, and the replay
+/// (`<config>:<steps>`, with its depth).
 fn caught(
     scripts: &Scripts,
     names: &[&str],
     baselines: &[Option<usize>],
     ignore: &[&str],
-) -> Option<Found> {
-    for (name, baseline) in names.iter().zip(baselines) {
-        let report = redmodel::explore(
-            &config(name),
-            scripts.clone(),
-            DEFAULT_DEPTH,
-            MAX_STATES,
-            ignore,
-        );
-        assert!(!report.truncated, "{name}: state bound hit");
-        if let Some((property, message, path)) = report.violation
-            && baseline.is_none_or(|real| report.depth_reached < real)
-        {
-            let replay = format!("{name}:{}", redmodel::path_text(&path));
-            return Some((property, message, report.depth_reached, replay));
-        }
-    }
-    None
+) -> Option<checker::Found> {
+    names.iter().zip(baselines).find_map(|(name, baseline)| {
+        let report = explore(scripts, name, ignore);
+        let depth = report.depth_reached;
+        let (property, message, path) = report.violation?;
+        baseline.is_none_or(|real| depth < real).then(|| {
+            let replay = format!("{name}:{} (depth {depth})", checker::path_text(&path));
+            (property, message, replay)
+        })
+    })
 }
 
-fn judge(label: &str, found: Option<Found>, properties: &[&str]) {
-    println!("{label}: {found:?}");
-    let (property, message, depth, replay) = found.expect("the checker found no counterexample");
-    assert!(
-        properties.contains(&property),
-        "{label}: found {property} at depth {depth} ({message}; {replay}), expected one of {properties:?}"
-    );
+fn judge(label: &str, found: Option<checker::Found>, properties: &[&str]) {
+    println!("{label}:");
+    checker::expect_found(found, properties);
 }
 
 fn expect(scripts: Scripts, names: &[&str], ignore: &[&str], properties: &[&str]) {

@@ -4,6 +4,8 @@
 //! defects that only the fenced, explicit-owner and re-entry steps reach (the other
 //! configurations never ask for a token, name an owner or join a hold).
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/lua.rs"]
@@ -15,7 +17,7 @@ use redis_locks::protocol::ScriptId;
 use rwmodel::Scripts;
 
 /// Explores every default configuration with `scripts` until one finds a violation.
-fn counterexample(scripts: Scripts, depth: usize) -> Option<(&'static str, String, String)> {
+fn counterexample(scripts: Scripts, depth: usize) -> Option<checker::Found> {
     counterexample_in(rwmodel::configs(), scripts, depth)
 }
 
@@ -33,25 +35,13 @@ fn counterexample_in(
     configs: Vec<rwmodel::Config>,
     scripts: Scripts,
     depth: usize,
-) -> Option<(&'static str, String, String)> {
-    for config in configs {
-        let report = rwmodel::explore(&config, scripts.clone(), depth, 2_000_000);
-        if let Some((property, message, path)) = report.violation {
-            let replay = format!("{}:{}", config.name, rwmodel::path_text(&path));
-            return Some((property, message, replay));
-        }
-    }
-    None
+) -> Option<checker::Found> {
+    let world = rwmodel::World::new(scripts);
+    checker::counterexample::<rwmodel::Rw>(&world, &configs, depth, 2_000_000)
 }
 
 fn expect(scripts: Scripts, depth: usize, properties: &[&str]) {
-    let found = counterexample(scripts, depth);
-    println!("{found:?}");
-    let (property, message, replay) = found.expect("the checker found no counterexample");
-    assert!(
-        properties.contains(&property),
-        "found {property} ({message}; {replay}), expected one of {properties:?}"
-    );
+    checker::expect_found(counterexample(scripts, depth), properties);
 }
 
 /// A read granted without looking at the write holds: a reader joins another owner's
@@ -125,12 +115,7 @@ const CHECK_DEPTH: usize = 12;
 /// configurations at the checker's default bound.
 fn expect_new(scripts: Scripts, properties: &[&str]) {
     let found = counterexample_in(new_step_configs(), scripts, CHECK_DEPTH);
-    println!("{found:?}");
-    let (property, message, replay) = found.expect("the checker found no counterexample");
-    assert!(
-        properties.contains(&property),
-        "found {property} ({message}; {replay}), expected one of {properties:?}"
-    );
+    checker::expect_found(found, properties);
 }
 
 /// A fresh fenced write that does not move the counter on (`max(counter, time)`): two
@@ -234,12 +219,8 @@ mod rust_core {
         plant(Some(defect));
         let found = counterexample_in(configs, Scripts::real(), DEFAULT_DEPTH);
         plant(None);
-        println!("{defect:?}: {found:?}");
-        let (property, message, replay) = found.expect("the checker found no counterexample");
-        assert!(
-            properties.contains(&property),
-            "found {property} ({message}; {replay}), expected one of {properties:?}"
-        );
+        println!("{defect:?}");
+        checker::expect_found(found, properties);
     }
 
     #[test]

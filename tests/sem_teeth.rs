@@ -2,6 +2,8 @@
 //! defect, in a copy of a real script or in the Rust core, and asserts that the checker
 //! finds a counterexample to the property the defect breaks.
 
+#[path = "protocol/checker.rs"]
+mod checker;
 #[path = "protocol/keyspace.rs"]
 mod keyspace;
 #[path = "protocol/lua.rs"]
@@ -10,30 +12,21 @@ mod lua;
 mod semmodel;
 
 use redis_locks::protocol::ScriptId;
-use semmodel::Scripts;
+use semmodel::{Config, Scripts, Sem, World};
 
-/// Explores every default configuration with `scripts` until one finds a violation:
-/// (property, message, depth, replay spec).
-fn counterexample(scripts: Scripts, depth: usize) -> Option<(&'static str, String, usize, String)> {
-    for config in semmodel::configs() {
-        let report = semmodel::explore(&config, scripts.clone(), depth, 3_000_000);
-        assert!(!report.truncated, "{}: state bound hit", config.name);
-        if let Some((property, message, path)) = report.violation {
-            let replay = format!("{}:{}", config.name, semmodel::path_text(&path));
-            return Some((property, message, report.depth_reached, replay));
-        }
-    }
-    None
+/// Explores every default configuration with `scripts` until one finds a violation.
+fn counterexample(scripts: Scripts, depth: usize) -> Option<checker::Found> {
+    counterexample_in(&semmodel::configs(), scripts, depth)
+}
+
+/// Explores `configs` with `scripts` until one finds a violation.
+fn counterexample_in(configs: &[Config], scripts: Scripts, depth: usize) -> Option<checker::Found> {
+    let world = World::new(scripts);
+    checker::counterexample::<Sem>(&world, configs, depth, 3_000_000)
 }
 
 fn expect(scripts: Scripts, depth: usize, properties: &[&str]) {
-    let found = counterexample(scripts, depth);
-    println!("{found:?}");
-    let (property, message, _, replay) = found.expect("the checker found no counterexample");
-    assert!(
-        properties.contains(&property),
-        "found {property} ({message}; {replay}), expected one of {properties:?}"
-    );
+    checker::expect_found(counterexample(scripts, depth), properties);
 }
 
 /// A grant that counts one permit too many as free.
@@ -174,13 +167,10 @@ fn an_acquire_that_defaults_a_lost_size_is_caught() {
             "local size = tonumber(state[1]) or 2",
         );
     let found = counterexample(scripts, 8);
-    println!("{found:?}");
-    let (property, message, _, replay) = found.expect("the checker found no counterexample");
+    let replay = found.as_ref().map(|(_, _, replay)| replay.clone());
     let expected = ["never more permits than the size", "no orphans, no garbage"];
-    assert!(
-        expected.contains(&property),
-        "{property}: {message}; {replay}"
-    );
+    checker::expect_found(found, &expected);
+    let replay = replay.unwrap_or_default();
     assert!(replay.starts_with("sem: size 1, restart"), "{replay}");
 }
 
@@ -205,15 +195,15 @@ fn a_leave_that_keeps_the_permits_of_an_abandoned_acquire_is_caught() {
         "local held = n > 0 and redis.call('ZSCORE', permits, ARGV[1] .. ':1')",
         "local held = n > 0 and ARGV[5] ~= '1' and redis.call('ZSCORE', permits, ARGV[1] .. ':1')",
     );
+    let world = World::new(scripts);
     let mut passed = Vec::new();
     for config in semmodel::configs() {
-        let report = semmodel::explore(&config, scripts.clone(), 12, 3_000_000);
-        assert!(!report.truncated, "{}: state bound hit", config.name);
-        let Some((property, message, path)) = report.violation else {
+        let configs = std::slice::from_ref(&config);
+        let found = checker::counterexample::<Sem>(&world, configs, 12, 3_000_000);
+        let Some((property, message, replay)) = found else {
             passed.push(config.name);
             continue;
         };
-        let replay = format!("{}:{}", config.name, semmodel::path_text(&path));
         println!("{property}: {message}; {replay}; passed before: {passed:?}");
         assert_eq!(property, "no orphans, no garbage", "{message}; {replay}");
         assert!(
@@ -223,14 +213,15 @@ fn a_leave_that_keeps_the_permits_of_an_abandoned_acquire_is_caught() {
         let earlier = semmodel::configs().into_iter().take(passed.len());
         assert!(earlier.into_iter().all(|c| c.timeouts == 0 && c.drops == 0));
         // The trace: a stray of the abandoned acquire ran.
-        let world = semmodel::World::new(scripts.clone(), &config);
-        let mut state = semmodel::State::initial(&config, &world);
+        let (_, path) = replay.rsplit_once(':').expect("a replay spec");
+        let path = checker::parse_path(path).expect("a path");
+        let mut state = semmodel::State::initial(&config);
         let mut strays = 0;
         for &index in &path {
-            let step = state.steps(&world)[index as usize].clone();
+            let step = state.steps(&config)[index as usize].clone();
             strays += usize::from(matches!(step, semmodel::Step::ExecuteStray(_)));
             println!("  {step:?}");
-            state.apply(&step, &world);
+            state.apply(&step, &world, &config);
         }
         assert!(strays > 0, "no stray ran: {replay}");
         return;
@@ -264,12 +255,8 @@ mod rust_core {
         plant(Some(defect));
         let found = counterexample(Scripts::real(), DEFAULT_DEPTH);
         plant(None);
-        println!("{defect:?}: {found:?}");
-        let (property, message, _, replay) = found.expect("the checker found no counterexample");
-        assert!(
-            properties.contains(&property),
-            "found {property} ({message}; {replay}), expected one of {properties:?}"
-        );
+        println!("{defect:?}");
+        checker::expect_found(found, properties);
     }
 
     #[test]
@@ -337,13 +324,8 @@ mod rust_core {
 fn a_next_attempt_that_forgets_earlier_sends_is_caught() {
     use redis_locks::protocol::planted::{Defect, plant};
     plant(Some(Defect::AttemptsForgetEarlierSends));
-    let found = semmodel::probes().into_iter().find_map(|config| {
-        let report = semmodel::explore(&config, Scripts::real(), 14, 3_000_000);
-        report
-            .violation
-            .map(|(property, message, _)| (property, message))
-    });
+    // The default bound, 12, and the probes' 2 steps more (`Config::extra_depth`): 14.
+    let found = counterexample_in(&semmodel::probes(), Scripts::real(), 12);
     plant(None);
-    let (property, message) = found.expect("the checker found no counterexample");
-    assert_eq!(property, "belief is true", "{message}");
+    checker::expect_found(found, &["belief is true"]);
 }

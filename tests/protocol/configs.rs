@@ -74,6 +74,22 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
     }
 }
 
-pub fn by_name(name: &str) -> Option<Config> {
-    all().into_iter().find(|c| c.name == name)
+/// Every configuration the checker runs: the default ones, the one in which a client's
+/// watchdog ticks overlap (`model::overlapping_ticks`) and the re-arm one (`model::rearm`). The
+/// last two are kept out of [`all`], which the teeth explore as "the other
+/// configurations": a tooth asserts that only one of them catches its defect.
+pub fn checked() -> Vec<Config> {
+    let mut checked = all();
+    checked.push(crate::model::overlapping_ticks());
+    checked.push(crate::model::rearm());
+    checked
+}
+
+/// The milestones each configuration the checker runs must reach at the default bound.
+pub fn must_reach_checked(name: &str) -> Vec<&'static str> {
+    match name {
+        crate::model::OVERLAPPING_TICKS => crate::model::overlapping_ticks_must_reach(),
+        crate::model::REARM => vec!["nested release"],
+        _ => must_reach(name),
+    }
 }

@@ -7,8 +7,8 @@
 //! and every reply read by the library's own `protocol::fair`, `resend::Resend` /
 //! `given_back`, `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`;
 //! every call runs the real `lua/fair_*.lua` / `lua/sem_renew.lua` in the embedded Lua
-//! against the keyspace model. A small breadth-first explorer checks the properties in
-//! every state.
+//! against the keyspace model. The one checker (`tests/protocol/checker.rs`) explores it
+//! breadth-first and checks the properties in every state.
 //!
 //! Assumptions (as the read-write lock's checker): one lock, one Redis; a request runs
 //! when it is sent (the clock does not move in between, and another client's run before
@@ -83,9 +83,7 @@
 //! which the oracle follows.
 #![allow(dead_code)]
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashSet};
-use std::hash::{Hash, Hasher};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use redis_locks::LostReason;
@@ -98,9 +96,10 @@ use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
 use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
 use redis_locks::protocol::rwlock::hold_id;
 use redis_locks::protocol::semaphore::renew_call;
-use redis_locks::protocol::wait::{Tried, Wait, WaitPolicy, WaitStep, WaitTiming};
+use redis_locks::protocol::wait::{Wait, WaitPolicy, WaitTiming};
 use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
+use crate::checker::{Model, Stepped, wait_at_attempt};
 use crate::keyspace::{Keyspace, zset_order};
 use crate::lua::ScriptRunner;
 
@@ -348,22 +347,9 @@ fn check_renewal(
 /// asked.
 fn dropped_wait(request: &FairAcquire, refused: bool, now: Millis) -> Wait {
     let limit = if request.waits { None } else { Some(0) };
-    let mut wait = Wait::new(WaitPolicy::fair(TIMING), now, limit);
-    let mut step = wait.start(now);
-    if refused {
-        let busy = Tried::Busy {
-            within: WAITER_LEASE,
-        };
-        step = wait.attempted(now, busy, false, 0);
-        if let WaitStep::Subscribe { .. } = step {
-            step = wait.subscribed_at(now);
-        }
-        if let WaitStep::Sleep { .. } = step {
-            step = wait.woke(now, false);
-        }
-    }
-    assert_eq!(step, WaitStep::Attempt, "the waiting loop attempts");
-    wait
+    let refused = refused.then_some(WAITER_LEASE);
+    wait_at_attempt(WaitPolicy::fair(TIMING), now, limit, refused)
+        .expect("the waiting loop attempts")
 }
 
 /// A waiting acquisition between asks (the library's loop asleep until a wake-up or a
@@ -1615,78 +1601,115 @@ impl State {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// The explorer: breadth-first, states deduplicated by a 64-bit fingerprint.
-// ---------------------------------------------------------------------------------------
-
-pub struct Report {
-    pub states: usize,
-    pub depth_reached: usize,
-    pub milestones: [bool; MILESTONES.len()],
-    pub violation: Option<(&'static str, String, Vec<u8>)>,
-    /// The state bound was hit: the run is not exhaustive to its depth.
-    pub truncated: bool,
-}
-
-fn fingerprint(state: &State) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    state.hash(&mut hasher);
-    hasher.finish()
-}
-
-pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
-    let world = World::new(scripts);
-    let initial = State::initial(config);
-    let mut seen = HashSet::new();
-    seen.insert(fingerprint(&initial));
-    let mut frontier = vec![(initial, Vec::new())];
-    let mut report = Report {
-        states: 1,
-        depth_reached: 0,
-        milestones: [false; MILESTONES.len()],
-        violation: None,
-        truncated: false,
-    };
-    for level in 0..depth {
-        let mut next = Vec::new();
-        for (state, path) in &frontier {
-            for (index, step) in state.steps().iter().enumerate() {
-                let mut successor = state.clone();
-                let effects = successor.apply(step, &world);
-                for m in effects.milestones {
-                    report.milestones[m] = true;
-                }
-                let mut successor_path: Vec<u8> = path.clone();
-                successor_path.push(index as u8);
-                if let Some((property, message)) = effects.violation {
-                    report.violation = Some((property, message, successor_path));
-                    report.depth_reached = level + 1;
-                    return report;
-                }
-                if seen.insert(fingerprint(&successor)) {
-                    report.states += 1;
-                    report.truncated |= report.states >= max_states;
-                    next.push((successor, successor_path));
-                }
+impl State {
+    /// One line: the clock, Redis's holds and queue, and each client's beliefs, place and
+    /// call in flight.
+    pub fn describe(&self) -> String {
+        let keys = keys();
+        let now = self.now;
+        let list = |key: &str, per_ms: f64| {
+            let items = members(&self.ks, key, now).into_iter();
+            let items: Vec<String> = items
+                .map(|(m, s)| format!("{}@{}", show(&m), t((s / per_ms) as u64)))
+                .collect();
+            items.join(" ")
+        };
+        let mut out = format!(
+            "t={} redis: holds[{}] queue[{}] alive[{}]",
+            t(now),
+            list(&keys.holds, 1.0),
+            list(&keys.queue, 1000.0),
+            list(&keys.alive, 1.0)
+        );
+        if self.busy_next {
+            out += " (the next call gets BUSY)";
+        }
+        if self.timeout_next {
+            out += " (the next call times out)";
+        }
+        if !self.doomed.is_empty() {
+            let doomed: Vec<String> = self.doomed.iter().map(|h| show(h.as_bytes())).collect();
+            out += &format!(" wiped[{}]", doomed.join(" "));
+        }
+        for (c, client) in self.clients.iter().enumerate() {
+            out += &format!("; c{c}({}):", client.owner);
+            for guard in &client.guards {
+                let believed = guard.lost().is_none() && now < guard.deadline();
+                let note = if believed { "" } else { " (not believed)" };
+                let hold = show(guard.hold().as_bytes());
+                out += &format!(" {hold} until {}{note}", t(guard.deadline()));
             }
-            if report.truncated {
-                break;
+            if let Some(waiting) = &client.waiting {
+                let how = if waiting.dead { "dead" } else { "waiting" };
+                out += &format!(" {how} {}", show(waiting.request.hold.as_bytes()));
+            }
+            if let Some(p) = &client.place {
+                out += &format!(" place(arrived {}, asked {})", t(p.arrival), t(p.last));
+            }
+            if let Some(flight) = &client.flight {
+                let what = match &flight.op {
+                    Op::Acquire { request, .. } => {
+                        let how = if request.waits { "acquire" } else { "try" };
+                        format!("{how} {}", show(request.hold.as_bytes()))
+                    }
+                    Op::Release { hold, leaving, .. } => {
+                        let how = if *leaving { "leave" } else { "release" };
+                        format!("{how} {}", show(hold.as_bytes()))
+                    }
+                    Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+                };
+                let stage = match (&flight.reply, &flight.queued) {
+                    (_, Some(_)) => "sent behind strays".to_string(),
+                    (None, None) => "sleeping".to_string(),
+                    (Some(reply), None) => format!("ran -> {reply:?}"),
+                };
+                out += &format!(" [{what} {stage}]");
+            }
+            for stray in &client.strays {
+                let what = match &stray.op {
+                    Op::Acquire { request, .. } => {
+                        format!("acquire {}", show(request.hold.as_bytes()))
+                    }
+                    Op::Release { hold, .. } => format!("release {}", show(hold.as_bytes())),
+                    Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+                };
+                let note = if stray.given_up { ", given up" } else { "" };
+                out += &format!(" stray({what}{note})");
             }
         }
-        if next.is_empty() {
-            break;
-        }
-        report.depth_reached = level + 1;
-        frontier = next;
-        if report.truncated {
-            break;
+        out
+    }
+}
+
+/// The fair lock's model, for the one checker (`tests/protocol/checker.rs`).
+pub struct Fair;
+
+impl Model for Fair {
+    type Config = Config;
+    type State = State;
+    type Step = Step;
+    type World = World;
+    const MILESTONES: &'static [&'static str] = &MILESTONES;
+
+    fn name(config: &Config) -> &'static str {
+        config.name
+    }
+    fn initial(config: &Config) -> State {
+        State::initial(config)
+    }
+    fn steps(state: &State, _config: &Config) -> Vec<Step> {
+        state.steps()
+    }
+    fn apply(state: &mut State, step: &Step, world: &World, _config: &Config) -> Stepped {
+        let effects = state.apply(step, world);
+        Stepped {
+            milestones: effects.milestones,
+            violations: effects.violation.into_iter().collect(),
         }
     }
-    report
-}
-
-pub fn path_text(path: &[u8]) -> String {
-    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+    fn describe(state: &State) -> String {
+        state.describe()
+    }
 }
 
 /// The default configurations.
@@ -1808,4 +1831,12 @@ pub fn shared_owner() -> Config {
         drops: 0,
         required: vec!["an owner re-entered", "a queued waiter granted in order"],
     }
+}
+
+/// The milestones default configuration `name` must reach at the default bound.
+pub fn must_reach(name: &str) -> Vec<&'static str> {
+    let mut all = configs().into_iter();
+    all.find(|c| c.name == name)
+        .map(|c| c.required)
+        .unwrap_or_default()
 }

@@ -48,16 +48,13 @@
 //! hash exists, with a count of at least 1 and the clients' records.
 #![allow(dead_code)]
 
-use std::collections::HashSet;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
-
 use redis_locks::protocol::latch::{
     LatchKeys, LatchReply, count_down_call, decode_count_down, decode_done, delete_call, set_call,
 };
 use redis_locks::protocol::resend::Resend;
 use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
+use crate::checker::{Model, Stepped};
 use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
 
@@ -825,105 +822,35 @@ impl State {
     }
 }
 
-fn fingerprint(state: &State) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    state.hash(&mut hasher);
-    hasher.finish()
-}
+/// The count-down latch's model, for the one checker (`tests/protocol/checker.rs`). Its
+/// world (`World::new(scripts, driver)`) names the driver: the library's, or a planted
+/// driver defect for the teeth.
+pub struct Latch;
 
-pub struct Report {
-    pub states: usize,
-    pub depth_reached: usize,
-    pub milestones: [bool; MILESTONES.len()],
-    pub violation: Option<(&'static str, String, Vec<u8>)>,
-    pub truncated: bool,
-}
+impl Model for Latch {
+    type Config = Config;
+    type State = State;
+    type Step = Step;
+    type World = World;
+    const MILESTONES: &'static [&'static str] = &MILESTONES;
 
-/// Every interleaving of `config` up to `depth` steps (at most `max_states` states).
-pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
-    explore_with(config, scripts, Driver::Library, depth, max_states)
-}
-
-/// [`explore`] with the model's driver `driver` (a planted driver defect for the teeth).
-pub fn explore_with(
-    config: &Config,
-    scripts: Scripts,
-    driver: Driver,
-    depth: usize,
-    max_states: usize,
-) -> Report {
-    let world = World::new(scripts, driver);
-    let initial = State::initial(config);
-    let mut seen = HashSet::new();
-    seen.insert(fingerprint(&initial));
-    let mut frontier = vec![(initial, Vec::new())];
-    let mut report = Report {
-        states: 1,
-        depth_reached: 0,
-        milestones: [false; MILESTONES.len()],
-        violation: None,
-        truncated: false,
-    };
-    for level in 0..depth {
-        let mut next = Vec::new();
-        for (state, path) in &frontier {
-            for (index, step) in state.steps().iter().enumerate() {
-                let mut successor = state.clone();
-                let effects = successor.apply(step, &world);
-                for m in effects.milestones {
-                    report.milestones[m] = true;
-                }
-                let mut successor_path: Vec<u8> = path.clone();
-                successor_path.push(index as u8);
-                if let Some((property, message)) = effects.violation {
-                    report.violation = Some((property, message, successor_path));
-                    report.depth_reached = level + 1;
-                    return report;
-                }
-                if seen.insert(fingerprint(&successor)) {
-                    report.states += 1;
-                    if report.states >= max_states {
-                        report.truncated = true;
-                        return report;
-                    }
-                    next.push((successor, successor_path));
-                }
-            }
-        }
-        if next.is_empty() {
-            break;
-        }
-        report.depth_reached = level + 1;
-        frontier = next;
+    fn name(config: &Config) -> &'static str {
+        config.name
     }
-    report
-}
-
-/// Replays a path: a numbered trace, and the violation it ends in.
-pub fn replay(config: &Config, scripts: Scripts, path: &[u8]) -> String {
-    replay_with(config, scripts, Driver::Library, path)
-}
-
-/// [`replay`] with the model's driver `driver`.
-pub fn replay_with(config: &Config, scripts: Scripts, driver: Driver, path: &[u8]) -> String {
-    let world = World::new(scripts, driver);
-    let mut state = State::initial(config);
-    let mut out = format!("   0. start: {}\n", state.describe());
-    for (n, &index) in path.iter().enumerate() {
-        let Some(step) = state.steps().get(index as usize).cloned() else {
-            out.push_str("   (step not enabled)\n");
-            break;
-        };
-        let fx = state.apply(&step, &world);
-        out.push_str(&format!(
-            "  {:>2}. {step:?}\n      -> {}\n",
-            n + 1,
-            state.describe()
-        ));
-        if let Some((property, message)) = fx.violation {
-            out.push_str(&format!("  violates {property}: {message}\n"));
-            break;
+    fn initial(config: &Config) -> State {
+        State::initial(config)
+    }
+    fn steps(state: &State, _config: &Config) -> Vec<Step> {
+        state.steps()
+    }
+    fn apply(state: &mut State, step: &Step, world: &World, _config: &Config) -> Stepped {
+        let effects = state.apply(step, world);
+        Stepped {
+            milestones: effects.milestones,
+            violations: effects.violation.into_iter().collect(),
         }
     }
-    out
+    fn describe(state: &State) -> String {
+        state.describe()
+    }
 }

@@ -81,10 +81,8 @@
 //! wiped never comes back.
 #![allow(dead_code)]
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use redis_locks::protocol::acquire::{self, AcquireRequest};
@@ -95,11 +93,12 @@ use redis_locks::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_ord
 use redis_locks::protocol::release::{
     self, Found, ReleaseFlow, ReleaseOutcome, ReleaseResult, Told, told,
 };
-use redis_locks::protocol::wait::{Tried, Wait, WaitPolicy, WaitStep, WaitTiming};
+use redis_locks::protocol::wait::{Tried, WaitPolicy, WaitStep, WaitTiming};
 use redis_locks::protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
 };
 
+use crate::checker::{Model, Stepped, wait_at_attempt};
 use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
 
@@ -721,20 +720,8 @@ struct Released {
 /// failed with `failure` at `now` leads to: `Ok(true)` to attempt again after a pause,
 /// `Ok(false)` to end the member's wait with the error; `Err` with anything else.
 fn waiting_loop(refused: bool, now: Millis, failure: Failure) -> Result<bool, WaitStep> {
-    let mut wait = Wait::new(WaitPolicy::reentrant(TIMING), now, None);
-    let mut step = wait.start(now);
-    if refused {
-        step = wait.attempted(now, Tried::Busy { within: LEASE }, false, 0);
-        if let WaitStep::Subscribe { .. } = step {
-            step = wait.subscribed_at(now);
-        }
-        if let WaitStep::Sleep { .. } = step {
-            step = wait.woke(now, false);
-        }
-    }
-    if step != WaitStep::Attempt {
-        return Err(step);
-    }
+    let policy = WaitPolicy::reentrant(TIMING);
+    let mut wait = wait_at_attempt(policy, now, None, refused.then_some(LEASE))?;
     match wait.attempted(now, Tried::Failed(failure), false, 0) {
         WaitStep::Sleep { .. } => Ok(true),
         WaitStep::Done(
@@ -911,8 +898,8 @@ impl State {
     }
 
     /// Applies one step, with the checks of the step itself but not those of the state it
-    /// leads to ([`State::check`]: a function of the state alone, so the explorer runs it
-    /// once per state, not once per way in).
+    /// leads to ([`State::check`], a function of the state alone: the checker runs it on
+    /// every way in, so a state reached again is checked again, finding nothing new).
     fn take(&mut self, step: &Step, world: &World) -> Effects {
         let mut fx = Effects::default();
         match *step {
@@ -1963,140 +1950,34 @@ fn phase_name(phase: &Phase) -> String {
     }
 }
 
-fn fingerprint(state: &State) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    state.hash(&mut hasher);
-    hasher.finish()
-}
+/// The multi-lock's model, for the one checker (`tests/protocol/checker.rs`). A step is
+/// [`State::apply`]: the step's own checks, then those of the state it leads to.
+pub struct Multi;
 
-/// What one exploration found.
-pub struct Report {
-    pub states: usize,
-    pub depth_reached: usize,
-    pub milestones: [bool; MILESTONES.len()],
-    /// A shortest path (step indices) to each milestone reached.
-    pub milestone_paths: Vec<Option<Vec<u8>>>,
-    /// The first violation: property, message, and the path (step indices) to it.
-    pub violation: Option<(&'static str, String, Vec<u8>)>,
-    /// Whether the bound on states stopped the search before the depth did.
-    pub truncated: bool,
-}
+impl Model for Multi {
+    type Config = Config;
+    type State = State;
+    type Step = Step;
+    type World = World;
+    const MILESTONES: &'static [&'static str] = &MILESTONES;
 
-/// Every interleaving of `config` up to `depth` steps (at most `max_states` states),
-/// breadth first, states deduplicated by a 64-bit fingerprint. A state's own properties
-/// are checked once, when it is first reached; a step's own checks on every step.
-pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
-    let world = World::new(scripts);
-    let initial = State::initial(config);
-    let mut seen = HashSet::new();
-    seen.insert(fingerprint(&initial));
-    // Every state kept, as (its parent's index, the step index from the parent): paths
-    // are rebuilt only when one is reported.
-    let mut tree: Vec<(u32, u8)> = vec![(u32::MAX, 0)];
-    let path_to = |tree: &[(u32, u8)], mut at: u32| -> Vec<u8> {
-        let mut path = Vec::new();
-        while at != 0 {
-            let (parent, step) = tree[at as usize];
-            path.push(step);
-            at = parent;
-        }
-        path.reverse();
-        path
-    };
-    let mut report = Report {
-        states: 1,
-        depth_reached: 0,
-        milestones: [false; MILESTONES.len()],
-        milestone_paths: vec![None; MILESTONES.len()],
-        violation: None,
-        truncated: false,
-    };
-    let mut initial_fx = Effects::default();
-    initial.check(&mut initial_fx);
-    if let Some((property, message)) = initial_fx.violation {
-        report.violation = Some((property, message, Vec::new()));
-        return report;
+    fn name(config: &Config) -> &'static str {
+        config.name
     }
-    let mut frontier: Vec<(State, u32)> = vec![(initial, 0)];
-    for level in 0..depth {
-        let mut next = Vec::new();
-        for (state, node) in &frontier {
-            for (index, step) in state.steps().iter().enumerate() {
-                let mut successor = state.clone();
-                let mut effects = successor.take(step, &world);
-                let fresh = effects.violation.is_none() && seen.insert(fingerprint(&successor));
-                if fresh {
-                    successor.check(&mut effects);
-                }
-                let here = || {
-                    let mut path = path_to(&tree, *node);
-                    path.push(index as u8);
-                    path
-                };
-                for m in effects.milestones {
-                    if !report.milestones[m] {
-                        report.milestones[m] = true;
-                        report.milestone_paths[m] = Some(here());
-                    }
-                }
-                if let Some((property, message)) = effects.violation {
-                    report.violation = Some((property, message, here()));
-                    report.depth_reached = level + 1;
-                    return report;
-                }
-                if fresh {
-                    report.states += 1;
-                    if report.states >= max_states {
-                        report.truncated = true;
-                        return report;
-                    }
-                    tree.push((*node, index as u8));
-                    next.push((successor, (tree.len() - 1) as u32));
-                }
-            }
-        }
-        if next.is_empty() {
-            break;
-        }
-        report.depth_reached = level + 1;
-        frontier = next;
+    fn initial(config: &Config) -> State {
+        State::initial(config)
     }
-    report
-}
-
-/// Replays a path: a numbered trace, and the violation it ends in.
-pub fn replay(config: &Config, scripts: Scripts, path: &[u8]) -> String {
-    let world = World::new(scripts);
-    let mut state = State::initial(config);
-    let mut out = format!("   0. start: {}\n", state.describe());
-    for (n, &index) in path.iter().enumerate() {
-        let Some(step) = state.steps().get(index as usize).cloned() else {
-            out.push_str("   (step not enabled)\n");
-            break;
-        };
-        let fx = state.apply(&step, &world);
-        let _ = write!(
-            out,
-            "  {:>2}. {step:?}\n      -> {}\n",
-            n + 1,
-            state.describe()
-        );
-        if let Some((property, message)) = fx.violation {
-            let _ = writeln!(out, "  violates {property}: {message}");
-            break;
+    fn steps(state: &State, _config: &Config) -> Vec<Step> {
+        state.steps()
+    }
+    fn apply(state: &mut State, step: &Step, world: &World, _config: &Config) -> Stepped {
+        let effects = state.apply(step, world);
+        Stepped {
+            milestones: effects.milestones,
+            violations: effects.violation.into_iter().collect(),
         }
     }
-    out
-}
-
-/// `2,0,13` <-> path.
-pub fn path_text(path: &[u8]) -> String {
-    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
-}
-
-pub fn parse_path(text: &str) -> Result<Vec<u8>, String> {
-    text.split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| s.trim().parse::<u8>().map_err(|e| format!("{s:?}: {e}")))
-        .collect()
+    fn describe(state: &State) -> String {
+        state.describe()
+    }
 }

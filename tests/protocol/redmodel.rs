@@ -55,8 +55,8 @@
 //! holders within validity"). See [`redlock_elapsed`].
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -71,6 +71,7 @@ use redis_locks::protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
 };
 
+use crate::checker::{Model, Stepped};
 use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
 
@@ -329,6 +330,15 @@ pub fn configs() -> Vec<Config> {
             ]),
         },
     ]
+}
+
+/// The milestones the default configuration `name` must reach at the default bound.
+pub fn must_reach(name: &str) -> Vec<&'static str> {
+    configs()
+        .into_iter()
+        .find(|c| c.name == name)
+        .map(|c| c.must_reach)
+        .unwrap_or_default()
 }
 
 /// The lock's keys on every server.
@@ -628,14 +638,6 @@ impl Effects {
         if !self.violations.iter().any(|(p, _)| *p == property) {
             self.violations.push((property, message));
         }
-    }
-
-    /// The first violation of a property not in `ignore`.
-    pub fn violation(&self, ignore: &[&str]) -> Option<(&'static str, String)> {
-        self.violations
-            .iter()
-            .find(|(p, _)| !ignore.contains(p))
-            .cloned()
     }
 }
 
@@ -1613,175 +1615,87 @@ impl Hold {
     }
 }
 
-/// What one exploration found.
-pub struct Report {
-    pub states: usize,
-    pub depth_reached: usize,
-    pub milestones: [bool; MILESTONES.len()],
-    /// The first violation: property, message, and the path (step indices) to it.
-    pub violation: Option<(&'static str, String, Vec<u8>)>,
-    /// Whether the bound on states stopped the search before the depth did.
-    pub truncated: bool,
-}
+/// RedLock's model, for the one checker (`tests/protocol/checker.rs`).
+pub struct Red;
 
-/// A state's fingerprint, the same for states that differ only by a permutation of the
-/// servers (they are interchangeable: same scripts, same budgets, and no property or step
-/// treats one server differently from another). Everything that belongs to one server (its
-/// keyspace and status, and every client's lane, ids, operation, background task, hold and
-/// attempt outcome there, and its abandoned holds) is hashed as one column; the columns
-/// are hashed as a sorted multiset.
-fn fingerprint(state: &State) -> u64 {
-    let mut columns: Vec<u64> = (0..state.servers.len())
-        .map(|s| {
-            let mut h = DefaultHasher::new();
-            state.servers[s].hash(&mut h);
-            for c in &state.clients {
-                c.lanes[s].hash(&mut h);
-                c.ids[s].hash(&mut h);
-                c.ops[s].hash(&mut h);
-                c.background[s].hash(&mut h);
-                c.holds[s].hash(&mut h);
-                if let Phase::Attempting { outcomes, .. } = &c.phase {
-                    outcomes[s].hash(&mut h);
-                }
-            }
-            for (server, hold) in &state.abandoned {
-                if *server == s {
-                    hold.hash(&mut h);
-                }
-            }
-            h.finish()
-        })
-        .collect();
-    columns.sort_unstable();
-    let mut h = DefaultHasher::new();
-    columns.hash(&mut h);
-    state.now.hash(&mut h);
-    (
-        state.downs_left,
-        state.restarts_left,
-        state.faults_left,
-        state.slow_left,
-        state.skews_left,
-        state.advances_left,
-        state.acquired_by,
-    )
-        .hash(&mut h);
-    for c in &state.clients {
-        c.attempts_left.hash(&mut h);
-        match &c.phase {
-            Phase::Idle => 0u8.hash(&mut h),
-            Phase::Attempting { start, lease, .. } => (1u8, start, lease).hash(&mut h),
-            Phase::Holding { valid_until } => (2u8, valid_until).hash(&mut h),
-            Phase::Releasing => 3u8.hash(&mut h),
+impl Model for Red {
+    type Config = Config;
+    type State = State;
+    type Step = Step;
+    type World = World;
+    const MILESTONES: &'static [&'static str] = &MILESTONES;
+
+    fn name(config: &Config) -> &'static str {
+        config.name
+    }
+    fn initial(config: &Config) -> State {
+        State::initial(config)
+    }
+    fn steps(state: &State, config: &Config) -> Vec<Step> {
+        state.steps(config)
+    }
+    fn apply(state: &mut State, step: &Step, world: &World, config: &Config) -> Stepped {
+        let effects = state.apply(step, world, config);
+        Stepped {
+            milestones: effects.milestones,
+            violations: effects.violations,
         }
     }
-    h.finish()
-}
-
-/// Explores `config` breadth-first to `depth` steps (at most `max_states` states). A
-/// violation of a property named in `ignore` is not reported (the teeth use this to show
-/// that a defect caught early by one property is also caught, deeper, by another).
-pub fn explore(
-    config: &Config,
-    scripts: Scripts,
-    depth: usize,
-    max_states: usize,
-    ignore: &[&str],
-) -> Report {
-    let world = World::new(scripts);
-    let initial = State::initial(config);
-    let mut seen = HashSet::from([fingerprint(&initial)]);
-    let mut frontier = vec![(initial, Vec::new())];
-    let mut report = Report {
-        states: 1,
-        depth_reached: 0,
-        milestones: [false; MILESTONES.len()],
-        violation: None,
-        truncated: false,
-    };
-    for level in 1..=depth {
-        let mut next = Vec::new();
-        for (state, path) in &frontier {
-            if report.truncated {
-                break;
+    fn describe(state: &State) -> String {
+        state.describe()
+    }
+    /// A state's fingerprint, the same for states that differ only by a permutation of
+    /// the servers (they are interchangeable: same scripts, same budgets, and no property
+    /// or step treats one server differently from another). Everything that belongs to one
+    /// server (its keyspace and status, and every client's lane, ids, operation, background
+    /// task, hold and attempt outcome there, and its abandoned holds) is hashed as one
+    /// column; the columns are hashed as a sorted multiset.
+    fn fingerprint(state: &State) -> u64 {
+        let mut columns: Vec<u64> = (0..state.servers.len())
+            .map(|s| {
+                let mut h = DefaultHasher::new();
+                state.servers[s].hash(&mut h);
+                for c in &state.clients {
+                    c.lanes[s].hash(&mut h);
+                    c.ids[s].hash(&mut h);
+                    c.ops[s].hash(&mut h);
+                    c.background[s].hash(&mut h);
+                    c.holds[s].hash(&mut h);
+                    if let Phase::Attempting { outcomes, .. } = &c.phase {
+                        outcomes[s].hash(&mut h);
+                    }
+                }
+                for (server, hold) in &state.abandoned {
+                    if *server == s {
+                        hold.hash(&mut h);
+                    }
+                }
+                h.finish()
+            })
+            .collect();
+        columns.sort_unstable();
+        let mut h = DefaultHasher::new();
+        columns.hash(&mut h);
+        state.now.hash(&mut h);
+        (
+            state.downs_left,
+            state.restarts_left,
+            state.faults_left,
+            state.slow_left,
+            state.skews_left,
+            state.advances_left,
+            state.acquired_by,
+        )
+            .hash(&mut h);
+        for c in &state.clients {
+            c.attempts_left.hash(&mut h);
+            match &c.phase {
+                Phase::Idle => 0u8.hash(&mut h),
+                Phase::Attempting { start, lease, .. } => (1u8, start, lease).hash(&mut h),
+                Phase::Holding { valid_until } => (2u8, valid_until).hash(&mut h),
+                Phase::Releasing => 3u8.hash(&mut h),
             }
-            for (index, step) in state.steps(config).iter().enumerate() {
-                let mut successor = state.clone();
-                let effects = successor.apply(step, &world, config);
-                for &m in &effects.milestones {
-                    report.milestones[m] = true;
-                }
-                let path = [path.as_slice(), &[index as u8]].concat();
-                // A violation of an ignored property lets the path go on.
-                if let Some((property, message)) = effects.violation(ignore) {
-                    report.violation = Some((property, message, path));
-                    report.depth_reached = level;
-                    return report;
-                }
-                if seen.insert(fingerprint(&successor)) {
-                    report.states += 1;
-                    report.truncated |= report.states >= max_states;
-                    next.push((successor, path));
-                }
-            }
         }
-        if next.is_empty() {
-            break;
-        }
-        (report.depth_reached, frontier) = (level, next);
-        if report.truncated {
-            break;
-        }
+        h.finish()
     }
-    report
-}
-
-/// A replayed path: each step with the state after it, and the violation it ended in.
-pub type Replayed = (Vec<(Step, String)>, Option<(&'static str, String)>);
-
-/// Replays a path (step indices) to its first violation of a property not in `ignore`.
-pub fn replay(
-    config: &Config,
-    scripts: Scripts,
-    path: &[u8],
-    ignore: &[&str],
-) -> Result<Replayed, String> {
-    let world = World::new(scripts);
-    let mut state = State::initial(config);
-    let mut trace = Vec::new();
-    for (n, &index) in path.iter().enumerate() {
-        let steps = state.steps(config);
-        let step = steps
-            .get(index as usize)
-            .cloned()
-            .ok_or_else(|| format!("step {n}: index {index}, {} enabled", steps.len()))?;
-        let effects = state.apply(&step, &world, config);
-        trace.push((step, state.describe()));
-        if let Some(violation) = effects.violation(ignore) {
-            return Ok((trace, Some(violation)));
-        }
-    }
-    Ok((trace, None))
-}
-
-/// A numbered, readable trace.
-pub fn format_trace(config: &Config, trace: &[(Step, String)]) -> String {
-    let mut out = format!("   0. start: {}\n", State::initial(config).describe());
-    for (n, (step, after)) in trace.iter().enumerate() {
-        let _ = writeln!(out, "  {:>2}. {step:?}\n      -> {after}", n + 1);
-    }
-    out
-}
-
-/// `2,0,13` <-> path.
-pub fn path_text(path: &[u8]) -> String {
-    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
-}
-
-pub fn parse_path(text: &str) -> Result<Vec<u8>, String> {
-    text.split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| s.trim().parse::<u8>().map_err(|e| format!("{s:?}: {e}")))
-        .collect()
 }

@@ -69,9 +69,7 @@
 //! owner), and outside `racing_renewals` a client has one call in flight at a time.
 #![allow(dead_code)]
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use redis_locks::LostReason;
@@ -83,6 +81,7 @@ use redis_locks::protocol::rwlock::{RwAcquire, RwAcquired, RwKeys, RwKind, hold_
 use redis_locks::protocol::semaphore::renew_call;
 use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
+use crate::checker::{Model, Stepped};
 use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
 
@@ -1516,111 +1515,35 @@ impl State {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// The explorer: breadth-first, states deduplicated by a 64-bit fingerprint.
-// ---------------------------------------------------------------------------------------
+/// The read-write lock's model, for the one checker (`tests/protocol/checker.rs`).
+pub struct Rw;
 
-pub struct Report {
-    pub states: usize,
-    pub depth_reached: usize,
-    pub milestones: [bool; MILESTONES.len()],
-    pub violation: Option<(&'static str, String, Vec<u8>)>,
-    pub truncated: bool,
-}
+impl Model for Rw {
+    type Config = Config;
+    type State = State;
+    type Step = Step;
+    type World = World;
+    const MILESTONES: &'static [&'static str] = &MILESTONES;
 
-fn fingerprint(state: &State) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    state.hash(&mut hasher);
-    hasher.finish()
-}
-
-pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
-    let world = World::new(scripts);
-    let initial = State::initial(config);
-    let mut seen = HashSet::new();
-    seen.insert(fingerprint(&initial));
-    let mut frontier = vec![(initial, Vec::new())];
-    let mut report = Report {
-        states: 1,
-        depth_reached: 0,
-        milestones: [false; MILESTONES.len()],
-        violation: None,
-        truncated: false,
-    };
-    for level in 0..depth {
-        let mut next = Vec::new();
-        for (state, path) in &frontier {
-            for (index, step) in state.steps().iter().enumerate() {
-                let mut successor = state.clone();
-                let effects = successor.apply(step, &world);
-                for m in effects.milestones {
-                    report.milestones[m] = true;
-                }
-                let mut successor_path: Vec<u8> = path.clone();
-                successor_path.push(index as u8);
-                if let Some((property, message)) = effects.violation {
-                    report.violation = Some((property, message, successor_path));
-                    report.depth_reached = level + 1;
-                    return report;
-                }
-                if seen.insert(fingerprint(&successor)) {
-                    report.states += 1;
-                    report.truncated |= report.states >= max_states;
-                    next.push((successor, successor_path));
-                }
-            }
-            if report.truncated {
-                break;
-            }
-        }
-        if next.is_empty() {
-            break;
-        }
-        report.depth_reached = level + 1;
-        frontier = next;
-        if report.truncated {
-            break;
+    fn name(config: &Config) -> &'static str {
+        config.name
+    }
+    fn initial(config: &Config) -> State {
+        State::initial(config)
+    }
+    fn steps(state: &State, _config: &Config) -> Vec<Step> {
+        state.steps()
+    }
+    fn apply(state: &mut State, step: &Step, world: &World, _config: &Config) -> Stepped {
+        let effects = state.apply(step, world);
+        Stepped {
+            milestones: effects.milestones,
+            violations: effects.violation.into_iter().collect(),
         }
     }
-    report
-}
-
-/// A violated property and what happened.
-pub type Violation = (&'static str, String);
-
-/// Replays a path: the numbered trace, and the violation the last step produced.
-pub fn replay(
-    config: &Config,
-    scripts: Scripts,
-    path: &[u8],
-) -> Result<(String, Option<Violation>), String> {
-    let world = World::new(scripts);
-    let mut state = State::initial(config);
-    let mut out = format!("   0. start: {}\n", state.describe());
-    for (n, &index) in path.iter().enumerate() {
-        let steps = state.steps();
-        let step = steps
-            .get(index as usize)
-            .cloned()
-            .ok_or_else(|| format!("step {n}: index {index}, {} enabled", steps.len()))?;
-        let effects = state.apply(&step, &world);
-        out += &format!("  {:>2}. {step:?}\n      -> {}\n", n + 1, state.describe());
-        if effects.violation.is_some() {
-            return Ok((out, effects.violation));
-        }
+    fn describe(state: &State) -> String {
+        state.describe()
     }
-    Ok((out, None))
-}
-
-pub fn path_text(path: &[u8]) -> String {
-    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
-}
-
-pub fn parse_path(text: &str) -> Result<Vec<u8>, String> {
-    text.split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| s.trim().parse::<u8>().map_err(|e| format!("{s:?}: {e}")))
-        .collect()
 }
 
 /// The default configurations.
@@ -1739,10 +1662,6 @@ pub fn configs() -> Vec<Config> {
             racing_renewals: true,
         },
     ]
-}
-
-pub fn config_by_name(name: &str) -> Option<Config> {
-    configs().into_iter().find(|c| c.name == name)
 }
 
 const RESTART: &str = "rw: two owners, a restart, BUSY and a lost reply";

@@ -7,8 +7,8 @@
 //! re-sent by its `resend::Resend`, judged by its `given_back`, `renew::decode_renew` and
 //! `hold::HoldState`; whether an attempt that can never be granted gives back is its
 //! `wait::Wait`'s decision; every call runs the real `lua/sem_*.lua` in the embedded Lua
-//! against the keyspace model. A small breadth-first explorer checks the properties in
-//! every state.
+//! against the keyspace model. The one checker (`tests/protocol/checker.rs`) explores it
+//! breadth-first and checks the properties in every state.
 //!
 //! Assumptions (as the read-write lock's checker): one semaphore, one Redis, no client
 //! crash; the size is set by `lua/sem_set.lua` before anything else and never changed
@@ -84,10 +84,9 @@
 //! confirmed deadline in any case.
 #![allow(dead_code)]
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashSet};
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::sync::{Arc, LazyLock};
 
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
@@ -99,6 +98,7 @@ use redis_locks::protocol::semaphore::{
 use redis_locks::protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
 use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
+use crate::checker::{Model, Stepped, wait_at_attempt};
 use crate::keyspace::Keyspace;
 use crate::lua::ScriptRunner;
 
@@ -205,6 +205,8 @@ pub struct Config {
     pub attempt_give_up: Millis,
     /// Milestones this configuration cannot reach (2 permits of a semaphore of 1).
     pub out_of_reach: Vec<&'static str>,
+    /// Steps it explores beyond the run's depth (the probes: 2).
+    pub extra_depth: usize,
 }
 
 impl Config {
@@ -222,6 +224,9 @@ pub fn keys() -> SemaphoreKeys {
         sharded: false,
     }
 }
+
+/// The keys, built once: every configuration's.
+static KEYS: LazyLock<SemaphoreKeys> = LazyLock::new(keys);
 
 /// One acquisition a client believes in (a guard).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -269,22 +274,9 @@ impl Request {
     /// attempt ended are asked, not its sleeps (the model attempts again at any time).
     fn wait(&self, now: Millis) -> Wait {
         let limit = if self.waits { None } else { Some(0) };
-        let mut wait = Wait::new(WaitPolicy::semaphore(TIMING), now, limit);
-        let mut step = wait.start(now);
-        if self.refused {
-            let busy = Tried::Busy {
-                within: RESERVATION,
-            };
-            step = wait.attempted(now, busy, false, 0);
-            if let WaitStep::Subscribe { .. } = step {
-                step = wait.subscribed_at(now);
-            }
-            if let WaitStep::Sleep { .. } = step {
-                step = wait.woke(now, false);
-            }
-        }
-        assert_eq!(step, WaitStep::Attempt, "the waiting loop attempts");
-        wait
+        let refused = self.refused.then_some(RESERVATION);
+        wait_at_attempt(WaitPolicy::semaphore(TIMING), now, limit, refused)
+            .expect("the waiting loop attempts")
     }
 }
 
@@ -367,9 +359,9 @@ impl InFlight {
     }
 
     /// An attempt of `request` (every attempt of a waiter sends the same call).
-    fn attempt(request: Request, world: &World, now: Millis) -> Self {
+    fn attempt(request: Request, world: &Ctx, now: Millis) -> Self {
         let (id, n, waits) = (&request.id, request.n, request.waits);
-        let call = acquire_call(&world.keys, id, n, LEASE, waits, RESERVATION);
+        let call = acquire_call(&KEYS, id, n, LEASE, waits, RESERVATION);
         let give_up_at = now + world.config.attempt_give_up;
         let mut resend = request.sends.resend(call, give_up_at);
         let call = match resend.start(&mut ModelEnv(now), &mut ()) {
@@ -557,23 +549,29 @@ impl Effects {
     }
 }
 
-/// The script runner, the scripts, the keys and what users may ask for.
+/// The script runner and the scripts, shared by every configuration of a run.
 pub struct World {
     runner: ScriptRunner,
     scripts: Scripts,
-    keys: SemaphoreKeys,
-    config: Config,
+}
+
+/// The world as one configuration sees it: with what users may ask for and the size.
+struct Ctx<'a> {
+    world: &'a World,
+    config: &'a Config,
+}
+
+impl Deref for Ctx<'_> {
+    type Target = World;
+    fn deref(&self) -> &World {
+        self.world
+    }
 }
 
 impl World {
-    pub fn new(scripts: Scripts, config: &Config) -> Self {
-        let (runner, keys, config) = (ScriptRunner::new(), keys(), config.clone());
-        World {
-            runner,
-            scripts,
-            keys,
-            config,
-        }
+    pub fn new(scripts: Scripts) -> Self {
+        let runner = ScriptRunner::new();
+        World { runner, scripts }
     }
 
     fn run(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> Reply {
@@ -647,10 +645,12 @@ pub fn show(bytes: &[u8]) -> String {
 }
 
 impl State {
-    /// The start: the size set by the real `sem_set.lua`, no permit out.
-    pub fn initial(config: &Config, world: &World) -> Self {
+    /// The start: the size set by the real `sem_set.lua` (never a planted one: no tooth
+    /// plants a defect in it), no permit out.
+    pub fn initial(config: &Config) -> Self {
         let mut ks = Keyspace::default();
-        let reply = world.run(&set_call(&world.keys, config.size, false), &mut ks, START);
+        let world = World::new(Scripts::real());
+        let reply = world.run(&set_call(&KEYS, config.size, false), &mut ks, START);
         let unset = Reply::Array(vec![Reply::Int(-1), Reply::Int(0)]);
         assert_eq!(reply, unset, "sem_set.lua");
         let client = |i| Client {
@@ -674,7 +674,7 @@ impl State {
         }
     }
 
-    pub fn steps(&self, world: &World) -> Vec<Step> {
+    pub fn steps(&self, config: &Config) -> Vec<Step> {
         let mut steps = Vec::new();
         let mut waiting_to_run = false;
         for (c, client) in self.clients.iter().enumerate() {
@@ -694,7 +694,7 @@ impl State {
             match &client.flight {
                 None => {
                     if self.acquires > 0 {
-                        let asks = world.config.requests.iter();
+                        let asks = config.requests.iter();
                         steps.extend(asks.map(|&(n, waits)| Step::Acquire(c, n, waits)));
                     }
                     steps.extend((0..client.guards.len()).map(|g| Step::Release(c, g)));
@@ -739,15 +739,16 @@ impl State {
         if self.restarts > 0 {
             steps.push(Step::Restart);
         }
-        if size_of(&self.ks, &world.keys, self.now).is_none() {
+        if size_of(&self.ks, &KEYS, self.now).is_none() {
             steps.push(Step::SetSize);
         }
         steps
     }
 
-    pub fn apply(&mut self, step: &Step, world: &World) -> Effects {
+    pub fn apply(&mut self, step: &Step, world: &World, config: &Config) -> Effects {
+        let world = &Ctx { world, config };
         let mut fx = Effects::default();
-        let keys = &world.keys;
+        let keys: &SemaphoreKeys = &KEYS;
         let now = self.now;
         match *step {
             Step::Acquire(c, n, waits) => {
@@ -809,15 +810,15 @@ impl State {
                 client.flight = Some(InFlight::new(op, Some(call)));
             }
             Step::Run(c) => self.run(c, world, &mut fx),
-            Step::Deliver(c) => self.deliver(c, world, &mut fx),
+            Step::Deliver(c) => self.deliver(c, &mut fx),
             Step::LoseReply(c) => {
                 self.faults -= 1;
-                self.fail_call(c, Failure::Lost, world, &mut fx);
+                self.fail_call(c, Failure::Lost, &mut fx);
             }
             Step::Busy(c) => {
                 self.busy -= 1;
                 let failure = Failure::Transient("BUSY Redis is busy running a script".into());
-                self.fail_call(c, failure, world, &mut fx);
+                self.fail_call(c, failure, &mut fx);
             }
             Step::Restart => {
                 self.restarts -= 1;
@@ -844,7 +845,7 @@ impl State {
                     // a reply not yet delivered) is lost, and the client cannot tell which.
                     let on_the_wire = |f: &InFlight| f.call.is_some() && !f.sleeping;
                     if self.clients[c].flight.as_ref().is_some_and(on_the_wire) {
-                        self.fail_call(c, Failure::Lost, world, &mut fx);
+                        self.fail_call(c, Failure::Lost, &mut fx);
                     }
                 }
             }
@@ -869,7 +870,7 @@ impl State {
                     sent,
                     given_up,
                 });
-                self.fail_call(c, Failure::TimedOut, world, &mut fx);
+                self.fail_call(c, Failure::TimedOut, &mut fx);
             }
             Step::Drop(c) => {
                 self.drops -= 1;
@@ -960,7 +961,7 @@ impl State {
     /// A call of client `c` got no reply (`failure`): an attempt or a give-back is re-sent
     /// as its `Resend` decides; the watchdog does not re-send a renewal (the next tick
     /// renews).
-    fn fail_call(&mut self, c: usize, failure: Failure, world: &World, fx: &mut Effects) {
+    fn fail_call(&mut self, c: usize, failure: Failure, fx: &mut Effects) {
         let now = self.now;
         let client = &mut self.clients[c];
         let flight = client.flight.as_mut().expect("a call in flight");
@@ -995,7 +996,7 @@ impl State {
                 client.strays.iter_mut().for_each(|s| s.given_up = true);
                 request.sends.ended(Some(&gave_up));
                 let failure = gave_up.failure.after_earlier_loss(gave_up.after_loss);
-                self.attempt_ended(c, request, Tried::Failed(failure), world, fx);
+                self.attempt_ended(c, request, Tried::Failed(failure), fx);
             }
             Some(other) => fx.fail(GARBAGE, format!("the re-send gave up: {other:?}")),
         }
@@ -1010,7 +1011,6 @@ impl State {
         c: usize,
         request: Request,
         tried: Tried,
-        world: &World,
         fx: &mut Effects,
     ) -> bool {
         let now = self.now;
@@ -1024,7 +1024,7 @@ impl State {
             | WaitStep::Done(WaitEnd::TimedOut { give_back, .. }) => {
                 *flight = give_back.then(|| {
                     let (id, n) = (request.id, request.n);
-                    InFlight::give_back(id, n, true, &world.keys, now)
+                    InFlight::give_back(id, n, true, &KEYS, now)
                 });
                 give_back
             }
@@ -1038,7 +1038,7 @@ impl State {
         }
     }
 
-    fn run(&mut self, c: usize, world: &World, fx: &mut Effects) {
+    fn run(&mut self, c: usize, world: &Ctx, fx: &mut Effects) {
         let flight = self.clients[c].flight.as_ref().expect("a call in flight");
         let call = flight.call.clone().expect("a call to run");
         let sent = flight.sent().expect("a call");
@@ -1067,10 +1067,10 @@ impl State {
         c: usize,
         call: &Call,
         sent: &Sent,
-        world: &World,
+        world: &Ctx,
         fx: &mut Effects,
     ) -> Ran {
-        let (keys, now) = (&world.keys, self.now);
+        let (keys, now) = (&*KEYS, self.now);
         let before = members(&self.ks, keys, now);
         let resv_before = reservation(&self.ks, keys, now).unwrap_or(None);
         let reply = world.run(call, &mut self.ks, now);
@@ -1159,7 +1159,7 @@ impl State {
         }
     }
 
-    fn deliver(&mut self, c: usize, world: &World, fx: &mut Effects) {
+    fn deliver(&mut self, c: usize, fx: &mut Effects) {
         let now = self.now;
         let flight = self.clients[c].flight.take().expect("a call in flight");
         let reply = flight.ran.expect("delivered after it ran");
@@ -1204,7 +1204,7 @@ impl State {
                     let refused = Tried::Refused {
                         claim_may_remain: attempted.claim_may_remain(after_loss),
                     };
-                    if self.attempt_ended(c, request, refused, world, fx) {
+                    if self.attempt_ended(c, request, refused, fx) {
                         fx.reach("an attempt found no size after a restart and gave back");
                     }
                 }
@@ -1283,8 +1283,8 @@ impl State {
     }
 
     /// The properties that hold in every state.
-    fn check(&self, world: &World, fx: &mut Effects) {
-        let (keys, now) = (&world.keys, self.now);
+    fn check(&self, world: &Ctx, fx: &mut Effects) {
+        let (keys, now) = (&*KEYS, self.now);
         let all = members(&self.ks, keys, now);
         // (1), (2): what clients believe (not given back, not lost, before its deadline),
         // against the size and against Redis; but for the beliefs a restart made untrue
@@ -1413,77 +1413,106 @@ impl State {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// The explorer: breadth-first, states deduplicated by a 64-bit fingerprint.
-// ---------------------------------------------------------------------------------------
-
-pub struct Report {
-    pub states: usize,
-    pub depth_reached: usize,
-    pub milestones: [bool; MILESTONES.len()],
-    pub violation: Option<(&'static str, String, Vec<u8>)>,
-    /// The state bound stopped the search before the depth did.
-    pub truncated: bool,
+impl State {
+    /// One line: the clock (from the start), Redis's permits and reservation, each
+    /// client's beliefs and what it is doing.
+    pub fn describe(&self) -> String {
+        let (keys, now) = (&*KEYS, self.now);
+        let at = |ms: f64| ms as i64 - START as i64;
+        let permits: Vec<String> = members(&self.ks, keys, now)
+            .iter()
+            .map(|(m, s)| format!("{}@{}", show(m), at(*s)))
+            .collect();
+        let mut out = format!("t={} redis: permits[{}]", now - START, permits.join(" "));
+        if size_of(&self.ks, keys, now).is_none() {
+            out += " (no size)";
+        }
+        if let Some(expiry) = self.ks.pexpire_at(keys.permits.as_bytes(), now) {
+            out += &format!(" expires@{}", expiry.map_or(-1, |t| at(t as f64)));
+        }
+        if let Ok(Some((id, until))) = reservation(&self.ks, keys, now) {
+            out += &format!(" reserved for {id} until {}", at(until as f64));
+        }
+        for (c, client) in self.clients.iter().enumerate() {
+            out += &format!("; c{c}:");
+            for guard in &client.guards {
+                let deadline = guard.state.deadline();
+                let (id, n) = (guard.state.hold(), guard.n);
+                let note = match (guard.believed(now), guard.doomed) {
+                    (false, _) => " (not believed)",
+                    (true, true) => " (lost to the restart, not told yet)",
+                    (true, false) => "",
+                };
+                out += &format!(" {id}x{n} until {}{note}", at(deadline as f64));
+            }
+            for stray in &client.strays {
+                let what = match &stray.sent {
+                    Sent::Acquire { id, n } => format!("acquire {id}x{n}"),
+                    Sent::Release { id, n, .. } => format!("give-back {id}x{n}"),
+                    Sent::Renew { holds } => format!("renewal of {}", holds.len()),
+                };
+                let whose = if stray.given_up { ", given up" } else { "" };
+                out += &format!(" [late {what}{whose}]");
+            }
+            let Some(flight) = &client.flight else {
+                continue;
+            };
+            let what = match &flight.op {
+                Op::Acquire { request: r, .. } => {
+                    let waits = if r.waits { " waiting" } else { "" };
+                    format!("acquire {}x{}{waits}", r.id, r.n)
+                }
+                Op::Waiting { request: r } => format!("waiter {}x{} between attempts", r.id, r.n),
+                Op::Release { id, n, leaving, .. } => {
+                    let verb = if *leaving { "leave" } else { "release" };
+                    format!("{verb} {id}x{n}")
+                }
+                Op::Renew { items, .. } => format!("renew {} acquisitions", items.len()),
+            };
+            let stage = match (&flight.op, &flight.ran, flight.sleeping) {
+                (Op::Waiting { .. }, _, _) => String::new(),
+                (_, _, true) => " sleeping".into(),
+                (_, None, _) => " sent".into(),
+                (_, Some(reply), _) => format!(" ran -> {reply:?}"),
+            };
+            out += &format!(" [{what}{stage}]");
+        }
+        out
+    }
 }
 
-fn fingerprint(state: &State) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    state.hash(&mut hasher);
-    hasher.finish()
-}
+/// The semaphore's model, for the one checker (`tests/protocol/checker.rs`).
+pub struct Sem;
 
-pub fn explore(config: &Config, scripts: Scripts, depth: usize, max_states: usize) -> Report {
-    let world = World::new(scripts, config);
-    let initial = State::initial(config, &world);
-    let mut seen = HashSet::from([fingerprint(&initial)]);
-    let mut frontier = vec![(initial, Vec::new())];
-    let milestones = [false; MILESTONES.len()];
-    let (states, depth_reached, violation, truncated) = (1, 0, None, false);
-    let mut report = Report {
-        states,
-        depth_reached,
-        milestones,
-        violation,
-        truncated,
-    };
-    for level in 1..=depth {
-        let mut next = Vec::new();
-        for (state, path) in &frontier {
-            if report.truncated {
-                break;
-            }
-            for (index, step) in state.steps(&world).iter().enumerate() {
-                let mut successor = state.clone();
-                let effects = successor.apply(step, &world);
-                for m in effects.milestones {
-                    report.milestones[m] = true;
-                }
-                let path = [path.as_slice(), &[index as u8]].concat();
-                if let Some((property, message)) = effects.violation {
-                    report.violation = Some((property, message, path));
-                    report.depth_reached = level;
-                    return report;
-                }
-                if seen.insert(fingerprint(&successor)) {
-                    report.states += 1;
-                    report.truncated |= report.states >= max_states;
-                    next.push((successor, path));
-                }
-            }
-        }
-        if next.is_empty() {
-            break;
-        }
-        (report.depth_reached, frontier) = (level, next);
-        if report.truncated {
-            break;
+impl Model for Sem {
+    type Config = Config;
+    type State = State;
+    type Step = Step;
+    type World = World;
+    const MILESTONES: &'static [&'static str] = &MILESTONES;
+
+    fn name(config: &Config) -> &'static str {
+        config.name
+    }
+    fn initial(config: &Config) -> State {
+        State::initial(config)
+    }
+    fn steps(state: &State, config: &Config) -> Vec<Step> {
+        state.steps(config)
+    }
+    fn apply(state: &mut State, step: &Step, world: &World, config: &Config) -> Stepped {
+        let effects = state.apply(step, world, config);
+        Stepped {
+            milestones: effects.milestones,
+            violations: effects.violation.into_iter().collect(),
         }
     }
-    report
-}
-
-pub fn path_text(path: &[u8]) -> String {
-    path.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+    fn describe(state: &State) -> String {
+        state.describe()
+    }
+    fn extra_depth(config: &Config) -> usize {
+        config.extra_depth
+    }
 }
 
 /// The default configurations.
@@ -1510,6 +1539,7 @@ pub fn configs() -> Vec<Config> {
             drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: without_restarts_or_busy(),
+            extra_depth: 0,
         },
         Config {
             name: "sem: size 1, three clients, waiters, faults, expiry and renewal",
@@ -1526,6 +1556,7 @@ pub fn configs() -> Vec<Config> {
             drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: [vec!["a grant of 2 permits"], without_restarts_or_busy()].concat(),
+            extra_depth: 0,
         },
         Config {
             name: "sem: size 1, restart with data loss, BUSY, lost replies, expiry and renewal",
@@ -1542,6 +1573,7 @@ pub fn configs() -> Vec<Config> {
             drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: [vec!["a grant of 2 permits"], STRAY_MILESTONES.to_vec()].concat(),
+            extra_depth: 0,
         },
         Config {
             name: "sem: size 2, 1 or 2 permits, restart with data loss, BUSY, a lost reply, expiry",
@@ -1558,6 +1590,7 @@ pub fn configs() -> Vec<Config> {
             drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: STRAY_MILESTONES.to_vec(),
+            extra_depth: 0,
         },
         Config {
             // An attempt gives up at its first timeout or lost reply (the library: after
@@ -1586,6 +1619,7 @@ pub fn configs() -> Vec<Config> {
                 restarts_or_busy(),
             ]
             .concat(),
+            extra_depth: 0,
         },
         Config {
             name: "sem: size 2, 1 or 2 permits, late requests: re-sent after a timeout, a dropped acquire",
@@ -1602,6 +1636,7 @@ pub fn configs() -> Vec<Config> {
             drops: 1,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: restarts_or_busy(),
+            extra_depth: 0,
         },
     ]
 }
@@ -1631,5 +1666,17 @@ pub fn probes() -> Vec<Config> {
         drops: 0,
         attempt_give_up: 50,
         out_of_reach: MILESTONES.to_vec(),
+        extra_depth: 2,
     }]
+}
+
+/// The milestones configuration `name` (a default one or a probe) must reach: all but
+/// those out of its reach.
+pub fn must_reach(name: &str) -> Vec<&'static str> {
+    let mut all = configs().into_iter().chain(probes());
+    let Some(config) = all.find(|c| c.name == name) else {
+        return Vec::new();
+    };
+    let required = (0..MILESTONES.len()).filter(|&index| config.requires(index));
+    required.map(|index| MILESTONES[index]).collect()
 }
