@@ -52,7 +52,7 @@ impl std::fmt::Debug for LockClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Short on purpose: a client appears in the Debug output of every lock and guard.
         f.debug_struct("LockClient")
-            .field("id", &self.inner.calls.id)
+            .field("id", &crate::owner::Fingerprint(&self.inner.calls.id))
             .field("addr", &self.inner.calls.addr)
             .field("prefix", &self.inner.layout.prefix)
             .finish_non_exhaustive()
@@ -465,7 +465,12 @@ impl LockClientBuilder {
         let connecting = Conn::connect(&target, settings);
         let mut conn = match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(conn)) => conn,
-            Ok(Err(source)) => return Err(Error::Connect { addr, source }),
+            Ok(Err(source)) => {
+                return Err(Error::Connect {
+                    addr,
+                    source: source.into(),
+                });
+            }
             Err(_) => {
                 let source = std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
@@ -492,7 +497,12 @@ impl LockClientBuilder {
             // An ACL without +ping: the server checked who we are and answered, which is
             // all this asks.
             Ok(Err(err)) if err.code() == Some("NOPERM") => {}
-            Ok(Err(source)) => return Err(Error::Connect { addr, source }),
+            Ok(Err(source)) => {
+                return Err(Error::Connect {
+                    addr,
+                    source: source.into(),
+                });
+            }
             Err(_) => {
                 let source = std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
@@ -519,7 +529,12 @@ impl LockClientBuilder {
                 .await
                 {
                     Ok(Ok(conn)) => Some(conn),
-                    Ok(Err(source)) => return Err(Error::Connect { addr, source }),
+                    Ok(Err(source)) => {
+                        return Err(Error::Connect {
+                            addr,
+                            source: source.into(),
+                        });
+                    }
                     Err(_) => {
                         let source = std::io::Error::new(
                             std::io::ErrorKind::TimedOut,

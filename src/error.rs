@@ -20,7 +20,7 @@ pub enum Error {
         addr: String,
         /// What the connection attempt reported.
         #[source]
-        source: redis::RedisError,
+        source: ConnectError,
     },
 
     /// A command failed after the client was connected (connection lost, timeout, server
@@ -39,11 +39,13 @@ pub enum Error {
     InvalidConfig(String),
 
     /// The caller does not hold the lock it tried to release.
-    #[error("lock {name:?} is not held by owner {owner:?}")]
+    // The message shows the owner's fingerprint, not the id: messages end up in logs, and
+    // whoever knows an owner id can release that owner's holds.
+    #[error("lock {name:?} is not held by owner {}", crate::owner::Fingerprint(.owner))]
     NotHeld {
         /// The lock name.
         name: String,
-        /// The owner id that tried to release.
+        /// The owner id that tried to release (kept out of the message: a secret).
         owner: String,
     },
 
@@ -183,3 +185,50 @@ pub struct CommandError {
 
 /// Shorthand for `Result<T, redis_locks::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a connection could not be made: the error redis-rs reported
+/// ([`ConnectError::redis_error`]). It is [`Error::Connect`]'s `source()`; its own
+/// `source()` skips the causes its message already shows, so that a reporter that prints
+/// the whole chain (anyhow's `{:#}`, the CLI) prints "Connection refused (os error 111)"
+/// once, not twice (redis-rs repeats its I/O error's text in its own message).
+#[derive(Debug)]
+pub struct ConnectError(redis::RedisError);
+
+impl ConnectError {
+    /// The error redis-rs reported.
+    pub fn redis_error(&self) -> &redis::RedisError {
+        &self.0
+    }
+}
+
+impl From<redis::RedisError> for ConnectError {
+    fn from(error: redis::RedisError) -> Self {
+        ConnectError(error)
+    }
+}
+
+impl From<std::io::Error> for ConnectError {
+    fn from(error: std::io::Error) -> Self {
+        ConnectError(error.into())
+    }
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let shown = self.0.to_string();
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(inner) = cause {
+            if !shown.contains(&inner.to_string()) {
+                return Some(inner);
+            }
+            cause = inner.source();
+        }
+        None
+    }
+}

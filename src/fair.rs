@@ -68,7 +68,7 @@ impl std::fmt::Debug for FairLock {
         f.debug_struct("FairLock")
             .field("name", &self.name)
             .field("key", &self.keys.holds)
-            .field("owner", &self.owner)
+            .field("owner", &crate::owner::fingerprint(self.owner.as_deref()))
             .field("mode", &self.mode)
             .field("fenced", &self.fenced)
             .finish_non_exhaustive()

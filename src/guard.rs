@@ -18,6 +18,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::background::Unreleased;
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
+use crate::owner::Fingerprint;
 use crate::protocol::hold::Rearm;
 use crate::protocol::release::{Found, Leaving, Told, told};
 use crate::protocol::{Millis, timing};
@@ -110,8 +111,8 @@ impl<K: GuardKind> std::fmt::Debug for Guard<K> {
         f.debug_struct(K::GUARD)
             .field("lock", &self.core.name)
             .field("detail", &self.detail)
-            .field("owner", &self.core.owner)
-            .field("hold", &self.core.hold)
+            .field("owner", &Fingerprint(&self.core.owner))
+            .field("hold", &Fingerprint(&self.core.hold))
             .field("token", &self.core.token)
             .field("lease", &self.core.mode)
             .field("lost", &self.core.entry.lost_reason())

@@ -74,7 +74,7 @@ pub use client::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RENEW_BATCH, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_WATCHDOG_TIMEOUT, LockClient, LockClientBuilder,
 };
-pub use error::{CommandError, Error, LostReason, Result};
+pub use error::{CommandError, ConnectError, Error, LostReason, Result};
 pub use fair::{FAIR_WAITER_LEASE, FairGuard, FairLock, FairLockState};
 pub use guard::{Guard, GuardKind};
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};

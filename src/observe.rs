@@ -42,7 +42,8 @@ pub(crate) fn hold_ended(lock: &str, held: Duration, end: &'static str) {
 
 /// A hold was declared lost.
 pub(crate) fn lost(key: &str, owner: &str, reason: LostReason) {
-    tracing::warn!(key, owner, %reason, "lock lost");
+    let owner = crate::owner::Fingerprint(owner);
+    tracing::warn!(key, %owner, %reason, "lock lost");
     #[cfg(feature = "metrics")]
     {
         let reason = match reason {

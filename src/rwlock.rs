@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::guard::{Guard, GuardKind, sealed};
 use crate::held::{self, Attempt, SetKind};
 use crate::keys;
+use crate::owner::fingerprint;
 use crate::protocol::attempted::Attempted;
 use crate::protocol::rwlock::{RwAcquire, RwKeys, RwKind, hold_id, release_call, state_call};
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
@@ -74,7 +75,7 @@ impl std::fmt::Debug for RwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RwLock")
             .field("name", &self.name)
-            .field("owner", &self.owner)
+            .field("owner", &fingerprint(self.owner.as_deref()))
             .field("mode", &self.mode)
             .field("fenced", &self.fenced)
             .finish_non_exhaustive()

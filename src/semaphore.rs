@@ -130,10 +130,21 @@ impl Semaphore {
     /// expire `lease` after each acquire (the guard's lost signal fires then).
     /// Redis counts whole milliseconds, so a fraction rounds up (1.9 ms is 2 ms), as for
     /// [`Lock::with_lease`](crate::Lock::with_lease).
-    pub fn with_lease(mut self, lease: Duration) -> Result<Self> {
+    pub fn with_lease(&self, lease: Duration) -> Result<Self> {
         let ms = keys::validate_ms("lease", lease)?;
-        self.mode = LeaseMode::Fixed(Duration::from_millis(ms));
-        Ok(self)
+        Ok(Semaphore {
+            mode: LeaseMode::Fixed(Duration::from_millis(ms)),
+            ..self.clone()
+        })
+    }
+
+    /// A handle whose permits are renewed by the watchdog while their guard lives (the
+    /// default): undoes [`with_lease`](Self::with_lease).
+    pub fn with_watchdog(&self) -> Self {
+        Semaphore {
+            mode: LeaseMode::Watchdog,
+            ..self.clone()
+        }
     }
 
     /// Sets the number of permits (at least 1), whether or not one was set before; wakes

@@ -959,6 +959,37 @@ async fn the_connect_errors_cause_is_printed_once() {
     assert_eq!(chain.matches(&cause).count(), 1, "{chain}");
 }
 
+/// A refused connection: redis-rs repeats its I/O error's text in its own message, and
+/// the chain must still show "Connection refused" once (as anyhow's `{:#}` prints it).
+#[tokio::test]
+async fn a_refused_connections_cause_is_printed_once() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let err = match LockClient::connect(&url).await {
+        Err(err @ Error::Connect { .. }) => err,
+        Err(other) => panic!("expected Error::Connect, got {other:?}"),
+        Ok(_) => panic!("connected to a closed port"),
+    };
+    let mut chain = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    println!("Connect: {chain}");
+    assert_eq!(chain.matches("refused").count(), 1, "{chain}");
+    // The redis-rs error is still there for code that matches on it.
+    let Error::Connect { source, .. } = &err else {
+        unreachable!()
+    };
+    assert!(source.redis_error().is_connection_refusal(), "{source:?}");
+}
+
 /// `redis` and `CancellationToken` appear in the public API and are re-exported: code
 /// that names them through `redis_locks` compiles (this test fails to build otherwise).
 #[tokio::test]

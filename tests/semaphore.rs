@@ -428,3 +428,29 @@ async fn sizes_states_and_bad_input() {
         .unwrap();
     assert_eq!(value, "x");
 }
+
+/// `with_lease` and `with_watchdog` take `&self`, as on every other kind: each returns a
+/// new handle and leaves the one it was called on as it was.
+#[tokio::test]
+async fn lease_options_return_new_handles() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let semaphore = client.semaphore("sem-options").unwrap();
+    semaphore.set_permits(3).await.unwrap();
+    let leased = semaphore.with_lease(5 * SEC).unwrap();
+    let renewed = leased.with_watchdog();
+    let by_default = semaphore.acquire(1).await.unwrap();
+    let fixed = leased.acquire(1).await.unwrap();
+    let watched = renewed.acquire(1).await.unwrap();
+    assert!(by_default.is_watchdog_leased());
+    assert!(!fixed.is_watchdog_leased());
+    assert!(fixed.remaining_lease() <= 5 * SEC);
+    assert!(watched.is_watchdog_leased());
+    assert!(matches!(
+        semaphore.with_lease(Duration::ZERO),
+        Err(Error::InvalidDuration { .. })
+    ));
+    for permit in [by_default, fixed, watched] {
+        permit.release().await.unwrap();
+    }
+}

@@ -21,6 +21,7 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
 use crate::keys::{self, LockKeys};
+use crate::owner::fingerprint;
 use crate::watchdog::LeaseMode;
 
 /// The reserved hash field holding the current hold's fencing token (see `lua/acquire.lua`).
@@ -94,7 +95,7 @@ impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("key", &self.keys.hash)
-            .field("owner", &self.owner)
+            .field("owner", &fingerprint(self.owner.as_deref()))
             .field("lease", &self.mode)
             .field("fenced", &self.fenced)
             .finish()
