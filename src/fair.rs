@@ -210,6 +210,22 @@ impl FairLock {
         self.acquire_until(Some(wait), None).await
     }
 
+    /// Deletes the lock's holds, whoever holds them, and wakes the head of its queue.
+    /// Returns whether a hold was live. The queue (every waiter keeps its place) and the
+    /// fencing counter stay. Holders find out at their next renewal (their lost signal
+    /// fires) or at their release ([`Error::LockLost`]). For an operator clearing a stuck
+    /// lock (`redis-locks unlock --force`).
+    ///
+    /// # Cancel safety
+    /// A cancelled call may or may not have deleted the holds.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let call = crate::protocol::force::fair_call(&self.keys);
+        let deleted = crate::held::force_delete(&self.client, &call).await?;
+        deleted
+            .map(|holds| holds > 0)
+            .map_err(|found| self.wrong_type(found))
+    }
+
     /// The holds, the holder and the queue's length.
     ///
     /// # Cancel safety

@@ -287,3 +287,17 @@ impl<K: SetKind> GiveBack for SetGiveBack<K> {
         Box::pin(async move { give_back_found(&kind, &hold, true, false, give_up_at).await })
     }
 }
+
+/// Sends a force-delete (`lua/force_delete.lua`, see `protocol::force`): the live holds it
+/// deleted, or the type of a key that is not a sorted set (nothing was written).
+pub(crate) async fn force_delete(
+    client: &LockClient,
+    call: &Call,
+) -> Result<std::result::Result<u64, String>> {
+    let reply = client.inner.calls.eval(call).await?;
+    match crate::protocol::force::decode(&reply) {
+        Ok(crate::protocol::force::ForceDeleted::Holds(holds)) => Ok(Ok(holds)),
+        Ok(crate::protocol::force::ForceDeleted::NotOurs(found)) => Ok(Err(found)),
+        Err(unreadable) => Err(Error::UnexpectedReply(unreadable)),
+    }
+}

@@ -249,6 +249,23 @@ impl RwLock {
             .await
     }
 
+    /// Deletes every hold of the lock (the write and the reads), whoever holds them, and
+    /// wakes its waiters. Returns whether any hold was live. The fencing counter stays
+    /// (tokens keep going up), and so does a waiting writer's reservation. Holders find
+    /// out at their next renewal (their lost signal fires) or at their release
+    /// ([`Error::LockLost`]). For an operator clearing a stuck lock
+    /// (`redis-locks unlock --force`).
+    ///
+    /// # Cancel safety
+    /// A cancelled call may or may not have deleted the holds.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let call = crate::protocol::force::rwlock_call(&self.keys);
+        let deleted = crate::held::force_delete(&self.client, &call).await?;
+        deleted
+            .map(|holds| holds > 0)
+            .map_err(|found| self.wrong_type(found))
+    }
+
     /// The holds, the writer and whether a writer waits.
     ///
     /// # Cancel safety

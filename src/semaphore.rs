@@ -192,6 +192,21 @@ impl Semaphore {
         }
     }
 
+    /// Takes back every permit in use, whoever holds it, and wakes the waiters. Returns
+    /// how many permits were in use. The size stays, and so does a waiter's reservation.
+    /// Holders find out at their next renewal (their lost signal fires) or at their
+    /// release ([`Error::LockLost`]). For an operator clearing stuck permits
+    /// (`redis-locks unlock --force`).
+    ///
+    /// # Cancel safety
+    /// A cancelled call may or may not have taken the permits back.
+    pub async fn force_release(&self) -> Result<u64> {
+        let call = crate::protocol::force::semaphore_call(&self.keys);
+        crate::held::force_delete(&self.client, &call)
+            .await?
+            .map_err(|_| self.wrong_type())
+    }
+
     /// The size, the permits in use and the reserved ones.
     ///
     /// # Cancel safety

@@ -699,3 +699,49 @@ fn connect_outside_a_runtime_is_invalid_config() {
         other => panic!("expected InvalidConfig at once, got {other:?}"),
     }
 }
+
+/// A force-unlock of a kind whose keys hold something else (a user's own data under the
+/// prefix) is `WrongType` and writes nothing.
+#[tokio::test]
+async fn force_unlock_of_foreign_keys_is_wrong_type_and_writes_nothing() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+    for (key, kind) in [
+        ("redis-locks:{foreign}:rw:read", "rw"),
+        ("redis-locks:{foreign}:fair", "fair"),
+        ("redis-locks:{foreign}:permits", "semaphore"),
+    ] {
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg("mine")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let result = match kind {
+            "rw" => client
+                .rw_lock("foreign")
+                .unwrap()
+                .force_unlock()
+                .await
+                .map(u64::from),
+            "fair" => client
+                .fair_lock("foreign")
+                .unwrap()
+                .force_unlock()
+                .await
+                .map(u64::from),
+            _ => client.semaphore("foreign").unwrap().force_release().await,
+        };
+        assert!(
+            matches!(result, Err(Error::WrongType { .. })),
+            "{kind}: {result:?}"
+        );
+        let kept: String = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(kept, "mine", "{kind}");
+    }
+}

@@ -425,9 +425,17 @@ async fn a_lost_lock_stops_the_command() {
     assert!(stderr(&out).contains("hold is gone"), "{}", stderr(&out));
     assert!(dir.path().join("got").exists(), "the command got SIGTERM");
 
+    // Nothing left to delete: said, and exit 1 (0 with --missing-ok).
     let out = output(cli(&url).args(["unlock", "doomed", "--force"])).await;
-    assert_eq!(code(&out), 0);
-    assert!(stdout(&out).contains("not held"), "{}", stdout(&out));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing was held"),
+        "{}",
+        stderr(&out)
+    );
+    let out = output(cli(&url).args(["unlock", "doomed", "--force", "--missing-ok"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("nothing deleted"), "{}", stdout(&out));
 }
 
 #[tokio::test]
@@ -2433,4 +2441,47 @@ async fn a_lost_member_stops_an_also_run() {
     );
     assert!(dir.path().join("got").exists(), "the command got SIGTERM");
     assert_eq!(status_json(&url, "a").await["held"], false);
+}
+
+/// `unlock --force` clears every kind, through the binary: a `--write`, `--read`, `--fair`
+/// or `--permits` run whose hold it deletes is stopped as lost (73), the report names the
+/// kind, and nothing is left for a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_force_clears_every_kind() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let script = r#"
+        trap 'echo TERM > "$DIR/got"; exit 0' TERM
+        touch "$DIR/ready"
+        while :; do sleep 0.05; done
+    "#;
+    for (kind, name, said) in [
+        (&["--write"][..], "clear-w", "deleted read-write lock"),
+        (&["--read"][..], "clear-r", "deleted read-write lock"),
+        (&["--fair"][..], "clear-f", "deleted fair lock"),
+        (
+            &["--permits", "1"][..],
+            "clear-s",
+            "took back 1 permit of semaphore",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let child = cli(&url)
+            .env("DIR", dir.path())
+            .args(["run", name])
+            .args(kind)
+            .args(["--", "sh", "-c", script])
+            .spawn()
+            .unwrap();
+        wait_for_file(&dir.path().join("ready")).await;
+        let out = output(cli(&url).args(["unlock", name, "--force"])).await;
+        assert_eq!(code(&out), 0, "{kind:?}: {}", stderr(&out));
+        assert!(stdout(&out).contains(said), "{kind:?}: {}", stdout(&out));
+        let out = finish(child).await;
+        assert_eq!(code(&out), LOCK_LOST, "{kind:?}: {}", stderr(&out));
+        assert!(dir.path().join("got").exists(), "{kind:?}: no SIGTERM");
+        // Nothing is left: a second unlock finds nothing.
+        let out = output(cli(&url).args(["unlock", name, "--force"])).await;
+        assert_eq!(code(&out), 1, "{kind:?}: {}", stdout(&out));
+    }
 }

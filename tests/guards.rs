@@ -7,7 +7,8 @@
 //!   lease ends);
 //! * a release cancelled after it was sent still gives the hold back;
 //! * a detached hold stays in Redis until its lease ends, and is no longer tracked;
-//! * every guard reports its hold alike, and tells its loss alike.
+//! * every guard reports its hold alike, and tells its loss alike;
+//! * an operator's force-unlock frees every kind's hold and its holder is told.
 
 mod common;
 #[allow(dead_code)]
@@ -35,6 +36,8 @@ trait Kind {
     /// Whether another owner can take what the hold excludes, right now (given back at
     /// once if so).
     async fn is_free(client: &LockClient, name: &str) -> bool;
+    /// An operator's force-unlock of the kind: how many holds (permits) were live.
+    async fn force_unlock(client: &LockClient, name: &str) -> u64;
 }
 
 struct Plain;
@@ -57,6 +60,9 @@ impl Kind for Plain {
         let taken = client.lock(name).unwrap().try_acquire().await.unwrap();
         given_back(taken).await
     }
+    async fn force_unlock(client: &LockClient, name: &str) -> u64 {
+        u64::from(client.lock(name).unwrap().force_unlock().await.unwrap())
+    }
 }
 
 impl Kind for Read {
@@ -74,6 +80,9 @@ impl Kind for Read {
         let taken = client.rw_lock(name).unwrap().try_write().await.unwrap();
         given_back(taken).await
     }
+    async fn force_unlock(client: &LockClient, name: &str) -> u64 {
+        u64::from(client.rw_lock(name).unwrap().force_unlock().await.unwrap())
+    }
 }
 
 impl Kind for Write {
@@ -90,6 +99,9 @@ impl Kind for Write {
         let taken = client.rw_lock(name).unwrap().try_read().await.unwrap();
         given_back(taken).await
     }
+    async fn force_unlock(client: &LockClient, name: &str) -> u64 {
+        u64::from(client.rw_lock(name).unwrap().force_unlock().await.unwrap())
+    }
 }
 
 impl Kind for Fair {
@@ -105,6 +117,16 @@ impl Kind for Fair {
     async fn is_free(client: &LockClient, name: &str) -> bool {
         let taken = client.fair_lock(name).unwrap().try_acquire().await.unwrap();
         given_back(taken).await
+    }
+    async fn force_unlock(client: &LockClient, name: &str) -> u64 {
+        u64::from(
+            client
+                .fair_lock(name)
+                .unwrap()
+                .force_unlock()
+                .await
+                .unwrap(),
+        )
     }
 }
 
@@ -127,6 +149,14 @@ impl Kind for Permit {
             .await
             .unwrap();
         given_back(taken).await
+    }
+    async fn force_unlock(client: &LockClient, name: &str) -> u64 {
+        client
+            .semaphore(name)
+            .unwrap()
+            .force_release()
+            .await
+            .unwrap()
     }
 }
 
@@ -246,6 +276,23 @@ async fn every_guard_reports_and_loses_alike<T: Kind>() {
     );
 }
 
+/// An operator's force-unlock: the hold is gone at once (another owner gets in), its
+/// holder is told (the lost signal, and a release that says `LockLost`), and a second
+/// force-unlock finds nothing.
+async fn force_unlock_frees_the_hold_and_tells_its_holder<T: Kind>() {
+    let (_server, _proxy, client, _direct) = rig().await;
+    let name = format!("forced-{}", T::LABEL);
+    let guard = T::take(&client, &name, None).await;
+    assert!(!T::is_free(&client, &name).await);
+    assert_eq!(T::force_unlock(&client, &name).await, 1, "{}", T::LABEL);
+    assert!(T::is_free(&client, &name).await, "{}: still held", T::LABEL);
+    tokio::time::timeout(STEP, guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("{}: loss not told", T::LABEL));
+    assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
+    assert_eq!(T::force_unlock(&client, &name).await, 0, "{}", T::LABEL);
+}
+
 macro_rules! for_every_kind {
     ($check:ident) => {
         mod $check {
@@ -278,3 +325,4 @@ for_every_kind!(release_outlives_an_unanswering_redis);
 for_every_kind!(a_cancelled_release_gives_the_hold_back);
 for_every_kind!(detach_leaves_the_hold_until_its_lease_ends);
 for_every_kind!(every_guard_reports_and_loses_alike);
+for_every_kind!(force_unlock_frees_the_hold_and_tells_its_holder);

@@ -1479,6 +1479,31 @@ fn fair_acquire(g: &mut Gen) -> Call {
 
 /// KEYS holds, queue, alive; ARGV hold id, give the hold back, leave the queue, wake-up
 /// channel prefix, publish how.
+/// An operator's force-unlock of one of the sorted-set kinds, as the library builds it
+/// (`protocol::force`): KEYS its hold sets (the fair lock's queue last); ARGV publish how,
+/// the number of channels, the channels, the fair lock's wake-up prefix or ''.
+fn force_delete(g: &mut Gen) -> Call {
+    use redis_locks::protocol::force;
+    let call = match g.range(0, 2).as_str() {
+        "0" => force::rwlock_call(&g.k.rw),
+        "1" => force::fair_call(&g.k.fair),
+        _ => {
+            let mut call = force::rwlock_call(&g.k.rw);
+            call.keys = vec![g.k.permits.as_str().into()];
+            call.args = vec![
+                "0".into(),
+                "1".into(),
+                g.k.sem_channel.as_str().into(),
+                "".into(),
+            ];
+            call
+        }
+    };
+    let mut argv: Vec<String> = call.args.iter().map(|a| a.to_string()).collect();
+    argv[0] = g.publish_how();
+    (call.keys.iter().map(|k| k.to_string()).collect(), argv)
+}
+
 fn fair_release(g: &mut Gen) -> Call {
     let holders = g.ids(&g.k.fair.holds);
     let queued = g.members(&g.k.fair.queue);
@@ -1732,6 +1757,14 @@ const SCRIPTS: &[Script] = &[
         call: fair_state,
         success: |r, _| array_of(r, 4),
         times: Times::At(&[3]),
+    },
+    Script {
+        id: ScriptId::ForceDelete,
+        name: "force_delete",
+        weight: 1,
+        call: force_delete,
+        success: |r, _| int_at_least(r, 1),
+        times: Times::No,
     },
 ];
 

@@ -37,6 +37,7 @@ pub mod attempt;
 pub mod attempted;
 pub mod backoff;
 pub mod fair;
+pub mod force;
 pub mod hold;
 pub mod lane;
 pub mod latch;
@@ -101,6 +102,8 @@ pub enum ScriptId {
     FairRelease,
     /// `lua/fair_state.lua`
     FairState,
+    /// `lua/force_delete.lua`
+    ForceDelete,
 }
 
 impl ScriptId {
@@ -128,11 +131,12 @@ impl ScriptId {
             ScriptId::FairAcquire => include_str!("../../lua/fair_acquire.lua"),
             ScriptId::FairRelease => include_str!("../../lua/fair_release.lua"),
             ScriptId::FairState => include_str!("../../lua/fair_state.lua"),
+            ScriptId::ForceDelete => include_str!("../../lua/force_delete.lua"),
         }
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 21] = [
+    pub const ALL: [ScriptId; 22] = [
         ScriptId::Acquire,
         ScriptId::Release,
         ScriptId::Probe,
@@ -154,6 +158,7 @@ impl ScriptId {
         ScriptId::FairAcquire,
         ScriptId::FairRelease,
         ScriptId::FairState,
+        ScriptId::ForceDelete,
     ];
 }
 

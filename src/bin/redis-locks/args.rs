@@ -228,8 +228,11 @@ pub enum Command {
 
     /// Delete a lock whoever holds it, and wake its waiters. Requires --force.
     ///
-    /// The holders are not asked: they find out at their next renewal (a `redis-locks
-    /// run` holder then stops its command and exits with 73). Prints what was deleted.
+    /// Clears every kind held under NAME: the lock, the read-write lock (--read and
+    /// --write holds), the fair lock and the semaphore's permits (its size stays). A
+    /// count-down latch is left alone. The holders are not asked: they find out at their
+    /// next renewal (a `redis-locks run` holder then stops its command and exits with 73).
+    /// Prints what was deleted; exits 1 when nothing was held (0 with --missing-ok).
     #[command(after_long_help = crate::exit::TABLE)]
     Unlock(UnlockArgs),
 }
@@ -354,6 +357,10 @@ pub struct UnlockArgs {
     /// Really delete the lock, whoever holds it.
     #[arg(long)]
     pub force: bool,
+
+    /// Exit 0 when nothing was held under NAME (by default: exit 1).
+    #[arg(long)]
+    pub missing_ok: bool,
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ pub const LOCK_LOST: u8 = 73;
 pub const NOT_ACQUIRED: u8 = 75;
 /// `status --check`: the lock is held.
 pub const HELD: u8 = 1;
+/// `unlock --force`: nothing was held (without `--missing-ok`).
+pub const NOTHING_HELD: u8 = 1;
 /// `run`: the command was found but could not be executed (as in shells).
 pub const CANNOT_EXECUTE: u8 = 126;
 /// `run`: the command was not found (as in shells).
@@ -40,7 +42,7 @@ pub fn signalled(signo: i32) -> u8 {
 pub const TABLE: &str = "\
 Exit status:
   0        success (run: the command's own status passes through unchanged)
-  1        status --check: the lock is held
+  1        status --check: the lock is held; unlock --force: nothing was held
   64       bad arguments: usage, durations, URL, lock name, unlock without --force
   65       the lock's key holds something that is not a lock (nothing was changed)
   69       Redis is unreachable or failed a command (--redlock: fewer than a
