@@ -2443,9 +2443,10 @@ async fn a_lost_member_stops_an_also_run() {
     assert_eq!(status_json(&url, "a").await["held"], false);
 }
 
-/// `unlock --force` clears every kind, through the binary: a `--write`, `--read`, `--fair`
-/// or `--permits` run whose hold it deletes is stopped as lost (73), the report names the
-/// kind, and nothing is left for a second one.
+/// `status` and `unlock --force` know every kind, through the binary: `status` of a
+/// `--write`, `--read`, `--fair` or `--permits` run says "held" in its first lines (text,
+/// `--check` and JSON); `unlock --force` deletes the hold, the run is stopped as lost
+/// (73), the report names the kind, and nothing is left for a second one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_force_clears_every_kind() {
     let server = RedisServer::start();
@@ -2474,6 +2475,19 @@ async fn unlock_force_clears_every_kind() {
             .spawn()
             .unwrap();
         wait_for_file(&dir.path().join("ready")).await;
+        // `status` says once, in its first lines, what is held under the name.
+        let out = output(cli(&url).args(["status", name])).await;
+        let text = stdout(&out);
+        assert!(text.contains("state:   held: "), "{kind:?}: {text}");
+        assert!(!text.contains("free"), "{kind:?}: {text}");
+        let out = output(cli(&url).args(["status", name, "--check"])).await;
+        assert_eq!(code(&out), 1, "{kind:?}: --check of a held {kind:?}");
+        let json = status_json(&url, name).await;
+        assert_eq!(
+            json["held_kinds"].as_array().map(Vec::len),
+            Some(1),
+            "{json}"
+        );
         let out = output(cli(&url).args(["unlock", name, "--force"])).await;
         assert_eq!(code(&out), 0, "{kind:?}: {}", stderr(&out));
         assert!(stdout(&out).contains(said), "{kind:?}: {}", stdout(&out));

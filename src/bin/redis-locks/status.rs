@@ -42,8 +42,34 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         .await
         .ok()
         .filter(|state| state.is_locked() || state.waiters > 0);
+    // What is held under the name, whichever kind: the first lines say it once for all.
+    let mut held = Vec::new();
+    if state.is_locked() {
+        held.push((
+            "lock",
+            counted(state.holders.len() as u64, "holder", "holders"),
+        ));
+    }
+    if let Some(s) = rw.as_ref().filter(|s| s.is_locked()) {
+        let holds = format!(
+            "{}, {}",
+            counted(s.writes, "write", "writes"),
+            counted(s.reads, "read", "reads")
+        );
+        held.push(("rwlock", holds));
+    }
+    if let Some(s) = fair.as_ref().filter(|s| s.is_locked()) {
+        held.push(("fair", counted(s.holds, "hold", "holds")));
+    }
+    if let Some(s) = semaphore.as_ref().filter(|s| s.in_use > 0) {
+        held.push((
+            "semaphore",
+            format!("{} in use", counted(s.in_use, "permit", "permits")),
+        ));
+    }
     if args.json {
         let mut value = to_json(&lock, &state, waiting);
+        value["held_kinds"] = held.iter().map(|(kind, _)| *kind).collect();
         value["semaphore"] = semaphore.map_or(serde_json::Value::Null, |s| {
             json!({"size": s.size, "in_use": s.in_use, "reserved": s.reserved, "available": s.available()})
         });
@@ -67,7 +93,16 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         });
         crate::print_stdout(&format!("{value}\n"));
     } else {
-        let mut text = to_text(&lock, &state, waiting);
+        let summary = if held.is_empty() {
+            "free".to_owned()
+        } else {
+            let kinds: Vec<String> = held
+                .iter()
+                .map(|(kind, what)| format!("{} ({what})", kind_name(kind)))
+                .collect();
+            format!("held: {}", kinds.join("; "))
+        };
+        let mut text = to_text(&lock, &state, waiting, &summary);
         if let Some(s) = semaphore {
             text.push_str(&semaphore_line(&s));
         }
@@ -82,7 +117,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
         }
         crate::print_stdout(&text);
     }
-    Ok(if args.check && state.is_locked() {
+    Ok(if args.check && !held.is_empty() {
         exit::HELD
     } else {
         0
@@ -134,6 +169,16 @@ fn fair_line(state: &FairLockState) -> String {
     format!("{:<9}{text}\n", "fair:")
 }
 
+/// A kind as the summary names it.
+fn kind_name(kind: &str) -> &'static str {
+    match kind {
+        "lock" => "lock",
+        "rwlock" => "read-write lock",
+        "fair" => "fair lock",
+        _ => "semaphore",
+    }
+}
+
 fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
@@ -160,13 +205,14 @@ fn to_json(lock: &Lock, state: &LockState, waiting: i64) -> serde_json::Value {
     })
 }
 
-fn to_text(lock: &Lock, state: &LockState, waiting: i64) -> String {
+/// The name, what is held under it (`summary`, every kind), then the lock's own details.
+fn to_text(lock: &Lock, state: &LockState, waiting: i64, summary: &str) -> String {
     let mut out = String::new();
     let mut line = |label: &str, value: &str| {
         out.push_str(&format!("{label:<9}{value}\n"));
     };
     line("lock:", &format!("{} (key {})", lock.name(), lock.key()));
-    line("state:", if state.is_locked() { "held" } else { "free" });
+    line("state:", summary);
     for (owner, count) in &state.holders {
         let holds = if *count == 1 { "hold" } else { "holds" };
         line("holder:", &format!("{owner} ({count} {holds})"));
