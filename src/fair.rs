@@ -293,6 +293,7 @@ impl FairLock {
 }
 
 impl SetKind for FairLock {
+    const KIND: &'static str = "fair";
     type Handle = FairLock;
 
     fn guarded(&self) -> (FairLock, ()) {

@@ -296,7 +296,12 @@ impl Core {
             return Err(self.lost_error());
         };
         let (give_up_at, rearm) = (leaving.give_up_at, leaving.rearm);
-        crate::observe::hold_ended(&self.name, self.acquired_at.elapsed(), "released");
+        crate::observe::hold_ended(
+            self.entry.kind,
+            &self.name,
+            self.acquired_at.elapsed(),
+            "released",
+        );
         let span = tracing::debug_span!("redis_locks::release", lock = %self.name);
         let found =
             tracing::Instrument::instrument(self.release_detached(give_up_at, rearm), span).await?;
@@ -382,7 +387,12 @@ impl Drop for Core {
             return;
         };
         let (give_up_at, rearm) = (leaving.give_up_at, leaving.rearm);
-        crate::observe::hold_ended(&self.name, self.acquired_at.elapsed(), "dropped");
+        crate::observe::hold_ended(
+            self.entry.kind,
+            &self.name,
+            self.acquired_at.elapsed(),
+            "dropped",
+        );
         let inner = &self.client.inner;
         // The current runtime, or else the client's own (a guard dropped on a plain
         // thread): the release runs there as long as that runtime lives. If it has shut

@@ -49,6 +49,8 @@ pub(crate) struct Attempt {
 
 /// A kind of hold kept in a sorted set.
 pub(crate) trait SetKind: Clone + Send + Sync + 'static {
+    /// The kind, as the metrics label it.
+    const KIND: &'static str;
     /// The public handle whose guard holds this kind's holds.
     type Handle: GuardKind;
     /// The handle, and what its guard knows about a hold of this kind.
@@ -100,6 +102,7 @@ pub(crate) async fn acquire_until<K: SetKind>(
     };
     crate::waiting::acquire(
         inner,
+        K::KIND,
         kind.name(),
         &channel,
         policy,
@@ -161,10 +164,14 @@ impl<K: SetKind> SetAttempts<K> {
         };
         match attempted {
             Attempted::Granted(token) => {
+                let held = crate::watchdog::SetMembers {
+                    kind: K::KIND,
+                    key: kind.set_key(),
+                    id: &self.attempt.hold,
+                    members: kind.members(),
+                };
                 let entry = inner.registry.grant_members(
-                    kind.set_key(),
-                    &self.attempt.hold,
-                    kind.members(),
+                    held,
                     kind.lease_mode(),
                     kind.lease_ms(),
                     resent.first_sent_at,

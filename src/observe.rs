@@ -1,15 +1,18 @@
 //! Observability: one function per event, each emitting a `tracing` event and, with the
 //! `metrics` feature, `metrics` facade counters and histograms (names `redis_locks_*`).
 //!
-//! Metric names and labels (no lock names as labels: their number is unbounded):
-//! * `redis_locks_acquisitions_total{outcome}`: `acquired`, `timeout`, `error`
-//! * `redis_locks_acquire_wait_seconds`: from the call to the outcome
-//! * `redis_locks_hold_seconds{end}`: from acquisition to `released` or `dropped`
-//! * `redis_locks_lost_total{reason}`: `owner_field_gone`, `lease_expired_unconfirmed`,
-//!   `lease_elapsed`, `unlocked`
+//! Metric names and labels (no lock names or owner ids as labels: their number is
+//! unbounded, and an owner id is a secret). `kind` is `lock`, `rwlock`, `fair` or
+//! `semaphore` (a multi-lock's and a RedLock's members are counted as the locks they are):
+//! * `redis_locks_acquisitions_total{kind, outcome}`: `acquired`, `would_block` (a try
+//!   without a wait found it held), `timeout`, `error`
+//! * `redis_locks_acquire_wait_seconds{kind}`: from the call to the outcome
+//! * `redis_locks_hold_seconds{kind, end}`: from acquisition to `released` or `dropped`
+//! * `redis_locks_lost_total{kind, reason}`: `owner_field_gone`,
+//!   `lease_expired_unconfirmed`, `lease_elapsed`, `unlocked`
 //! * `redis_locks_renewal_seconds`: one watchdog tick, first call to last reply
 //! * `redis_locks_renewal_failures_total`: renew calls that failed or timed out
-//! * `redis_locks_waiters`: callers currently waiting for a lock (gauge)
+//! * `redis_locks_waiters{kind}`: callers currently waiting (gauge)
 //!
 //! Without a `tracing` subscriber and without the `metrics` feature (or without a recorder)
 //! each call costs a few atomic loads; `./scripts/bench.sh` S1 measures it.
@@ -19,8 +22,14 @@ use std::time::Duration;
 use crate::error::LostReason;
 
 /// An acquire call ended.
-pub(crate) fn acquire_ended(lock: &str, waited: Duration, outcome: &'static str) {
+pub(crate) fn acquire_ended(
+    kind: &'static str,
+    lock: &str,
+    waited: Duration,
+    outcome: &'static str,
+) {
     tracing::debug!(
+        kind,
         lock,
         waited_ms = waited.as_secs_f64() * 1e3,
         outcome,
@@ -28,22 +37,31 @@ pub(crate) fn acquire_ended(lock: &str, waited: Duration, outcome: &'static str)
     );
     #[cfg(feature = "metrics")]
     {
-        metrics::counter!("redis_locks_acquisitions_total", "outcome" => outcome).increment(1);
-        metrics::histogram!("redis_locks_acquire_wait_seconds").record(waited.as_secs_f64());
+        metrics::counter!("redis_locks_acquisitions_total", "kind" => kind, "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!("redis_locks_acquire_wait_seconds", "kind" => kind)
+            .record(waited.as_secs_f64());
     }
 }
 
 /// A guard's hold ended: released (`release()`) or dropped.
-pub(crate) fn hold_ended(lock: &str, held: Duration, end: &'static str) {
-    tracing::debug!(lock, held_ms = held.as_secs_f64() * 1e3, end, "hold ended");
+pub(crate) fn hold_ended(kind: &'static str, lock: &str, held: Duration, end: &'static str) {
+    tracing::debug!(
+        kind,
+        lock,
+        held_ms = held.as_secs_f64() * 1e3,
+        end,
+        "hold ended"
+    );
     #[cfg(feature = "metrics")]
-    metrics::histogram!("redis_locks_hold_seconds", "end" => end).record(held.as_secs_f64());
+    metrics::histogram!("redis_locks_hold_seconds", "kind" => kind, "end" => end)
+        .record(held.as_secs_f64());
 }
 
 /// A hold was declared lost.
-pub(crate) fn lost(key: &str, owner: &str, reason: LostReason) {
+pub(crate) fn lost(kind: &'static str, key: &str, owner: &str, reason: LostReason) {
     let owner = crate::owner::Fingerprint(owner);
-    tracing::warn!(key, %owner, %reason, "lock lost");
+    tracing::warn!(kind, key, %owner, %reason, "lock lost");
     #[cfg(feature = "metrics")]
     {
         let reason = match reason {
@@ -52,7 +70,8 @@ pub(crate) fn lost(key: &str, owner: &str, reason: LostReason) {
             LostReason::LeaseElapsed => "lease_elapsed",
             LostReason::Unlocked => "unlocked",
         };
-        metrics::counter!("redis_locks_lost_total", "reason" => reason).increment(1);
+        metrics::counter!("redis_locks_lost_total", "kind" => kind, "reason" => reason)
+            .increment(1);
     }
 }
 
@@ -74,20 +93,20 @@ pub(crate) fn renewal_failed() {
     metrics::counter!("redis_locks_renewal_failures_total").increment(1);
 }
 
-/// Counts one waiting caller in the `redis_locks_waiters` gauge while it lives.
-pub(crate) struct Waiting(());
+/// Counts one waiting caller of a kind in the `redis_locks_waiters` gauge while it lives.
+pub(crate) struct Waiting(#[cfg_attr(not(feature = "metrics"), allow(dead_code))] &'static str);
 
 impl Waiting {
-    pub(crate) fn start() -> Self {
+    pub(crate) fn start(kind: &'static str) -> Self {
         #[cfg(feature = "metrics")]
-        metrics::gauge!("redis_locks_waiters").increment(1.0);
-        Waiting(())
+        metrics::gauge!("redis_locks_waiters", "kind" => kind).increment(1.0);
+        Waiting(kind)
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         #[cfg(feature = "metrics")]
-        metrics::gauge!("redis_locks_waiters").decrement(1.0);
+        metrics::gauge!("redis_locks_waiters", "kind" => self.0).decrement(1.0);
     }
 }

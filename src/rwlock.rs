@@ -357,6 +357,7 @@ struct RwSide {
 }
 
 impl SetKind for RwSide {
+    const KIND: &'static str = "rwlock";
     type Handle = RwLock;
 
     fn guarded(&self) -> (RwLock, RwKind) {

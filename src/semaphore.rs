@@ -309,6 +309,7 @@ struct Permits {
 }
 
 impl SetKind for Permits {
+    const KIND: &'static str = "semaphore";
     type Handle = Semaphore;
 
     fn guarded(&self) -> (Semaphore, u32) {

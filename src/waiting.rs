@@ -153,6 +153,7 @@ impl<A: Attempts> Drop for Acquiring<A> {
 /// have left (as the core decides) and hands on a wake-up it did not use.
 pub(crate) async fn acquire<A: Attempts>(
     inner: &ClientInner,
+    kind: &'static str,
     name: &str,
     channel: &Arc<str>,
     policy: WaitPolicy,
@@ -162,20 +163,23 @@ pub(crate) async fn acquire<A: Attempts>(
     use tracing::Instrument;
     let started = tokio::time::Instant::now();
     let span = tracing::debug_span!("redis_locks::acquire", lock = %name);
-    let outcome = run(inner, channel, policy, wait, attempts, true)
+    let outcome = run_counted(inner, channel, policy, wait, attempts, Some(kind))
         .instrument(span)
         .await;
     let label = match &outcome {
         Ok(Some(_)) => "acquired",
+        // A try without a wait found it held: not a wait that ran out.
+        Ok(None) if wait == Some(0) => "would_block",
         Ok(None) => "timeout",
         Err(_) => "error",
     };
-    crate::observe::acquire_ended(name, started.elapsed(), label);
+    crate::observe::acquire_ended(kind, name, started.elapsed(), label);
     outcome
 }
 
 /// [`acquire`] without the acquisition's span and metrics (a latch's wait is not an
-/// acquisition); `counted`: whether a subscribed waiter counts in the waiters gauge.
+/// acquisition, a RedLock's members are observed on their own); `counted`: whether a
+/// subscribed waiter counts in the waiters gauge (as a plain lock's).
 pub(crate) async fn run<A: Attempts>(
     inner: &ClientInner,
     channel: &Arc<str>,
@@ -183,6 +187,27 @@ pub(crate) async fn run<A: Attempts>(
     wait: Option<Millis>,
     attempts: A,
     counted: bool,
+) -> Result<Option<A::Won>> {
+    run_counted(
+        inner,
+        channel,
+        policy,
+        wait,
+        attempts,
+        counted.then_some("lock"),
+    )
+    .await
+}
+
+/// [`run`], counting a subscribed waiter in the waiters gauge as a `counted` one (`None`:
+/// not counted).
+async fn run_counted<A: Attempts>(
+    inner: &ClientInner,
+    channel: &Arc<str>,
+    policy: WaitPolicy,
+    wait: Option<Millis>,
+    attempts: A,
+    counted: Option<&'static str>,
 ) -> Result<Option<A::Won>> {
     let now = inner.calls.clock.now();
     let mut acquiring = Acquiring {
@@ -238,8 +263,8 @@ pub(crate) async fn run<A: Attempts>(
                 };
                 let listener = acquiring.listener.insert(listening);
                 listener.set_first_in_line(acquiring.wait.first_in_line());
-                if counted {
-                    waiting_gauge.get_or_insert_with(crate::observe::Waiting::start);
+                if let Some(kind) = counted {
+                    waiting_gauge.get_or_insert_with(|| crate::observe::Waiting::start(kind));
                 }
                 if let Some(until) = confirm_until {
                     let _ =

@@ -93,7 +93,7 @@ async fn every_event_is_counted_with_its_labels() {
     let get = |name: &str| values.lock().unwrap().get(name).copied().unwrap_or(0.0);
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            get("redis_locks_waiters{}") == 1.0
+            get("redis_locks_waiters{kind=lock}") == 1.0
         })
         .await,
         "the waiter is not in the gauge"
@@ -139,16 +139,68 @@ async fn every_event_is_counted_with_its_labels() {
             .is_none()
     );
     permit.release().await.unwrap();
+    // A permit taken back by an operator is lost as a semaphore's.
+    let taken = semaphore.acquire(1).await.unwrap();
+    assert_eq!(semaphore.force_release().await.unwrap(), 1);
+    tokio::time::timeout(Duration::from_secs(5), taken.lost())
+        .await
+        .unwrap();
+    drop(taken);
     client.flush().await;
 
     let snapshot = values.lock().unwrap().clone();
     println!("{snapshot:#?}");
-    assert_eq!(get("redis_locks_acquisitions_total{outcome=acquired}"), 6.0);
-    assert_eq!(get("redis_locks_acquisitions_total{outcome=timeout}"), 4.0);
-    assert_eq!(get("redis_locks_acquire_wait_seconds{}"), 10.0);
-    assert_eq!(get("redis_locks_hold_seconds{end=released}"), 4.0);
-    assert_eq!(get("redis_locks_hold_seconds{end=dropped}"), 2.0);
-    assert_eq!(get("redis_locks_lost_total{reason=owner_field_gone}"), 1.0);
-    assert_eq!(get("redis_locks_waiters{}"), 0.0);
+    // Every kind is labelled as itself; a try without a wait that finds the lock held is
+    // `would_block`, not a timeout.
+    let acquisitions = |kind: &str, outcome: &str| {
+        get(&format!(
+            "redis_locks_acquisitions_total{{kind={kind},outcome={outcome}}}"
+        ))
+    };
+    assert_eq!(acquisitions("lock", "acquired"), 3.0);
+    assert_eq!(acquisitions("lock", "would_block"), 1.0);
+    assert_eq!(acquisitions("lock", "timeout"), 0.0);
+    assert_eq!(acquisitions("semaphore", "acquired"), 2.0);
+    for kind in ["rwlock", "fair"] {
+        assert_eq!(acquisitions(kind, "acquired"), 1.0, "{kind}");
+        assert_eq!(acquisitions(kind, "timeout"), 1.0, "{kind}");
+        let waited = get(&format!("redis_locks_acquire_wait_seconds{{kind={kind}}}"));
+        assert_eq!(waited, 2.0, "{kind}");
+    }
+    for kind in ["rwlock", "fair", "semaphore"] {
+        assert_eq!(acquisitions(kind, "timeout"), 1.0, "{kind}");
+        assert_eq!(
+            get(&format!("redis_locks_waiters{{kind={kind}}}")),
+            0.0,
+            "{kind}"
+        );
+    }
+    assert_eq!(get("redis_locks_acquire_wait_seconds{kind=lock}"), 4.0);
+    assert_eq!(get("redis_locks_hold_seconds{kind=lock,end=released}"), 2.0);
+    assert_eq!(
+        get("redis_locks_hold_seconds{kind=rwlock,end=released}"),
+        1.0
+    );
+    assert_eq!(
+        get("redis_locks_hold_seconds{kind=semaphore,end=released}"),
+        1.0
+    );
+    assert_eq!(get("redis_locks_hold_seconds{kind=lock,end=dropped}"), 1.0);
+    assert_eq!(get("redis_locks_hold_seconds{kind=fair,end=dropped}"), 1.0);
+    assert_eq!(
+        get("redis_locks_hold_seconds{kind=semaphore,end=dropped}"),
+        1.0
+    );
+    let semaphore_lost: f64 = snapshot
+        .iter()
+        .filter(|(key, _)| key.starts_with("redis_locks_lost_total{kind=semaphore,"))
+        .map(|(_, value)| value)
+        .sum();
+    assert_eq!(semaphore_lost, 1.0, "{snapshot:#?}");
+    assert_eq!(
+        get("redis_locks_lost_total{kind=lock,reason=owner_field_gone}"),
+        1.0
+    );
+    assert_eq!(get("redis_locks_waiters{kind=lock}"), 0.0);
     assert!(get("redis_locks_renewal_seconds{}") >= 1.0);
 }

@@ -55,6 +55,7 @@ impl Lock {
         };
         crate::waiting::acquire(
             inner,
+            "lock",
             &self.keys.name,
             &self.keys.channel,
             policy,

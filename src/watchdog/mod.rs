@@ -13,7 +13,7 @@
 mod registry;
 
 pub use registry::WatchdogStats;
-pub(crate) use registry::{HoldEntry, HoldShape, LeaseMode, Registry};
+pub(crate) use registry::{HoldEntry, HoldShape, LeaseMode, Registry, SetMembers};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -41,9 +41,21 @@ pub(crate) enum HoldShape {
 }
 
 /// Local bookkeeping for one hold held through this client.
+/// The members `<id>:1..members` of the sorted set `key`, held by one acquisition of a
+/// `kind` (as the metrics label it).
+pub(crate) struct SetMembers<'a> {
+    pub(crate) kind: &'static str,
+    pub(crate) key: &'a Arc<str>,
+    pub(crate) id: &'a Arc<str>,
+    pub(crate) members: u32,
+}
+
 #[derive(Debug)]
 pub(crate) struct HoldEntry {
     pub(crate) key: Arc<str>,
+    /// The kind of the hold, as the metrics label it (`lock`, `rwlock`, `fair`,
+    /// `semaphore`).
+    pub(crate) kind: &'static str,
     pub(crate) owner: Arc<str>,
     pub(crate) shape: HoldShape,
     pub(super) lost: CancellationToken,
@@ -216,6 +228,7 @@ impl Registry {
         }
         let entry = Arc::new(HoldEntry {
             key: key.clone(),
+            kind: "lock",
             owner: owner.clone(),
             shape: HoldShape::LockHash,
             lost: CancellationToken::new(),
@@ -234,19 +247,24 @@ impl Registry {
         entry
     }
 
-    /// Records `members` set members held under `id` (unique: never
-    /// joined), taken by a request sent at `sent_at`.
+    /// Records the set members `held` (unique: never joined), taken by a request sent at
+    /// `sent_at`.
     pub(crate) fn grant_members(
         &self,
-        key: &Arc<str>,
-        id: &Arc<str>,
-        members: u32,
+        held: SetMembers<'_>,
         mode: LeaseMode,
         lease_ms: Millis,
         sent_at: Millis,
     ) -> Arc<HoldEntry> {
+        let SetMembers {
+            kind,
+            key,
+            id,
+            members,
+        } = held;
         let entry = Arc::new(HoldEntry {
             key: key.clone(),
+            kind,
             owner: id.clone(),
             shape: HoldShape::SetMembers(members),
             lost: CancellationToken::new(),
@@ -366,7 +384,7 @@ impl Registry {
     }
 
     pub(super) fn announce_lost(&self, entry: &HoldEntry, reason: LostReason) {
-        crate::observe::lost(&entry.key, &entry.owner, reason);
+        crate::observe::lost(entry.kind, &entry.key, &entry.owner, reason);
         self.counters.lost.fetch_add(1, Ordering::Relaxed);
         entry.lost.cancel();
     }
