@@ -125,3 +125,85 @@ fn inside_a_runtime_it_refuses_with_a_typed_error() {
         Err(Error::InvalidUrl(_))
     ));
 }
+
+/// Every other kind has the blocking shape too: the read-write lock (threads writing
+/// alone, reading together, a read through the write), the fair lock (re-entry), the
+/// semaphore (never more permits out than its size) and the latch (a thread waits until
+/// others count it down). Zero waits try once.
+#[test]
+fn every_kind_blocks_the_same_way() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).unwrap();
+
+    let rw = client.rw_lock("blocking-rw").unwrap();
+    let write = rw.write().unwrap();
+    assert!(write.is_write());
+    assert!(rw.try_read().unwrap().is_none());
+    assert!(rw.try_write_for(Duration::ZERO).unwrap().is_none());
+    let downgrade = write.read().unwrap();
+    assert!(!downgrade.is_write());
+    downgrade.release().unwrap();
+    write.release().unwrap();
+    let (a, b) = (rw.read().unwrap(), rw.read().unwrap());
+    assert!(
+        rw.try_write_for(Duration::from_millis(20))
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(rw.state().unwrap().reads, 2);
+    a.release().unwrap();
+    b.release().unwrap();
+
+    let fair = client.fair_lock("blocking-fair").unwrap().with_fencing();
+    let turn = fair.acquire().unwrap();
+    assert!(turn.fencing_token().is_some());
+    let nested = turn.reenter().unwrap();
+    assert!(fair.try_acquire_for(Duration::ZERO).unwrap().is_none());
+    nested.release().unwrap();
+    turn.release().unwrap();
+    assert!(!fair.state().unwrap().is_locked());
+
+    let semaphore = client.semaphore("blocking-sem").unwrap();
+    semaphore.set_permits(2).unwrap();
+    let out = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (semaphore, out, most) = (semaphore.clone(), out.clone(), most.clone());
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let permit = semaphore.acquire(1).unwrap();
+                    assert_eq!(permit.permits(), 1);
+                    let now = out.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(2));
+                    out.fetch_sub(1, Ordering::SeqCst);
+                    permit.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert!(
+        most.load(Ordering::SeqCst) <= 2,
+        "more permits out than the size"
+    );
+    assert_eq!(semaphore.state().unwrap().in_use, 0);
+
+    let latch = client.latch("blocking-latch").unwrap();
+    assert!(latch.try_set_count(2).unwrap());
+    assert!(!latch.wait_for(Duration::ZERO).unwrap());
+    let counters: Vec<_> = (0..2)
+        .map(|_| {
+            let latch = latch.clone();
+            std::thread::spawn(move || latch.count_down().unwrap())
+        })
+        .collect();
+    latch.wait().unwrap();
+    for counter in counters {
+        counter.join().unwrap();
+    }
+    assert_eq!(latch.count().unwrap(), 0);
+}

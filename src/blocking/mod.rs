@@ -16,6 +16,14 @@
 //! let nested = guard.reenter()?;
 //! nested.release()?;
 //! guard.release()?;
+//!
+//! // Every kind, the same way: the read-write lock, the fair lock, the semaphore, the latch.
+//! let write = client.rw_lock("catalog")?.write()?;
+//! write.release()?;
+//! let pool = client.semaphore("gpu-pool")?;
+//! pool.try_set_permits(4)?;
+//! let permit = pool.acquire(1)?;
+//! permit.release()?;
 //! # Ok(()) }
 //! ```
 //!
@@ -29,9 +37,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{Error, LostReason, Result};
+use crate::error::{Error, Result};
 use crate::lock::LockState;
 use crate::watchdog::WatchdogStats;
+
+mod guard;
+mod kinds;
+
+pub use guard::{FairGuard, Guard, LockGuard, RwGuard, SemaphoreGuard};
+pub use kinds::{CountDownLatch, FairLock, RwLock, Semaphore};
 
 /// The runtime and the async client; dropped together, flushing first.
 struct Shared {
@@ -144,6 +158,38 @@ impl LockClient {
         })
     }
 
+    /// A handle to the read-write lock called `name`; see [`crate::LockClient::rw_lock`].
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        Ok(RwLock::new(
+            self.shared.client().rw_lock(name)?,
+            &self.shared,
+        ))
+    }
+
+    /// A handle to the fair lock called `name`; see [`crate::LockClient::fair_lock`].
+    pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
+        Ok(FairLock::new(
+            self.shared.client().fair_lock(name)?,
+            &self.shared,
+        ))
+    }
+
+    /// A handle to the semaphore called `name`; see [`crate::LockClient::semaphore`].
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
+        Ok(Semaphore::new(
+            self.shared.client().semaphore(name)?,
+            &self.shared,
+        ))
+    }
+
+    /// A handle to the count-down latch called `name`; see [`crate::LockClient::latch`].
+    pub fn latch(&self, name: &str) -> Result<CountDownLatch> {
+        Ok(CountDownLatch::new(
+            self.shared.client().latch(name)?,
+            &self.shared,
+        ))
+    }
+
     /// The client id (a UUID v4).
     pub fn id(&self) -> &str {
         self.shared.client().id()
@@ -176,10 +222,7 @@ impl std::fmt::Debug for Lock {
 
 impl Lock {
     fn guard(&self, guard: crate::LockGuard) -> LockGuard {
-        LockGuard {
-            inner: Some(guard),
-            shared: self.shared.clone(),
-        }
+        Guard::new(guard, &self.shared)
     }
 
     fn with(&self, inner: crate::Lock) -> Lock {
@@ -265,96 +308,5 @@ impl Lock {
     /// See [`crate::Lock::unlock`].
     pub fn unlock(&self) -> Result<u64> {
         self.shared.block_on(self.inner.unlock())?
-    }
-}
-
-/// A blocking guard; see [`crate::LockGuard`]. Dropping it releases the hold in the
-/// background (the client's runtime), never blocking.
-#[must_use = "dropping a guard releases the lock at once"]
-pub struct LockGuard {
-    inner: Option<crate::LockGuard>,
-    shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.inner {
-            Some(guard) => guard.fmt(f),
-            None => f.write_str("LockGuard(released)"),
-        }
-    }
-}
-
-impl LockGuard {
-    fn get(&self) -> &crate::LockGuard {
-        // Taken only by `release` and `drop`, which consume the guard.
-        self.inner.as_ref().unwrap_or_else(|| unreachable!())
-    }
-
-    /// Gives the hold back; see [`crate::LockGuard::release`].
-    pub fn release(mut self) -> Result<()> {
-        // Refuse before taking the guard: a refused call must leave the guard as it was
-        // (its drop then releases it on the client's runtime, as for any dropped guard).
-        let runtime = self.shared.runtime()?;
-        match self.inner.take() {
-            Some(guard) => runtime.block_on(guard.release()),
-            None => Ok(()),
-        }
-    }
-
-    /// A nested hold of the same owner; see [`crate::LockGuard::reenter`].
-    pub fn reenter(&self) -> Result<LockGuard> {
-        let guard = self.shared.block_on(self.get().reenter())??;
-        Ok(LockGuard {
-            inner: Some(guard),
-            shared: self.shared.clone(),
-        })
-    }
-
-    /// Lengthens the lease; see [`crate::LockGuard::extend`].
-    pub fn extend(&self, lease: Duration) -> Result<()> {
-        self.shared.block_on(self.get().extend(lease))?
-    }
-
-    /// Whether the lock has been lost; see [`crate::LockGuard::is_lost`].
-    pub fn is_lost(&self) -> bool {
-        self.get().is_lost()
-    }
-
-    /// Why the lock was lost, if it was.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.get().lost_reason()
-    }
-
-    /// A token cancelled when the lock is lost; see [`crate::LockGuard::lost_token`].
-    pub fn lost_token(&self) -> crate::CancellationToken {
-        self.get().lost_token()
-    }
-
-    /// The fencing token, for a fenced lock.
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.get().fencing_token()
-    }
-
-    /// The owner id of this hold.
-    pub fn owner(&self) -> &str {
-        self.get().owner()
-    }
-
-    /// The owner's hold count right after this acquire.
-    pub fn hold_count(&self) -> u64 {
-        self.get().hold_count()
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if let Some(guard) = self.inner.take()
-            && let Some(runtime) = &self.shared.runtime
-        {
-            // The async guard's drop spawns its release on the current runtime: ours.
-            let _entered = runtime.enter();
-            drop(guard);
-        }
     }
 }
