@@ -207,6 +207,38 @@ impl Semaphore {
             .map_err(|_| self.wrong_type())
     }
 
+    /// Gives back the `n` permits of the acquisition `id` (its guard's
+    /// [`id`](SemaphoreGuard::id)) without its guard: a hand-over between processes, where
+    /// the holder [detaches](crate::Guard::detach) its guard and passes the id on, and the
+    /// receiver gives the permits back when done (Redisson's `release(permitId)`). Returns
+    /// whether the permits were still held (`false`: they expired, or were given back
+    /// already). Exactly once through lost replies, as a guard's release.
+    ///
+    /// Errors: [`Error::InvalidConfig`] for an empty or malformed id or `n` = 0;
+    /// [`Error::ReleaseUnconfirmed`] when a lost reply leaves it unknown whether this call
+    /// gave them back; [`Error::Redis`].
+    ///
+    /// # Cancel safety
+    /// A cancelled call may or may not have given the permits back.
+    pub async fn release_permits(&self, id: &str, n: u32) -> Result<bool> {
+        // Not echoed in the error: whoever knows the id can give the permits back.
+        if id.is_empty() || id.len() > keys::MAX_OWNER_LEN || id.chars().any(char::is_control) {
+            return Err(Error::InvalidConfig(
+                "a permit id is 1 to 256 bytes without control characters (a guard's id())".into(),
+            ));
+        }
+        if n == 0 {
+            return Err(Error::InvalidConfig(
+                "a release needs at least 1 permit".into(),
+            ));
+        }
+        let permits = Permits {
+            semaphore: self.clone(),
+            n,
+        };
+        crate::held::give_back(&permits, &Arc::from(id), true, false).await
+    }
+
     /// The size, the permits in use and the reserved ones.
     ///
     /// # Cancel safety

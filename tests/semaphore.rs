@@ -454,3 +454,34 @@ async fn lease_options_return_new_handles() {
         permit.release().await.unwrap();
     }
 }
+
+/// A hand-over between processes: the holder detaches its guard and passes the permits'
+/// id on; another client gives them back by id, exactly once.
+#[tokio::test]
+async fn permits_are_given_back_by_id_without_their_guard() {
+    let server = RedisServer::start();
+    let holder = server.client(30 * SEC).await;
+    let receiver = server.client(30 * SEC).await;
+    let semaphore = holder.semaphore("sem-handover").unwrap();
+    semaphore.set_permits(3).await.unwrap();
+    let permits = semaphore.acquire(2).await.unwrap();
+    let id = permits.id().to_owned();
+    permits.detach();
+    let theirs = receiver.semaphore("sem-handover").unwrap();
+    assert_eq!(theirs.state().await.unwrap().in_use, 2);
+    assert!(theirs.release_permits(&id, 2).await.unwrap());
+    assert_eq!(theirs.state().await.unwrap().in_use, 0);
+    assert!(
+        !theirs.release_permits(&id, 2).await.unwrap(),
+        "given back twice"
+    );
+    for (bad, n) in [("", 1), ("id\nwith a newline", 1), (id.as_str(), 0)] {
+        assert!(
+            matches!(
+                theirs.release_permits(bad, n).await,
+                Err(Error::InvalidConfig(_))
+            ),
+            "{bad:?} {n}"
+        );
+    }
+}

@@ -235,6 +235,12 @@ impl Semaphore {
         self.shared.block_on(self.inner.state())?
     }
 
+    /// Gives back permits by id, without their guard; see
+    /// [`crate::Semaphore::release_permits`].
+    pub fn release_permits(&self, id: &str, n: u32) -> Result<bool> {
+        self.shared.block_on(self.inner.release_permits(id, n))?
+    }
+
     /// See [`crate::Semaphore::force_release`].
     pub fn force_release(&self) -> Result<u64> {
         self.shared.block_on(self.inner.force_release())?
