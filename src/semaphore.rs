@@ -29,7 +29,8 @@ use crate::held::{self, Attempt, SetKind};
 use crate::keys;
 use crate::protocol::attempted::Attempted;
 use crate::protocol::semaphore::{
-    SemaphoreKeys, acquire_call, attempted, decode_acquire, release_call, set_call, state_call,
+    SemaphoreKeys, acquire_call, add_call, attempted, decode_acquire, release_call, set_call,
+    state_call,
 };
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Reply};
@@ -163,6 +164,52 @@ impl Semaphore {
     /// Cancelling after the command was sent may leave the size set.
     pub async fn try_set_permits(&self, size: u64) -> Result<bool> {
         Ok(self.set(size, true).await?.is_none())
+    }
+
+    /// Adds `delta` permits to the size (negative: takes some away; with no size set, the
+    /// size becomes `delta`), atomically, and wakes waiters. Returns the new size. Like
+    /// [`set_permits`](Self::set_permits), shrinking takes no permit in use back
+    /// (Redisson's `addPermits`).
+    ///
+    /// Errors: [`Error::InvalidConfig`] when the size would end below 1 or above
+    /// [`MAX_COUNT`](crate::MAX_COUNT) (nothing is changed); [`Error::WrongType`];
+    /// [`Error::Redis`].
+    ///
+    /// # Cancel safety
+    /// Cancelling after the command was sent may leave the permits added.
+    pub async fn add_permits(&self, delta: i64) -> Result<u64> {
+        let out_of_range = |previous: i64| {
+            Error::InvalidConfig(format!(
+                "semaphore {:?}: adding {delta} permits to {} would leave a size outside 1 to {}",
+                self.name,
+                if previous < 0 {
+                    "no size".to_owned()
+                } else {
+                    previous.to_string()
+                },
+                crate::latch::MAX_COUNT
+            ))
+        };
+        if delta.unsigned_abs() > crate::latch::MAX_COUNT {
+            return Err(out_of_range(-1));
+        }
+        let reply = self
+            .client
+            .inner
+            .calls
+            .eval(&add_call(&self.keys, delta))
+            .await?;
+        match reply {
+            Reply::Array(items) => match items.as_slice() {
+                [Reply::Int(-2)] => Err(self.wrong_type()),
+                [Reply::Int(-3), Reply::Int(previous)] => Err(out_of_range(*previous)),
+                [Reply::Int(previous), Reply::Int(_)] if *previous >= -1 => {
+                    Ok(((*previous).max(0) + delta) as u64)
+                }
+                _ => Err(Error::UnexpectedReply(format!("sem_set.lua: {items:?}"))),
+            },
+            other => Err(Error::UnexpectedReply(format!("sem_set.lua: {other:?}"))),
+        }
     }
 
     async fn set(&self, size: u64, only_if_unset: bool) -> Result<Option<u64>> {

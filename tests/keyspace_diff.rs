@@ -1250,8 +1250,15 @@ fn sem_set(g: &mut Gen) -> Call {
     } else {
         g.pick(&["0", "x"])
     };
-    let only = if g.chance(30) { "1" } else { "0" }.to_string();
-    let argv = vec![size, only, g.k.sem_channel.clone(), g.publish_how()];
+    let how = g.pick(&["0", "0", "1", "2"]);
+    // Adding takes a signed count (the library's add_permits), now and then one that
+    // would leave the size out of range.
+    let size = if how == "2" {
+        g.pick(&["1", "2", "-1", "-3", "3"])
+    } else {
+        size
+    };
+    let argv = vec![size, how, g.k.sem_channel.clone(), g.publish_how()];
     (sem_keys(g), argv)
 }
 

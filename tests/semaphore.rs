@@ -485,3 +485,47 @@ async fn permits_are_given_back_by_id_without_their_guard() {
         );
     }
 }
+
+/// `add_permits` changes the size atomically, up or down, never below 1, and a waiter
+/// gets a permit that is added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_added_and_taken_away() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let semaphore = client.semaphore("sem-add").unwrap();
+    assert_eq!(
+        semaphore.add_permits(1).await.unwrap(),
+        1,
+        "no size: it becomes 1"
+    );
+    let held = semaphore.acquire(1).await.unwrap();
+    let waiter = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire(1).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished());
+    assert_eq!(semaphore.add_permits(2).await.unwrap(), 3);
+    let second = tokio::time::timeout(10 * SEC, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(semaphore.add_permits(-2).await.unwrap(), 1);
+    assert_eq!(semaphore.state().await.unwrap().size, Some(1));
+    for delta in [-1, -5, i64::MAX] {
+        assert!(
+            matches!(
+                semaphore.add_permits(delta).await,
+                Err(Error::InvalidConfig(_))
+            ),
+            "{delta}"
+        );
+    }
+    assert_eq!(
+        semaphore.state().await.unwrap().size,
+        Some(1),
+        "changed by a refusal"
+    );
+    held.release().await.unwrap();
+    second.release().await.unwrap();
+}

@@ -210,6 +210,11 @@ impl Semaphore {
         self.shared.block_on(self.inner.try_set_permits(size))?
     }
 
+    /// See [`crate::Semaphore::add_permits`].
+    pub fn add_permits(&self, delta: i64) -> Result<u64> {
+        self.shared.block_on(self.inner.add_permits(delta))?
+    }
+
     /// Blocks until `n` permits are held; see [`crate::Semaphore::acquire`].
     pub fn acquire(&self, n: u32) -> Result<SemaphoreGuard> {
         let guard = self.shared.block_on(self.inner.acquire(n))??;

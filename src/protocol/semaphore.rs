@@ -137,6 +137,21 @@ pub fn set_call(keys: &SemaphoreKeys, size: u64, only_if_unset: bool) -> Call {
     }
 }
 
+/// `sem_set.lua` adding `delta` permits to the size (negative: taking some away; no size
+/// yet: the size becomes `delta`).
+pub fn add_call(keys: &SemaphoreKeys, delta: i64) -> Call {
+    Call {
+        script: ScriptId::SemSet,
+        keys: vec![keys.hash.clone(), keys.permits.clone()],
+        args: vec![
+            delta.to_string().into(),
+            "2".into(),
+            keys.channel.clone(),
+            keys.publish_flag(),
+        ],
+    }
+}
+
 /// `sem_state.lua`.
 pub fn state_call(keys: &SemaphoreKeys) -> Call {
     Call {
