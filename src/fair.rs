@@ -210,6 +210,43 @@ impl FairLock {
         self.acquire_until(Some(wait), None).await
     }
 
+    /// Runs `body` holding the lock, in turn: acquires (waiting without limit), runs the
+    /// body with the guard and releases; the body is stopped and the result is
+    /// [`Error::LockLost`] if the hold is lost meanwhile (see [`Lock::run`](crate::Lock::run)).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future stops the body and releases the hold (or leaves
+    /// the queue) in the background.
+    pub async fn run<T>(&self, body: impl AsyncFnOnce(&FairGuard) -> T) -> Result<T> {
+        self.acquire().await?.scoped(body).await
+    }
+
+    /// Waits at most `wait`, then fails with [`Error::Timeout`] (zero tries once).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`FairLock::try_acquire_for`].
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<FairGuard> {
+        let got = self.try_acquire_for(wait).await?;
+        keys::or_timeout(got, &self.name, wait)
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.state().await?.is_locked())
+    }
+
+    /// How long the holds live on (`None`: nobody holds one). Redisson's
+    /// `remainTimeToLive`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        Ok(self.state().await?.remaining)
+    }
+
     /// Deletes the lock's holds, whoever holds them, and wakes the head of its queue.
     /// Returns whether a hold was live. The queue (every waiter keeps its place) and the
     /// fencing counter stay. Holders find out at their next renewal (their lost signal

@@ -224,6 +224,30 @@ impl<K: GuardKind> Guard<K> {
         let _ = self.core.disarm();
     }
 
+    /// Runs `body` with this guard, then gives the hold back: every handle's scoped `run`.
+    /// If the hold is lost meanwhile, the body is stopped (its future dropped at its next
+    /// await point) and the result is [`Error::LockLost`]; a loss found only at the
+    /// release is `LockLost` too.
+    pub(crate) async fn scoped<T>(self, body: impl AsyncFnOnce(&Self) -> T) -> Result<T> {
+        let finished = {
+            let work = body(&self);
+            tokio::select! {
+                biased;
+                _ = self.lost() => None,
+                out = work => Some(out),
+            }
+        };
+        match finished {
+            Some(out) => self.release().await.map(|()| out),
+            None => {
+                let reason = self.lost_reason().unwrap_or(LostReason::OwnerFieldGone);
+                let name = self.core.name.to_string();
+                drop(self);
+                Err(Error::LockLost { name, reason })
+            }
+        }
+    }
+
     /// The client this guard's hold belongs to.
     pub(crate) fn client(&self) -> &LockClient {
         &self.core.client

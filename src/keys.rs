@@ -189,6 +189,15 @@ pub(crate) fn ceil_ms(duration: Duration) -> u64 {
     ))
 }
 
+/// What a bounded wait got, or [`Error::Timeout`] naming `name` (every handle's
+/// `*_timeout`).
+pub(crate) fn or_timeout<G>(got: Option<G>, name: &str, wait: Duration) -> Result<G> {
+    got.ok_or_else(|| Error::Timeout {
+        name: name.to_owned(),
+        waited: wait,
+    })
+}
+
 /// Checks a bounded wait: zero means a single attempt; above [`MAX_DURATION`] is
 /// [`Error::InvalidDuration`] (wait without limit instead).
 pub(crate) fn validate_wait(wait: Duration) -> Result<()> {

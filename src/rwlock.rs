@@ -249,6 +249,62 @@ impl RwLock {
             .await
     }
 
+    /// Runs `body` holding a read: acquires (waiting without limit), runs the body with
+    /// the guard and releases; the body is stopped and the result is
+    /// [`Error::LockLost`] if the hold is lost meanwhile (see [`Lock::run`](crate::Lock::run)).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future stops the body and releases the hold in the
+    /// background.
+    pub async fn run_read<T>(&self, body: impl AsyncFnOnce(&RwGuard) -> T) -> Result<T> {
+        self.read().await?.scoped(body).await
+    }
+
+    /// Runs `body` holding the write; see [`RwLock::run_read`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`RwLock::run_read`].
+    pub async fn run_write<T>(&self, body: impl AsyncFnOnce(&RwGuard) -> T) -> Result<T> {
+        self.write().await?.scoped(body).await
+    }
+
+    /// Waits at most `wait` for a read, then fails with [`Error::Timeout`] (zero tries
+    /// once).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`RwLock::try_read_for`].
+    pub async fn read_timeout(&self, wait: Duration) -> Result<RwGuard> {
+        let got = self.try_read_for(wait).await?;
+        keys::or_timeout(got, &self.name, wait)
+    }
+
+    /// Waits at most `wait` for the write, then fails with [`Error::Timeout`] (zero tries
+    /// once).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`RwLock::try_write_for`].
+    pub async fn write_timeout(&self, wait: Duration) -> Result<RwGuard> {
+        let got = self.try_write_for(wait).await?;
+        keys::or_timeout(got, &self.name, wait)
+    }
+
+    /// Whether anyone holds a read or the write.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.state().await?.is_locked())
+    }
+
+    /// How long the holds live on (`None`: nobody holds one). Redisson's
+    /// `remainTimeToLive`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        Ok(self.state().await?.remaining)
+    }
+
     /// Deletes every hold of the lock (the write and the reads), whoever holds them, and
     /// wakes its waiters. Returns whether any hold was live. The fencing counter stays
     /// (tokens keep going up), and so does a waiting writer's reservation. Holders find

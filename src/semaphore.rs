@@ -335,6 +335,28 @@ impl Semaphore {
         self.acquire_until(n, Some(Duration::ZERO)).await
     }
 
+    /// Runs `body` holding `n` permits: acquires (waiting without limit), runs the body
+    /// with the guard and gives the permits back; the body is stopped and the result is
+    /// [`Error::LockLost`] if the permits are lost meanwhile (see
+    /// [`Lock::run`](crate::Lock::run)).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future stops the body and gives the permits back in the
+    /// background.
+    pub async fn run<T>(&self, n: u32, body: impl AsyncFnOnce(&SemaphoreGuard) -> T) -> Result<T> {
+        self.acquire(n).await?.scoped(body).await
+    }
+
+    /// Waits at most `wait` for `n` permits, then fails with [`Error::Timeout`] (zero
+    /// tries once).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`Semaphore::try_acquire_for`].
+    pub async fn acquire_timeout(&self, n: u32, wait: Duration) -> Result<SemaphoreGuard> {
+        let got = self.try_acquire_for(n, wait).await?;
+        keys::or_timeout(got, &self.name, wait)
+    }
+
     /// Takes `n` permits, waiting at most `wait`.
     ///
     /// # Cancel safety

@@ -151,8 +151,15 @@ fn every_kind_blocks_the_same_way() {
             .is_none()
     );
     assert_eq!(rw.state().unwrap().reads, 2);
+    assert!(rw.is_locked().unwrap() && rw.remaining_ttl().unwrap().is_some());
+    assert!(matches!(
+        rw.write_timeout(Duration::ZERO),
+        Err(Error::Timeout { .. })
+    ));
     a.release().unwrap();
     b.release().unwrap();
+    assert!(rw.run_write(|guard| guard.is_write()).unwrap());
+    assert!(!rw.is_locked().unwrap());
 
     let fair = client.fair_lock("blocking-fair").unwrap().with_fencing();
     let turn = fair.acquire().unwrap();
@@ -162,6 +169,8 @@ fn every_kind_blocks_the_same_way() {
     nested.release().unwrap();
     turn.release().unwrap();
     assert!(!fair.state().unwrap().is_locked());
+    assert_eq!(fair.run(|_| 5).unwrap(), 5);
+    assert!(!fair.is_locked().unwrap());
 
     let semaphore = client.semaphore("blocking-sem").unwrap();
     semaphore.set_permits(2).unwrap();
@@ -191,6 +200,13 @@ fn every_kind_blocks_the_same_way() {
         "more permits out than the size"
     );
     assert_eq!(semaphore.state().unwrap().in_use, 0);
+    assert_eq!(semaphore.run(2, |permits| permits.permits()).unwrap(), 2);
+    let both = semaphore.acquire(2).unwrap();
+    assert!(matches!(
+        semaphore.acquire_timeout(1, Duration::ZERO),
+        Err(Error::Timeout { .. })
+    ));
+    both.release().unwrap();
 
     let latch = client.latch("blocking-latch").unwrap();
     assert!(latch.try_set_count(2).unwrap());

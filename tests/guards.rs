@@ -38,6 +38,12 @@ trait Kind {
     async fn is_free(client: &LockClient, name: &str) -> bool;
     /// An operator's force-unlock of the kind: how many holds (permits) were live.
     async fn force_unlock(client: &LockClient, name: &str) -> u64;
+    /// The kind's scoped use (`run`-style), with a body that returns 7.
+    async fn run_seven(client: &LockClient, name: &str) -> Result<u32, Error>;
+    /// The kind's `*_timeout` for what the hold excludes, given up at once.
+    async fn excluded_timeout(client: &LockClient, name: &str) -> Result<(), Error>;
+    /// The kind's `is_locked` and remaining time to live.
+    async fn inspect(client: &LockClient, name: &str) -> (bool, Option<Duration>);
 }
 
 struct Plain;
@@ -49,6 +55,20 @@ struct Permit;
 impl Kind for Plain {
     type K = redis_locks::Lock;
     const LABEL: &'static str = "lock";
+    async fn run_seven(client: &LockClient, name: &str) -> Result<u32, Error> {
+        client.lock(name).unwrap().run(async |_| 7).await
+    }
+    async fn excluded_timeout(client: &LockClient, name: &str) -> Result<(), Error> {
+        let lock = client.lock(name).unwrap();
+        lock.acquire_timeout(Duration::ZERO).await.map(drop)
+    }
+    async fn inspect(client: &LockClient, name: &str) -> (bool, Option<Duration>) {
+        let lock = client.lock(name).unwrap();
+        (
+            lock.is_locked().await.unwrap(),
+            lock.remaining_ttl().await.unwrap(),
+        )
+    }
     async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
         let mut lock = client.lock(name).unwrap();
         if let Some(lease) = lease {
@@ -68,6 +88,22 @@ impl Kind for Plain {
 impl Kind for Read {
     type K = redis_locks::RwLock;
     const LABEL: &'static str = "read";
+    async fn run_seven(client: &LockClient, name: &str) -> Result<u32, Error> {
+        client.rw_lock(name).unwrap().run_read(async |_| 7).await
+    }
+    async fn excluded_timeout(client: &LockClient, name: &str) -> Result<(), Error> {
+        let lock = client.rw_lock(name).unwrap();
+        lock.write_timeout(Duration::from_millis(30))
+            .await
+            .map(drop)
+    }
+    async fn inspect(client: &LockClient, name: &str) -> (bool, Option<Duration>) {
+        let lock = client.rw_lock(name).unwrap();
+        (
+            lock.is_locked().await.unwrap(),
+            lock.remaining_ttl().await.unwrap(),
+        )
+    }
     async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
         let mut lock = client.rw_lock(name).unwrap();
         if let Some(lease) = lease {
@@ -88,6 +124,20 @@ impl Kind for Read {
 impl Kind for Write {
     type K = redis_locks::RwLock;
     const LABEL: &'static str = "write";
+    async fn run_seven(client: &LockClient, name: &str) -> Result<u32, Error> {
+        client.rw_lock(name).unwrap().run_write(async |_| 7).await
+    }
+    async fn excluded_timeout(client: &LockClient, name: &str) -> Result<(), Error> {
+        let lock = client.rw_lock(name).unwrap();
+        lock.read_timeout(Duration::ZERO).await.map(drop)
+    }
+    async fn inspect(client: &LockClient, name: &str) -> (bool, Option<Duration>) {
+        let lock = client.rw_lock(name).unwrap();
+        (
+            lock.is_locked().await.unwrap(),
+            lock.remaining_ttl().await.unwrap(),
+        )
+    }
     async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
         let mut lock = client.rw_lock(name).unwrap();
         if let Some(lease) = lease {
@@ -107,6 +157,22 @@ impl Kind for Write {
 impl Kind for Fair {
     type K = redis_locks::FairLock;
     const LABEL: &'static str = "fair";
+    async fn run_seven(client: &LockClient, name: &str) -> Result<u32, Error> {
+        client.fair_lock(name).unwrap().run(async |_| 7).await
+    }
+    async fn excluded_timeout(client: &LockClient, name: &str) -> Result<(), Error> {
+        let lock = client.fair_lock(name).unwrap();
+        lock.acquire_timeout(Duration::from_millis(30))
+            .await
+            .map(drop)
+    }
+    async fn inspect(client: &LockClient, name: &str) -> (bool, Option<Duration>) {
+        let lock = client.fair_lock(name).unwrap();
+        (
+            lock.is_locked().await.unwrap(),
+            lock.remaining_ttl().await.unwrap(),
+        )
+    }
     async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
         let mut lock = client.fair_lock(name).unwrap();
         if let Some(lease) = lease {
@@ -133,6 +199,21 @@ impl Kind for Fair {
 impl Kind for Permit {
     type K = redis_locks::Semaphore;
     const LABEL: &'static str = "semaphore";
+    async fn run_seven(client: &LockClient, name: &str) -> Result<u32, Error> {
+        let semaphore = client.semaphore(name).unwrap();
+        semaphore.try_set_permits(1).await.unwrap();
+        semaphore.run(1, async |_| 7).await
+    }
+    async fn excluded_timeout(client: &LockClient, name: &str) -> Result<(), Error> {
+        let semaphore = client.semaphore(name).unwrap();
+        semaphore.acquire_timeout(1, Duration::ZERO).await.map(drop)
+    }
+    async fn inspect(client: &LockClient, name: &str) -> (bool, Option<Duration>) {
+        // A semaphore has no single time to live: permits in use stand for it.
+        let state = client.semaphore(name).unwrap().state().await.unwrap();
+        let in_use = state.in_use > 0;
+        (in_use, in_use.then_some(Duration::from_secs(1)))
+    }
     async fn take(client: &LockClient, name: &str, lease: Option<Duration>) -> Guard<Self::K> {
         let mut semaphore = client.semaphore(name).unwrap();
         semaphore.try_set_permits(1).await.unwrap();
@@ -293,6 +374,35 @@ async fn force_unlock_frees_the_hold_and_tells_its_holder<T: Kind>() {
     assert_eq!(T::force_unlock(&client, &name).await, 0, "{}", T::LABEL);
 }
 
+/// One API shape: every kind has a scoped `run` (the body's result, the hold given
+/// back), a `*_timeout` that fails with `Timeout` while the hold excludes it (zero and
+/// short waits), and `is_locked` with a remaining time to live.
+async fn every_kind_has_run_timeout_and_inspection<T: Kind>() {
+    let (_server, _proxy, client, _direct) = rig().await;
+    let name = format!("shape-{}", T::LABEL);
+    assert_eq!(T::run_seven(&client, &name).await.unwrap(), 7);
+    assert!(
+        T::is_free(&client, &name).await,
+        "{}: run left it held",
+        T::LABEL
+    );
+    assert_eq!(
+        T::inspect(&client, &name).await,
+        (false, None),
+        "{}",
+        T::LABEL
+    );
+    let guard = T::take(&client, &name, None).await;
+    match T::excluded_timeout(&client, &name).await {
+        Err(Error::Timeout { name: named, .. }) => assert_eq!(named, name),
+        other => panic!("{}: expected Timeout, got {other:?}", T::LABEL),
+    }
+    let (locked, ttl) = T::inspect(&client, &name).await;
+    assert!(locked, "{}", T::LABEL);
+    assert!(ttl.is_some_and(|ttl| ttl > Duration::ZERO), "{}", T::LABEL);
+    guard.release().await.unwrap();
+}
+
 macro_rules! for_every_kind {
     ($check:ident) => {
         mod $check {
@@ -326,3 +436,4 @@ for_every_kind!(a_cancelled_release_gives_the_hold_back);
 for_every_kind!(detach_leaves_the_hold_until_its_lease_ends);
 for_every_kind!(every_guard_reports_and_loses_alike);
 for_every_kind!(force_unlock_frees_the_hold_and_tells_its_holder);
+for_every_kind!(every_kind_has_run_timeout_and_inspection);

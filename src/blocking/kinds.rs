@@ -110,6 +110,44 @@ impl RwLock {
         Ok(guard.map(|guard| self.guard(guard)))
     }
 
+    /// Runs `body` holding a read and releases; [`Error::LockLost`](crate::Error::LockLost)
+    /// if the hold was lost before the release (a blocking body cannot be stopped: check
+    /// [`Guard::is_lost`] at safe points).
+    pub fn run_read<T>(&self, body: impl FnOnce(&RwGuard) -> T) -> Result<T> {
+        let guard = self.read()?;
+        let out = body(&guard);
+        guard.release().map(|()| out)
+    }
+
+    /// Runs `body` holding the write; see [`RwLock::run_read`].
+    pub fn run_write<T>(&self, body: impl FnOnce(&RwGuard) -> T) -> Result<T> {
+        let guard = self.write()?;
+        let out = body(&guard);
+        guard.release().map(|()| out)
+    }
+
+    /// See [`crate::RwLock::read_timeout`].
+    pub fn read_timeout(&self, wait: Duration) -> Result<RwGuard> {
+        let guard = self.shared.block_on(self.inner.read_timeout(wait))??;
+        Ok(self.guard(guard))
+    }
+
+    /// See [`crate::RwLock::write_timeout`].
+    pub fn write_timeout(&self, wait: Duration) -> Result<RwGuard> {
+        let guard = self.shared.block_on(self.inner.write_timeout(wait))??;
+        Ok(self.guard(guard))
+    }
+
+    /// See [`crate::RwLock::is_locked`].
+    pub fn is_locked(&self) -> Result<bool> {
+        self.shared.block_on(self.inner.is_locked())?
+    }
+
+    /// See [`crate::RwLock::remaining_ttl`].
+    pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.shared.block_on(self.inner.remaining_ttl())?
+    }
+
     /// See [`crate::RwLock::state`].
     pub fn state(&self) -> Result<RwLockState> {
         self.shared.block_on(self.inner.state())?
@@ -167,6 +205,29 @@ impl FairLock {
     pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<FairGuard>> {
         let guard = self.shared.block_on(self.inner.try_acquire_for(wait))??;
         Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    /// Runs `body` holding the lock and releases; see [`RwLock::run_read`].
+    pub fn run<T>(&self, body: impl FnOnce(&FairGuard) -> T) -> Result<T> {
+        let guard = self.acquire()?;
+        let out = body(&guard);
+        guard.release().map(|()| out)
+    }
+
+    /// See [`crate::FairLock::acquire_timeout`].
+    pub fn acquire_timeout(&self, wait: Duration) -> Result<FairGuard> {
+        let guard = self.shared.block_on(self.inner.acquire_timeout(wait))??;
+        Ok(self.guard(guard))
+    }
+
+    /// See [`crate::FairLock::is_locked`].
+    pub fn is_locked(&self) -> Result<bool> {
+        self.shared.block_on(self.inner.is_locked())?
+    }
+
+    /// See [`crate::FairLock::remaining_ttl`].
+    pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.shared.block_on(self.inner.remaining_ttl())?
     }
 
     /// See [`crate::FairLock::state`].
@@ -233,6 +294,21 @@ impl Semaphore {
             .shared
             .block_on(self.inner.try_acquire_for(n, wait))??;
         Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    /// Runs `body` holding `n` permits and gives them back; see [`RwLock::run_read`].
+    pub fn run<T>(&self, n: u32, body: impl FnOnce(&SemaphoreGuard) -> T) -> Result<T> {
+        let guard = self.acquire(n)?;
+        let out = body(&guard);
+        guard.release().map(|()| out)
+    }
+
+    /// See [`crate::Semaphore::acquire_timeout`].
+    pub fn acquire_timeout(&self, n: u32, wait: Duration) -> Result<SemaphoreGuard> {
+        let guard = self
+            .shared
+            .block_on(self.inner.acquire_timeout(n, wait))??;
+        Ok(self.guard(guard))
     }
 
     /// See [`crate::Semaphore::state`].

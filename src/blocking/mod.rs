@@ -300,6 +300,11 @@ impl Lock {
         self.shared.block_on(self.inner.is_locked())?
     }
 
+    /// See [`crate::Lock::remaining_ttl`].
+    pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.shared.block_on(self.inner.remaining_ttl())?
+    }
+
     /// See [`crate::Lock::force_unlock`].
     pub fn force_unlock(&self) -> Result<bool> {
         self.shared.block_on(self.inner.force_unlock())?

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::LockClient;
-use crate::error::{Error, LostReason, Result};
+use crate::error::{Error, Result};
 use crate::keys::{self, LockKeys};
 use crate::owner::fingerprint;
 use crate::watchdog::LeaseMode;
@@ -275,27 +275,7 @@ impl Lock {
     /// Cancel-safe: dropping the future stops the body and releases the hold in the
     /// background (as dropping a guard does).
     pub async fn run<T>(&self, body: impl AsyncFnOnce(&LockGuard) -> T) -> Result<T> {
-        let guard = self.acquire().await?;
-        let finished = {
-            let work = body(&guard);
-            tokio::select! {
-                biased;
-                _ = guard.lost() => None,
-                out = work => Some(out),
-            }
-        };
-        let lost = |reason| Error::LockLost {
-            name: self.keys.name.to_string(),
-            reason,
-        };
-        match finished {
-            Some(out) => guard.release().await.map(|()| out),
-            None => {
-                let reason = guard.lost_reason().unwrap_or(LostReason::OwnerFieldGone);
-                drop(guard);
-                Err(lost(reason))
-            }
-        }
+        self.acquire().await?.scoped(body).await
     }
 
     /// Tries once, without waiting. `Ok(None)` means another owner holds the lock. (A
@@ -337,13 +317,7 @@ impl Lock {
     /// # Cancel safety
     /// Cancel-safe, as [`Lock::acquire`].
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<LockGuard> {
-        keys::validate_wait(wait)?;
-        match self.acquire_until(Some(wait)).await? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::Timeout {
-                name: self.keys.name.to_string(),
-                waited: wait,
-            }),
-        }
+        let got = self.try_acquire_for(wait).await?;
+        keys::or_timeout(got, &self.keys.name, wait)
     }
 }
