@@ -8,7 +8,9 @@
 //! * a release cancelled after it was sent still gives the hold back;
 //! * a detached hold stays in Redis until its lease ends, and is no longer tracked;
 //! * every guard reports its hold alike, and tells its loss alike;
-//! * an operator's force-unlock frees every kind's hold and its holder is told.
+//! * an operator's force-unlock frees every kind's hold and its holder is told;
+//! * one API shape: scoped `run`, `*_timeout`, `is_locked`/`remaining_ttl`, and
+//!   `extend` of a fixed lease.
 
 mod common;
 #[allow(dead_code)]
@@ -403,6 +405,41 @@ async fn every_kind_has_run_timeout_and_inspection<T: Kind>() {
     guard.release().await.unwrap();
 }
 
+/// `extend` on every kind's guard: a fixed lease lengthened, in the guard's belief and in
+/// Redis (the hold outlives its first lease); a lost hold refuses to be extended.
+async fn extend_lengthens_a_fixed_lease<T: Kind>() {
+    let (server, _proxy, client, _direct) = rig().await;
+    let name = format!("extend-{}", T::LABEL);
+    let guard = T::take(&client, &name, Some(SEC)).await;
+    assert!(guard.remaining_lease() <= SEC);
+    guard.extend(LONG_LEASE).await.unwrap();
+    assert!(guard.remaining_lease() > SEC * 50, "{}", T::LABEL);
+    let (_, ttl) = T::inspect(&client, &name).await;
+    if T::LABEL != "semaphore" {
+        assert!(
+            ttl.is_some_and(|ttl| ttl > SEC * 50),
+            "{}: {ttl:?}",
+            T::LABEL
+        );
+    }
+    // Past the first lease, the hold is still there.
+    tokio::time::sleep(SEC + SEC / 2).await;
+    assert!(
+        !T::is_free(&client, &name).await,
+        "{}: the extension did not hold",
+        T::LABEL
+    );
+    assert!(!guard.is_lost());
+    let mut conn = server.conn().await;
+    let () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+    assert!(
+        matches!(guard.extend(LONG_LEASE).await, Err(Error::LockLost { .. })),
+        "{}",
+        T::LABEL
+    );
+    assert!(guard.is_lost());
+}
+
 macro_rules! for_every_kind {
     ($check:ident) => {
         mod $check {
@@ -437,3 +474,4 @@ for_every_kind!(detach_leaves_the_hold_until_its_lease_ends);
 for_every_kind!(every_guard_reports_and_loses_alike);
 for_every_kind!(force_unlock_frees_the_hold_and_tells_its_holder);
 for_every_kind!(every_kind_has_run_timeout_and_inspection);
+for_every_kind!(extend_lengthens_a_fixed_lease);

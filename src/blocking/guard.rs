@@ -109,6 +109,11 @@ impl<K: GuardKind> Guard<K> {
         self.get().is_watchdog_leased()
     }
 
+    /// Makes the hold last at least `lease` from now; see [`crate::Guard::extend`].
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        self.shared.block_on(self.get().extend(lease))?
+    }
+
     /// How long the hold is known to last; see [`crate::Guard::remaining_lease`].
     pub fn remaining_lease(&self) -> Duration {
         self.get().remaining_lease()
@@ -120,11 +125,6 @@ impl Guard<crate::Lock> {
     pub fn reenter(&self) -> Result<LockGuard> {
         let guard = self.shared.block_on(self.get().reenter())??;
         Ok(self.wrap(guard))
-    }
-
-    /// Lengthens the lease; see [`crate::LockGuard::extend`].
-    pub fn extend(&self, lease: Duration) -> Result<()> {
-        self.shared.block_on(self.get().extend(lease))?
     }
 
     /// The owner's hold count right after this acquire.

@@ -140,47 +140,6 @@ impl Guard<Lock> {
         }
     }
 
-    /// Makes the hold last at least `lease` from now (one round trip), like rslock's
-    /// `extend` or re-locking in Redisson: for a fixed-lease hold that needs more time.
-    /// The expiry only ever lengthens, so a longer remaining lease is kept. The watchdog
-    /// goes on as before: it renews watchdog holds, and only checks fixed ones. A
-    /// [`Error::InvalidDuration`] for a lease below 1 ms or above
-    /// [`MAX_DURATION`](crate::MAX_DURATION); [`Error::LockLost`] when the hold has
-    /// already ended (it is then told lost, like a renewal would).
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
-    /// use std::time::Duration;
-    /// let lock = client.lock("export")?.with_lease(Duration::from_secs(10))?;
-    /// let guard = lock.acquire().await?;
-    /// // ... the export needs longer than planned:
-    /// guard.extend(Duration::from_secs(30)).await?;
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a cancelled extension either lengthened the expiry or did nothing.
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        let lease_ms = crate::keys::validate_ms("lease", lease)?;
-        self.ensure_not_lost()?;
-        let inner = &self.handle.client.inner;
-        let sent_at = inner.calls.clock.now();
-        let reply = inner
-            .calls
-            .eval(&self.core.entry.extension(lease_ms))
-            .await?;
-        match self
-            .core
-            .entry
-            .on_extension_reply(&inner.registry, &reply, sent_at, lease_ms)
-        {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(self.lost_error()),
-            Err(unexpected) => Err(Error::UnexpectedReply(unexpected)),
-        }
-    }
-
     /// The owner's hold count right after this acquire: 1 for a fresh acquisition, more
     /// for a reentrant one.
     pub fn hold_count(&self) -> u64 {

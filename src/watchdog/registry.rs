@@ -72,14 +72,20 @@ impl HoldEntry {
         self.state.lock().lost()
     }
 
-    /// The hold id, and a renewal of just this hold to `lease_ms` (the `renew.lua` call).
+    /// A renewal of just this hold to `lease_ms`: `renew.lua` for a lock hash,
+    /// `sem_renew.lua` for set members (both answer with the positions that are gone).
     pub(crate) fn extension(&self, lease_ms: Millis) -> crate::protocol::Call {
         let item = RenewItem {
             key: self.key.clone(),
             hold: self.state.lock().hold().clone(),
             renew: true,
         };
-        renew_call(lease_ms, vec![item]).0
+        match self.shape {
+            HoldShape::LockHash => renew_call(lease_ms, vec![item]).0,
+            HoldShape::SetMembers(n) => {
+                crate::protocol::semaphore::renew_call(lease_ms, &[item], &[n]).0
+            }
+        }
     }
 
     /// The extension sent at `sent_at` was answered with `reply`: `Ok(true)` when the hold
