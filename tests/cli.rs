@@ -683,16 +683,25 @@ async fn bad_arguments_exit_64() {
     for (args, says) in [
         (
             &["run", "x", "--wait", "10", "--", "true"][..],
-            "500ms, 10s, 5m, 1h, 1m30s",
+            "500ms, 10s, 1.5s, 5m, 1h, 1m30s",
         ),
         (
             &["run", "x", "--lease", "abc", "--", "true"],
-            "500ms, 10s, 5m, 1h, 1m30s",
+            "500ms, 10s, 1.5s, 5m, 1h, 1m30s",
         ),
         (
             &["run", "x", "--wait=-5s", "--", "true"],
             "cannot be negative",
         ),
+        (
+            &["run", "x", "--permits", "0", "--", "true"],
+            "a semaphore needs at least 1 permit",
+        ),
+        (
+            &["run", "x", "--min-replicas", "0", "--", "true"],
+            "waits for nothing",
+        ),
+        (&["run", "x", "--wait", "1.s", "--", "true"], "1.5s"),
         // Without `=`: the value is still read as a duration, not as an option.
         (
             &["run", "x", "--wait", "-5s", "--", "true"],

@@ -157,7 +157,7 @@ pub struct Global {
         global = true,
         help_heading = "Global options",
         value_name = "N",
-        value_parser = clap::value_parser!(u32).range(1..)
+        value_parser = parse_replicas
     )]
     pub min_replicas: Option<u32>,
 
@@ -279,7 +279,7 @@ pub struct RunArgs {
     /// or different), instead of the lock NAME: at most N commands run at once. The
     /// permit is renewed (or has --lease) and is lost like a lock; REDIS_LOCK_OWNER is
     /// the permit id.
-    #[arg(long, value_name = "N", group = "kind", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", group = "kind", value_parser = parse_permits)]
     pub permits: Option<u64>,
 
     /// Take a read hold of the read-write lock NAME instead of the lock NAME: any number
@@ -361,6 +361,33 @@ pub struct UnlockArgs {
     /// Exit 0 when nothing was held under NAME (by default: exit 1).
     #[arg(long)]
     pub missing_ok: bool,
+}
+
+/// `--permits N`: a whole number of at least 1, said in a sentence (clap's range error
+/// would print "0 is not in 1..18446744073709551615").
+fn parse_permits(input: &str) -> Result<u64, String> {
+    match input.parse::<u64>() {
+        Ok(0) => Err("a semaphore needs at least 1 permit (--permits 1 or more)".into()),
+        Ok(n) if n <= redis_locks::MAX_COUNT => Ok(n),
+        Ok(_) => Err(format!(
+            "at most {} permits (the scripts count in exact doubles)",
+            redis_locks::MAX_COUNT
+        )),
+        Err(_) => Err(format!("{input:?} is not a whole number of permits")),
+    }
+}
+
+/// `--min-replicas N`: a whole number of at least 1, said in a sentence.
+fn parse_replicas(input: &str) -> Result<u32, String> {
+    match input.parse::<u32>() {
+        Ok(0) => Err(
+            "waiting for 0 replicas waits for nothing: give 1 or more, or leave \
+                      --min-replicas out"
+                .into(),
+        ),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{input:?} is not a whole number of replicas")),
+    }
 }
 
 #[cfg(test)]

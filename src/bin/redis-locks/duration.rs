@@ -1,19 +1,21 @@
-//! Durations on the command line (`500ms`, `10s`, `5m`, `1h`) and for people to read.
+//! Durations on the command line (`500ms`, `10s`, `1.5s`, `5m`, `1h`) and for people to
+//! read.
 
 use std::time::Duration;
 
 use redis_locks::MAX_DURATION;
 
 /// What every duration error says about the accepted forms.
-const FORMS: &str = "expected whole numbers with units h, m, s or ms, largest first \
-                     (for example 500ms, 10s, 5m, 1h, 1m30s, 2h15m)";
+const FORMS: &str = "expected numbers with units h, m, s or ms, largest first \
+                     (for example 500ms, 10s, 1.5s, 5m, 1h, 1m30s, 2h15m)";
 
-/// Parses one or more `<digits><unit>` parts with units `h`, `m`, `s`, `ms`, each unit at
-/// most once and largest first (`1h30m`, `1m30s`, `2s500ms`). Zero is accepted (callers
-/// that need a positive duration use [`parse_positive`]). Anything else, including a bare
-/// number, a sign, a fraction, spaces, an upper-case unit or units out of order, is
-/// rejected with a message naming the accepted forms. At most [`MAX_DURATION`] (100
-/// years).
+/// Parses one or more `<digits>[.<digits>]<unit>` parts with units `h`, `m`, `s`, `ms`,
+/// each unit at most once and largest first (`1h30m`, `1m30s`, `2s500ms`, `1.5s`,
+/// `0.25h`). A fraction of a millisecond rounds up (`1.5ms` is 2 ms: a lease or a wait is
+/// never cut short). Zero is accepted (callers that need a positive duration use
+/// [`parse_positive`]). Anything else, including a bare number, a sign, a fraction without
+/// digits on both sides, spaces, an upper-case unit or units out of order, is rejected
+/// with a message naming the accepted forms. At most [`MAX_DURATION`] (100 years).
 ///
 /// Hand-written rather than `humantime`: that crate also accepts days, months, years,
 /// spaces and spelled-out units, which the CLI would then have to document and show back.
@@ -35,14 +37,17 @@ pub fn parse(input: &str) -> Result<Duration, String> {
     }
     while !rest.is_empty() {
         let split = rest
-            .find(|c: char| !c.is_ascii_digit())
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
             .unwrap_or(rest.len());
-        let (digits, after) = rest.split_at(split);
+        let (number, after) = rest.split_at(split);
         let unit_len = after
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(after.len());
         let (unit, next) = after.split_at(unit_len);
-        if digits.is_empty() || unit.is_empty() {
+        let (digits, fraction) = number.split_once('.').unwrap_or((number, ""));
+        let bad_fraction = number.contains('.')
+            && (fraction.is_empty() || fraction.len() > 9 || fraction.contains('.'));
+        if digits.is_empty() || unit.is_empty() || bad_fraction {
             return Err(invalid());
         }
         let millis_per_unit: u64 = match unit {
@@ -56,11 +61,21 @@ pub fn parse(input: &str) -> Result<Duration, String> {
             return Err(invalid());
         }
         previous_unit = millis_per_unit;
-        let part = digits
+        let whole = digits
             .parse::<u64>()
             .ok()
             .and_then(|n| n.checked_mul(millis_per_unit))
             .ok_or_else(too_long)?;
+        // The fraction's share of the unit, in whole ms rounded up (at most 9 digits, so
+        // the product fits: below 10^9 * 3.6 * 10^6).
+        let fraction_ms = if fraction.is_empty() {
+            0
+        } else {
+            let scale = 10u64.pow(fraction.len() as u32);
+            let numerator = fraction.parse::<u64>().map_err(|_| invalid())?;
+            (numerator * millis_per_unit).div_ceil(scale)
+        };
+        let part = whole.checked_add(fraction_ms).ok_or_else(too_long)?;
         total = total.checked_add(part).ok_or_else(too_long)?;
         rest = next;
     }
@@ -113,13 +128,47 @@ mod tests {
     #[test]
     fn rejects_everything_else_naming_the_forms() {
         for bad in [
-            "", "10", "abc", "s", "ms", "-5s", "+5s", "1.5s", "5 s", " 5s", "5s ", "5S", "5sec",
-            "5d", "5mss", "٣s", "30s1m", "1m1m", "1m30", "1h 30m",
+            "",
+            "10",
+            "abc",
+            "s",
+            "ms",
+            "-5s",
+            "+5s",
+            ".5s",
+            "1.s",
+            "1..5s",
+            "1.5.5s",
+            "5 s",
+            " 5s",
+            "5s ",
+            "5S",
+            "5sec",
+            "5d",
+            "5mss",
+            "٣s",
+            "30s1m",
+            "1m1m",
+            "1m30",
+            "1h 30m",
+            "1.0000000001s",
         ] {
             let err = parse(bad).expect_err(bad);
-            assert!(err.contains("500ms, 10s, 5m, 1h, 1m30s"), "{bad:?}: {err}");
+            assert!(err.contains("500ms, 10s, 1.5s, 5m, 1h, 1m30s"), "{bad:?}: {err}");
         }
         assert!(parse("-5s").unwrap_err().contains("cannot be negative"));
+    }
+
+    #[test]
+    fn accepts_decimals_rounding_up_to_whole_milliseconds() {
+        assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1_500)));
+        assert_eq!(parse("0.25h"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse("0.1s"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse("1.5ms"), Ok(Duration::from_millis(2)));
+        assert_eq!(parse("0.0001s"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse("1m0.5s"), Ok(Duration::from_millis(60_500)));
+        assert_eq!(parse("0.0s"), Ok(Duration::ZERO));
+        assert!(parse_positive("0.0s").is_err());
     }
 
     #[test]
