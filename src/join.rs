@@ -57,23 +57,24 @@ pub(crate) async fn first_n<F: Future>(futures: Vec<F>, needed: usize) {
 }
 
 /// Runs the futures concurrently until all are done, or, once `enough(&outputs)` holds,
-/// for as long again as that took (at least `min_grace`), then drops those still running
+/// for `grace(took)` more (`took`: the time until then), then drops those still running
 /// (`None` in their slot). For a RedLock attempt: once a majority granted, a stalled
-/// server must not hold up every acquire for its whole timeout.
-pub(crate) async fn join_until<F, E>(
+/// server must not hold up every acquire for its whole timeout (the core decides both).
+pub(crate) async fn join_until<F, E, G>(
     futures: Vec<F>,
     enough: E,
-    min_grace: std::time::Duration,
+    grace: G,
 ) -> Vec<Option<F::Output>>
 where
     F: Future,
     E: Fn(&[Option<F::Output>]) -> bool,
+    G: Fn(std::time::Duration) -> std::time::Duration,
 {
     let started = tokio::time::Instant::now();
     let mut pending: Vec<Option<Pin<Box<F>>>> =
         futures.into_iter().map(|f| Some(Box::pin(f))).collect();
     let mut outputs: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
-    let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut extra: Option<Pin<Box<tokio::time::Sleep>>> = None;
     std::future::poll_fn(|cx| {
         let mut open = false;
         for (slot, output) in pending.iter_mut().zip(outputs.iter_mut()) {
@@ -90,11 +91,11 @@ where
         if !open {
             return Poll::Ready(());
         }
-        if grace.is_none() && enough(&outputs) {
-            let took = started.elapsed().max(min_grace);
-            grace = Some(Box::pin(tokio::time::sleep(took)));
+        if extra.is_none() && enough(&outputs) {
+            let more = grace(started.elapsed());
+            extra = Some(Box::pin(tokio::time::sleep(more)));
         }
-        match grace.as_mut() {
+        match extra.as_mut() {
             Some(sleep) => sleep.as_mut().poll(cx),
             None => Poll::Pending,
         }

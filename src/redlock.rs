@@ -239,9 +239,11 @@ impl RedLock {
         let n = self.members.len();
         let quorum = self.quorum();
         let attempt = Instant::now();
-        // Once a majority granted, the others get as long again as that took (at least
-        // 5 ms): a stalled server must not hold every acquire up for its whole timeout.
-        // An attempt dropped then gives back any hold it wins, in the background.
+        // Once a majority granted (the core's `may_decide_early`), the others get the
+        // core's `late_grace`: a stalled server must not hold every acquire up for its
+        // whole timeout. An attempt dropped then gives back any hold it wins, in the
+        // background.
+        let servers = self.servers;
         let replies = crate::join::join_until(
             self.members
                 .iter()
@@ -255,12 +257,17 @@ impl RedLock {
                 })
                 .collect(),
             |done| {
-                done.iter()
-                    .filter(|reply| matches!(reply, Some(Ok(Ok(Some(_))))))
-                    .count()
-                    >= quorum
+                redlock::may_decide_early(
+                    done.iter()
+                        .filter(|reply| matches!(reply, Some(Ok(Ok(Some(_))))))
+                        .count(),
+                    servers,
+                )
             },
-            Duration::from_millis(5),
+            |took| {
+                let took_ms = took.as_micros().div_ceil(1_000) as Millis;
+                Duration::from_millis(redlock::late_grace(took_ms))
+            },
         )
         .await;
         let mut holds: Vec<Option<LockGuard>> = Vec::with_capacity(n);

@@ -1,8 +1,9 @@
 //! The RedLock checker: explores every interleaving of two clients' RedLock attempts and
 //! releases over independent servers, with outages, restarts without persistence, clock
-//! drift, lost and slow replies and the clock, up to a bound, with the library's own
-//! protocol core (per-server `AttemptOp`, `ReleaseFlow`, `ReconcileRound`, `HoldState`,
-//! and `protocol::redlock::decide`) and the real Lua scripts (see
+//! drift, lost and slow replies, late (stray) requests and the clock, up to a bound, with
+//! the library's own protocol core (per-server `AttemptOp`, `ReleaseFlow`,
+//! `ReconcileRound`, `HoldState`, and `protocol::redlock::decide` and
+//! `may_decide_early`) and the real Lua scripts (see
 //! `tests/protocol/redmodel.rs`), and checks the properties in every state.
 //!
 //! `cargo test --release --test redlock_check`; `CHECK_DEPTH=n` runs deeper (or

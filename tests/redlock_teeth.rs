@@ -41,6 +41,8 @@ const KEPT_OUT: &str = "3 servers: a restart kept out for a lease";
 const DRIFT: &str = "3 servers: clock drift and expiry";
 const LEASES: &str = "3 servers: timeouts, lost replies, two leases";
 const EVEN: &str = "2 servers (an even count): an outage";
+#[cfg_attr(not(feature = "planted-defects"), allow(dead_code))]
+const STRAYS: &str = "3 servers: late requests (strays) and early decisions";
 
 fn config(name: &str) -> Config {
     redmodel::configs()
@@ -256,6 +258,23 @@ mod rust_core {
             &[LEASES],
             &[],
             &[LOST_SIGNAL, OUTLIVES, TWO_HOLDERS],
+        );
+    }
+
+    /// The early decision taken one grant short of a majority: the servers still running
+    /// are left out before a majority granted. The decision breaks the documented rule at
+    /// once.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn deciding_before_a_majority_is_caught() {
+        expect_core(
+            Defect::RedlockDecidesBeforeMajority,
+            &[STRAYS, EVEN],
+            &[],
+            &[VALIDITY],
         );
     }
 

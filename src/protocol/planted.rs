@@ -51,6 +51,9 @@ pub enum Defect {
     /// RedLock counts the time spent from the attempt's start only, ignoring holds adopted
     /// from an earlier attempt's lost request, whose leases started earlier.
     RedlockElapsedFromAttempt,
+    /// RedLock decides an attempt without the servers still running once one grant short
+    /// of a majority, not once a majority granted (`redlock::may_decide_early`).
+    RedlockDecidesBeforeMajority,
     /// The multi-lock takes its members in the order they were named, not the global one.
     MultiOrderAsNamed,
     /// The multi-lock keeps the members it took when a later one cannot be taken.

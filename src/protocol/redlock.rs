@@ -1,5 +1,6 @@
 //! RedLock's decisions over N independent servers, sans I/O: the quorum, how long a
-//! server may take, whether an attempt won, the validity it leaves, when too few servers
+//! server may take, when an attempt is decided without the servers still running (and how
+//! long they get first), whether an attempt won, the validity it leaves, when too few servers
 //! answer, and when a held RedLock is lost. The per-server holds are ordinary reentrant
 //! lock holds ([`super::attempt::AttemptOp`] and friends, one lane per server).
 
@@ -25,6 +26,29 @@ pub fn drift(lease_ms: Millis) -> Millis {
 /// eat the validity).
 pub fn server_limit(lease_ms: Millis, response_timeout_ms: Millis) -> Millis {
     (lease_ms / 10).max(50).min(response_timeout_ms)
+}
+
+/// The least grace the servers still running get once a majority granted
+/// ([`late_grace`]).
+pub const MIN_LATE_GRACE_MS: Millis = 5;
+
+/// Whether an attempt may be decided before every server answered: once `granted` of
+/// `servers` granted a majority. The others still get [`late_grace`]; then they are left
+/// out, and a hold one of them still wins is given back (in the background: the left-out
+/// server's attempt runs on in its lane, and its hold is released as soon as it is won).
+pub fn may_decide_early(granted: usize, servers: usize) -> bool {
+    if planted::is(Defect::RedlockDecidesBeforeMajority) {
+        return granted + 1 >= quorum(servers);
+    }
+    granted >= quorum(servers)
+}
+
+/// How long the servers still running get once a majority granted, given how long the
+/// majority took (`majority_took_ms`, since the attempt started): as long again, at least
+/// [`MIN_LATE_GRACE_MS`]. A stalled server must not hold every acquire up for its whole
+/// timeout, and one that is merely a little slower than the others still counts.
+pub fn late_grace(majority_took_ms: Millis) -> Millis {
+    majority_took_ms.max(MIN_LATE_GRACE_MS)
 }
 
 /// The time an attempt spent, as far as its validity goes: since it started
@@ -116,5 +140,18 @@ mod tests {
         assert_eq!(losses_tolerated(5, quorum(5)), 3);
         assert_eq!(server_limit(30_000, 2_000), 2_000);
         assert_eq!(server_limit(100, 2_000), 50);
+    }
+
+    #[test]
+    fn the_others_get_as_long_again_once_a_majority_granted() {
+        assert!(!may_decide_early(1, 3));
+        assert!(may_decide_early(2, 3));
+        assert!(!may_decide_early(2, 4));
+        assert!(may_decide_early(3, 4));
+        assert!(!may_decide_early(0, 1));
+        assert!(may_decide_early(1, 1));
+        assert_eq!(late_grace(0), MIN_LATE_GRACE_MS);
+        assert_eq!(late_grace(3), MIN_LATE_GRACE_MS);
+        assert_eq!(late_grace(40), 40);
     }
 }

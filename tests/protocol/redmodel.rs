@@ -6,9 +6,10 @@
 //! `Lock::try_acquire` and `LockGuard::release`: one [`AttemptOp`] per server in that
 //! server's (lock, owner) [`Lane`], one [`ReleaseFlow`] per hold, the background
 //! [`ReconcileRound`]s of an acquire whose reply was lost, the [`HoldState`] of each hold.
-//! When every server's attempt has an outcome, the client asks the core's RedLock decision
-//! (`redis_locks::protocol::redlock::decide`) whether it won, with the time spent since
-//! the attempt started. Every call runs the real `lua/*.lua` in the embedded Lua against
+//! When every server's attempt has an outcome, or earlier, once the core's
+//! `redlock::may_decide_early` says a majority granted ([`Step::DecideEarly`]), the client
+//! asks the core's RedLock decision (`redis_locks::protocol::redlock::decide`) whether it
+//! won, with the time spent since the attempt started. Every call runs the real `lua/*.lua` in the embedded Lua against
 //! that server's own in-memory keyspace (`keyspace.rs`, `lua.rs`). What the model adds is
 //! only the world: the users, the clock, the servers' outages, restarts and clock drift,
 //! lost replies.
@@ -28,16 +29,25 @@
 //!   while its server is down ([`Step::Refuse`], `Failure::NotSent`). Running and
 //!   answering at once loses no behaviour that matters: a reply only changes its client,
 //!   which commutes with every other step but the clock's, and the clock is covered by
-//!   `Slow`. A request that timed out either ran at its send time or never runs (no late
-//!   stray copy, unlike `model.rs`).
+//!   `Slow`. A request that timed out ran at its send time, or never runs, or (in the
+//!   configurations with `strays`) stays on its connection as a stray, which runs later
+//!   ([`Step::ExecuteStray`], possibly after the clock moved) before the client's next
+//!   request on that server's connection, or never ([`Step::DropStray`]); a server that
+//!   goes down or restarts breaks its connections, and their strays never run.
 //! * The clock moves ([`Step::Advance`]) only when no call waits to run, to the next
 //!   instant at which time changes anything (a tick of [`STEP`], a validity's end, a
 //!   hold's deadline, a key's expiry and the millisecond after it, the end of a sleep or of
 //!   a restarted server's exclusion). Sleeps that the core asks for (retries' back-off)
 //!   are honoured: the op waits for the clock.
-//! * The model waits for every server's outcome before deciding; the library may decide
-//!   earlier (once a majority granted, the rest get as long again, at least 5 ms, then are
-//!   left out and a hold they win is given back in the background). Not modelled.
+//! * The early decision: once a majority granted (the core's `redlock::may_decide_early`),
+//!   the library gives the servers still running `redlock::late_grace` (as long again as
+//!   the majority took, at least 5 ms), then leaves them out. The model lets the client
+//!   decide at any time after a majority granted, which covers every grace. A left-out
+//!   server's attempt goes on in its lane, as the dropped `try_acquire`'s detached
+//!   attempt: a hold it wins is given back at once (a `ReleaseFlow`, as the dropped
+//!   guard's release), a lost acquire is reconciled in the background. "Validity as
+//!   documented" also checks that no attempt is decided with servers still running before
+//!   a majority granted.
 //! * A client's per-server lanes are entered one operation at a time: a user's attempt or
 //!   release starts only when none of its lanes is busy, and a background reconciliation
 //!   round runs only between them (the library would queue on the lane instead).
@@ -146,7 +156,7 @@ const LOST_SIGNAL: &str = PROPERTIES[4];
 const UNDERSTOOD: &str = PROPERTIES[5];
 
 /// Things a configuration must see (at the default bound), so that it is not vacuous.
-pub const MILESTONES: [&str; 11] = [
+pub const MILESTONES: [&str; 15] = [
     "acquired with one server failing",
     "gave back a minority",
     "acquired after a restart",
@@ -158,6 +168,10 @@ pub const MILESTONES: [&str; 11] = [
     "a background reconciliation gave a hold back",
     "a give-back failed (the hold expires with its lease)",
     "two holders after a majority member restarted empty (documented exception)",
+    "acquired early, a server left out",
+    "a left-out server won a hold: given back",
+    "a stray acquire ran after its client timed out",
+    "a stray ran after the clock moved",
 ];
 const M_FAILING: usize = 0;
 const M_GAVE_BACK: usize = 1;
@@ -170,6 +184,10 @@ const M_ADOPTED: usize = 7;
 const M_RECONCILED: usize = 8;
 const M_ABANDONED: usize = 9;
 const M_RESTART_TWICE: usize = 10;
+const M_EARLY: usize = 11;
+const M_LEFT_OUT: usize = 12;
+const M_STRAY: usize = 13;
+const M_STRAY_LATE: usize = 14;
 
 pub use crate::lua::Scripts;
 
@@ -199,6 +217,12 @@ pub struct Config {
     pub skews: u8,
     /// Clock steps.
     pub advances: u8,
+    /// Whether an attempt may be decided once a majority granted, leaving out the servers
+    /// still running (as the library does after the core's `late_grace`).
+    pub early: bool,
+    /// Whether a request that timed out without running stays on its connection as a
+    /// stray, which runs later (before the client's next request there) or never.
+    pub strays: bool,
     /// The milestones this configuration must reach at the default bound.
     pub must_reach: Vec<&'static str>,
 }
@@ -219,6 +243,8 @@ pub fn configs() -> Vec<Config> {
             slow: 1,
             skews: 0,
             advances: 3,
+            early: true,
+            strays: false,
             must_reach: m(&[
                 M_FAILING,
                 M_GAVE_BACK,
@@ -243,6 +269,8 @@ pub fn configs() -> Vec<Config> {
             slow: 1,
             skews: 0,
             advances: 3,
+            early: true,
+            strays: false,
             must_reach: m(&[
                 M_FAILING,
                 M_GAVE_BACK,
@@ -265,6 +293,8 @@ pub fn configs() -> Vec<Config> {
             slow: 1,
             skews: 0,
             advances: 4,
+            early: true,
+            strays: false,
             must_reach: m(&[
                 M_FAILING,
                 M_AFTER_RESTART,
@@ -285,6 +315,8 @@ pub fn configs() -> Vec<Config> {
             slow: 1,
             skews: 2,
             advances: 4,
+            early: true,
+            strays: false,
             must_reach: m(&[M_FAILING, M_HAND_OFF, M_ELAPSED, M_TOO_LATE, M_SPLIT]),
         },
         Config {
@@ -299,6 +331,8 @@ pub fn configs() -> Vec<Config> {
             slow: 0,
             skews: 0,
             advances: 2,
+            early: true,
+            strays: false,
             must_reach: m(&[
                 M_FAILING,
                 M_GAVE_BACK,
@@ -320,6 +354,8 @@ pub fn configs() -> Vec<Config> {
             slow: 0,
             skews: 0,
             advances: 3,
+            early: true,
+            strays: false,
             must_reach: m(&[
                 M_HAND_OFF,
                 M_TOO_LATE,
@@ -327,6 +363,29 @@ pub fn configs() -> Vec<Config> {
                 M_ADOPTED,
                 M_RECONCILED,
                 M_ABANDONED,
+            ]),
+        },
+        Config {
+            name: "3 servers: late requests (strays) and early decisions",
+            servers: 3,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 0,
+            restarts: 0,
+            rejoin_after_lease: false,
+            faults: 2,
+            slow: 0,
+            skews: 0,
+            advances: 3,
+            early: true,
+            strays: true,
+            must_reach: m(&[
+                M_HAND_OFF,
+                M_EARLY,
+                M_LEFT_OUT,
+                M_STRAY,
+                M_STRAY_LATE,
+                M_RECONCILED,
             ]),
         },
     ]
@@ -417,6 +476,13 @@ pub enum Step {
     Restart { server: usize },
     /// A server's clock jumps ahead by [`MAX_SKEW`].
     ClockAhead { server: usize },
+    /// The client decides its attempt once a majority granted, leaving out the servers
+    /// still running (their attempts go on in their lanes; a hold one wins is given back).
+    DecideEarly { client: usize },
+    /// A request that timed out runs now, late (its reply goes nowhere).
+    ExecuteStray { client: usize, server: usize },
+    /// A request that timed out never runs.
+    DropStray { client: usize, server: usize },
     /// The clock moves to the next instant that matters.
     Advance,
 }
@@ -554,6 +620,9 @@ struct Client {
     holds: Vec<Option<Hold>>,
     phase: Phase,
     attempts_left: u8,
+    /// Per server: a request that timed out without running, still on the connection,
+    /// with its send time: it runs before the client's next request there, or never.
+    strays: Vec<Option<(Call, Millis)>>,
 }
 
 /// A server's current hold id and each owner's hold count.
@@ -658,6 +727,7 @@ impl State {
                 holds: vec![None; n],
                 phase: Phase::Idle,
                 attempts_left: config.attempts,
+                strays: vec![None; n],
             })
             .collect();
         State {
@@ -710,7 +780,37 @@ impl State {
                     }
                 }
                 Phase::Holding { .. } if lanes_free => steps.push(Step::Release { client: i }),
+                // The core's rule: once a majority granted, the servers still running may be
+                // left out (after `redlock::late_grace`; any time after, here, which covers
+                // every grace).
+                Phase::Attempting { ref outcomes, .. }
+                    if config.early
+                        && outcomes.iter().any(Option::is_none)
+                        && redlock::may_decide_early(
+                            outcomes
+                                .iter()
+                                .filter(|o| **o == Some(Outcome::Granted))
+                                .count(),
+                            outcomes.len(),
+                        ) =>
+                {
+                    steps.push(Step::DecideEarly { client: i });
+                }
                 _ => {}
+            }
+            for (s, stray) in c.strays.iter().enumerate() {
+                if stray.is_some() {
+                    if self.servers[s].up {
+                        steps.push(Step::ExecuteStray {
+                            client: i,
+                            server: s,
+                        });
+                    }
+                    steps.push(Step::DropStray {
+                        client: i,
+                        server: s,
+                    });
+                }
             }
             if matches!(c.phase, Phase::Idle | Phase::Holding { .. }) {
                 for (s, running) in c.background.iter().enumerate() {
@@ -725,6 +825,8 @@ impl State {
             for (s, op) in c.ops.iter().enumerate() {
                 let (client, server) = (i, s);
                 match op.as_ref().map(|op| &op.flight) {
+                    // Its connection runs (or drops) a stray request first.
+                    Some(Flight::Sent(_)) if c.strays[s].is_some() => {}
                     Some(Flight::Sent(_)) if !self.servers[s].up => {
                         steps.push(Step::Refuse { client, server });
                     }
@@ -848,6 +950,15 @@ impl State {
                 let epoch = if ran {
                     self.execute(client, server, world, &mut fx).1
                 } else {
+                    if config.strays
+                        && let Some(Op {
+                            flight: Flight::Sent(call),
+                            ..
+                        }) = &self.clients[client].ops[server]
+                    {
+                        // It may still run, late: it stays on the connection.
+                        self.clients[client].strays[server] = Some((call.clone(), self.now));
+                    }
                     self.servers[server].epoch
                 };
                 self.feed_op(
@@ -873,6 +984,8 @@ impl State {
             Step::Down { server } => {
                 self.downs_left -= 1;
                 self.servers[server].up = false;
+                // Its connections break: what they still carried never runs.
+                self.drop_strays(server);
             }
             Step::Up { server } => {
                 self.servers[server].up = true;
@@ -884,6 +997,8 @@ impl State {
                 let s = &mut self.servers[server];
                 s.ks.flush_all();
                 s.epoch += 1;
+                self.drop_strays(server);
+                let s = &mut self.servers[server];
                 if config.rejoin_after_lease {
                     // Kept out for as long as any hold it had could have lasted.
                     s.up = false;
@@ -897,6 +1012,24 @@ impl State {
                 s.skew = MAX_SKEW;
                 let server_now = s.now(now);
                 s.ks.expire(server_now);
+            }
+            Step::DecideEarly { client } => self.decide(client, world, &mut fx),
+            Step::ExecuteStray { client, server } => {
+                if let Some((call, sent_at)) = self.clients[client].strays[server].take() {
+                    let now = self.now;
+                    let s = &mut self.servers[server];
+                    let server_now = s.now(now);
+                    world.run(&call, &mut s.ks, server_now);
+                    if call.script == ScriptId::Acquire {
+                        fx.milestones.push(M_STRAY);
+                    }
+                    if now > sent_at {
+                        fx.milestones.push(M_STRAY_LATE);
+                    }
+                }
+            }
+            Step::DropStray { client, server } => {
+                self.clients[client].strays[server] = None;
             }
             Step::Advance => {
                 self.advances_left -= 1;
@@ -1089,6 +1222,14 @@ impl State {
         self.clients[client].ops[server] = Some(Op { kind, flight: next });
     }
 
+    /// A server's connections break (it went down or restarted): the stray requests they
+    /// still carried never run.
+    fn drop_strays(&mut self, server: usize) {
+        for c in &mut self.clients {
+            c.strays[server] = None;
+        }
+    }
+
     fn abandon(&mut self, server: usize, hold: Arc<str>, fx: &mut Effects) {
         if self.abandoned.insert((server, hold)) {
             fx.milestones.push(M_ABANDONED);
@@ -1140,6 +1281,9 @@ impl State {
         world: &World,
         fx: &mut Effects,
     ) {
+        // The attempt was decided without this server (a new attempt starts only once
+        // every lane is free): its outcome goes nowhere, as a dropped `try_acquire`'s.
+        let left_out = !matches!(self.clients[client].phase, Phase::Attempting { .. });
         let result = match outcome {
             AttemptOutcome::Granted {
                 granted,
@@ -1151,14 +1295,22 @@ impl State {
                     fx.milestones.push(M_ADOPTED);
                 }
                 // As `Lock::guard_for`: a fixed-lease guard credited from `sent_at`.
-                self.clients[client].holds[server] = Some(Hold {
+                let hold = Hold {
                     state: HoldState::new(granted.hold.clone(), sent_at, lease_ms, false),
                     hold: granted.hold,
                     sent_at,
                     lease: lease_ms,
                     epoch,
                     adopted,
-                });
+                };
+                if left_out {
+                    // As the detached attempt: its guard is dropped at once, which gives
+                    // the hold back (`LockGuard::release` in the background).
+                    fx.milestones.push(M_LEFT_OUT);
+                    self.release_hold(client, server, hold, false, world, fx);
+                    return;
+                }
+                self.clients[client].holds[server] = Some(hold);
                 Outcome::Granted
             }
             AttemptOutcome::Held { .. } => Outcome::Held,
@@ -1190,8 +1342,9 @@ impl State {
         }
     }
 
-    /// Every server answered: the core's RedLock decision, as `RedLock::acquire_until`
-    /// takes it.
+    /// Every server answered, or a majority granted and the rest are left out
+    /// ([`Step::DecideEarly`]): the core's RedLock decision, as `RedLock::attempt` takes
+    /// it.
     fn decide(&mut self, client: usize, world: &World, fx: &mut Effects) {
         let now = self.now;
         let n = self.servers.len();
@@ -1215,6 +1368,18 @@ impl State {
         let sent: Vec<Millis> = c.holds.iter().flatten().map(|h| h.sent_at).collect();
         let elapsed = redlock_elapsed(start, now, sent);
         let won = redlock::decide(granted, n, lease, elapsed);
+        let early = outcomes.iter().any(Option::is_none);
+        if early && granted < documented_quorum(n) {
+            // The README's rule: the others are left out only once a majority granted.
+            fx.violate(
+                VALIDITY,
+                format!(
+                    "client {client}: decided with servers still running after {granted} of \
+                     {n} granted, documented: only once {} granted",
+                    documented_quorum(n)
+                ),
+            );
+        }
         // "Validity as documented": the decision itself, against the README's rule,
         // written out here (N/2 + 1; lease − elapsed − (1 % + 2 ms), > 0).
         let documented = lease as i64 - elapsed as i64 - documented_drift(lease) as i64;
@@ -1240,6 +1405,9 @@ impl State {
                 };
                 if failed > 0 {
                     fx.milestones.push(M_FAILING);
+                }
+                if early {
+                    fx.milestones.push(M_EARLY);
                 }
                 if validity_ms < lease - documented_drift(lease) {
                     fx.milestones.push(M_ELAPSED);
@@ -1285,49 +1453,61 @@ impl State {
     /// Gives back every hold of the client (`give_back` after a lost attempt,
     /// `RedGuard::release`): one `LockGuard::release` per hold, in that server's lane.
     fn give_back(&mut self, client: usize, world: &World, lost_attempt: bool, fx: &mut Effects) {
-        let now = self.now;
         let n = self.servers.len();
         self.clients[client].phase = Phase::Releasing;
         for server in 0..n {
-            let c = &mut self.clients[client];
-            let Some(mut hold) = c.holds[server].take() else {
+            let Some(hold) = self.clients[client].holds[server].take() else {
                 continue;
             };
-            // As `LockGuard::release`, the core's `release::leave`: the retry bound first,
-            // then the guard leaves (the last one: nothing to re-arm).
-            let fixed_end = Some(hold.state_fixed_end());
-            let leaving = release::leave(
-                &mut hold.state,
-                now,
-                RESPONSE_TIMEOUT,
-                false,
-                fixed_end,
-                LEASE,
-            );
-            let give_up_at = leaving.give_up_at;
-            let flow = ReleaseFlow::new(
-                world.keys.clone(),
-                c.owner.clone(),
-                hold.hold.clone(),
-                give_up_at,
-                None,
-            );
-            let epoch = self.servers[server].epoch;
-            self.drive(
-                client,
-                server,
-                OpKind::Release {
-                    flow,
-                    hold,
-                    lost_attempt,
-                },
-                Event::Start,
-                epoch,
-                world,
-                fx,
-            );
+            self.release_hold(client, server, hold, lost_attempt, world, fx);
         }
         self.maybe_idle(client);
+    }
+
+    /// Gives back one hold (`LockGuard::release`, or a dropped guard's release) in that
+    /// server's lane.
+    fn release_hold(
+        &mut self,
+        client: usize,
+        server: usize,
+        mut hold: Hold,
+        lost_attempt: bool,
+        world: &World,
+        fx: &mut Effects,
+    ) {
+        let now = self.now;
+        // As `LockGuard::release`, the core's `release::leave`: the retry bound first,
+        // then the guard leaves (the last one: nothing to re-arm).
+        let fixed_end = Some(hold.state_fixed_end());
+        let leaving = release::leave(
+            &mut hold.state,
+            now,
+            RESPONSE_TIMEOUT,
+            false,
+            fixed_end,
+            LEASE,
+        );
+        let flow = ReleaseFlow::new(
+            world.keys.clone(),
+            self.clients[client].owner.clone(),
+            hold.hold.clone(),
+            leaving.give_up_at,
+            None,
+        );
+        let epoch = self.servers[server].epoch;
+        self.drive(
+            client,
+            server,
+            OpKind::Release {
+                flow,
+                hold,
+                lost_attempt,
+            },
+            Event::Start,
+            epoch,
+            world,
+            fx,
+        );
     }
 
     fn release_done(
@@ -1591,6 +1771,15 @@ impl State {
                     let _ = write!(out, " [s{s} {what}: {flight}]");
                 }
             }
+            for (s, stray) in c.strays.iter().enumerate() {
+                if let Some((call, sent_at)) = stray {
+                    let _ = write!(
+                        out,
+                        " [s{s}: stray {:?} sent t={sent_at} still on the connection]",
+                        call.script
+                    );
+                }
+            }
             for (s, lane) in c.lanes.iter().enumerate() {
                 if lane.is_pending() {
                     let _ = write!(out, " [s{s}: lost acquire pending]");
@@ -1661,6 +1850,7 @@ impl Model for Red {
                     c.ops[s].hash(&mut h);
                     c.background[s].hash(&mut h);
                     c.holds[s].hash(&mut h);
+                    c.strays[s].hash(&mut h);
                     if let Phase::Attempting { outcomes, .. } = &c.phase {
                         outcomes[s].hash(&mut h);
                     }
