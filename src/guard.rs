@@ -290,6 +290,14 @@ impl<K: GuardKind> Guard<K> {
         }
     }
 
+    /// Marks the hold as one server's of a RedLock (its loss alone is logged at debug).
+    pub(crate) fn mark_quorum_member(&self) {
+        self.core
+            .entry
+            .quorum_member
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The client this guard's hold belongs to.
     pub(crate) fn client(&self) -> &LockClient {
         &self.core.client

@@ -59,9 +59,21 @@ pub(crate) fn hold_ended(kind: &'static str, lock: &str, held: Duration, end: &'
 }
 
 /// A hold was declared lost.
-pub(crate) fn lost(kind: &'static str, key: &str, owner: &str, reason: LostReason) {
+/// `quorum_member`: one server's hold of a RedLock, whose loss alone is not the RedLock's
+/// (the RedLock warns when it is lost): logged at debug level.
+pub(crate) fn lost(
+    kind: &'static str,
+    key: &str,
+    owner: &str,
+    reason: LostReason,
+    quorum_member: bool,
+) {
     let owner = crate::owner::Fingerprint(owner);
-    tracing::warn!(kind, key, %owner, %reason, "lock lost");
+    if quorum_member {
+        tracing::debug!(kind, key, %owner, %reason, "RedLock member hold lost");
+    } else {
+        tracing::warn!(kind, key, %owner, %reason, "lock lost");
+    }
     #[cfg(feature = "metrics")]
     {
         let reason = match reason {

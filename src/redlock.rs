@@ -446,6 +446,10 @@ impl RedGuard {
     ) -> Self {
         let lost = CancellationToken::new();
         let stop = CancellationToken::new();
+        holds
+            .iter()
+            .flatten()
+            .for_each(LockGuard::mark_quorum_member);
         let tokens: Vec<CancellationToken> =
             holds.iter().flatten().map(LockGuard::lost_token).collect();
         // Lost once fewer than `quorum` holds remain.
@@ -456,13 +460,18 @@ impl RedGuard {
             .next()
             .map(|guard| guard.client().inner.runtime.clone());
         let (fire, watching) = (lost.clone(), stop.clone());
+        let lock = name.clone();
         let watch = async move {
             let losses = crate::join::first_n(
                 tokens.into_iter().map(|t| t.cancelled_owned()).collect(),
                 fatal,
             );
             tokio::select! {
-                _ = losses => fire.cancel(),
+                _ = losses => {
+                    // The members' own losses were logged at debug: this is the loss.
+                    tracing::warn!(lock = %lock, "RedLock lost: fewer than a majority of its holds remain");
+                    fire.cancel();
+                }
                 _ = watching.cancelled() => {}
             }
         };
@@ -587,24 +596,34 @@ impl RedGuard {
                 .collect(),
         )
         .await;
-        let (mut released, mut first_error) = (0, None);
+        let held = outcomes.len();
+        let (mut released, mut lost_n, mut lost, mut other) = (0, 0, None, None);
         for outcome in outcomes {
             match outcome {
                 Ok(()) => released += 1,
+                Err(err @ Error::LockLost { .. }) => {
+                    lost_n += 1;
+                    lost.get_or_insert(err);
+                }
                 Err(err) => {
-                    first_error.get_or_insert(err);
+                    other.get_or_insert(err);
                 }
             }
         }
-        if released >= self.quorum {
-            return Ok(());
-        }
-        Err(match first_error {
-            Some(err @ Error::LockLost { .. }) => err,
-            _ => Error::LockLost {
+        match redlock::released(held, released, lost_n, self.quorum) {
+            redlock::Released::Majority => Ok(()),
+            // Fewer than a majority were still held when the release ran: the lock had
+            // been lost.
+            redlock::Released::Lost => Err(lost.unwrap_or(Error::LockLost {
                 name: self.name.clone(),
                 reason: LostReason::OwnerFieldGone,
-            },
-        })
+            })),
+            // Servers refused or did not answer: their own error, not an invented loss
+            // (a majority may well still hold the lock until the leases run out).
+            redlock::Released::Failed => Err(other.or(lost).unwrap_or(Error::LockLost {
+                name: self.name.clone(),
+                reason: LostReason::OwnerFieldGone,
+            })),
+        }
     }
 }

@@ -1023,3 +1023,66 @@ async fn fewer_members_than_a_majority_is_no_quorum_at_once() {
     );
     assert!(started.elapsed() < SEC, "took {:?}", started.elapsed());
 }
+
+/// An error is reported as itself, never turned into a loss (issue 23): with 3 of 5
+/// servers refusing scripts (an ACL change), the holds are still there on those 3 and the
+/// release says the servers' own error (NOPERM), not `LockLost`; once the ACL is back,
+/// the RedLock's holds can still be told apart from a loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_refused_by_a_majority_reports_their_error_not_a_loss() {
+    let servers = start_servers(SERVERS);
+    let clients = clients_for(&urls(&servers), 30 * SEC).await;
+    let lock = redlock(&clients, "refused-release")
+        .with_lease(20 * SEC)
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    assert_eq!(guard.held_on(), SERVERS);
+    for server in &servers[..3] {
+        let mut conn = server.conn().await;
+        let () = redis::cmd("ACL")
+            .arg(&["SETUSER", "default", "-eval", "-evalsha"][..])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let started = Instant::now();
+    match guard.release().await {
+        Err(Error::Redis(command)) => {
+            assert!(command.to_string().to_lowercase().contains("noperm"), "{command}");
+        }
+        other => panic!("expected the servers' NOPERM, got {other:?}"),
+    }
+    assert!(started.elapsed() < 30 * SEC, "the release did not end");
+    // The refusing servers still hold their holds: nothing was lost.
+    for server in &servers[..3] {
+        assert!(
+            !keys_on(server).await.is_empty(),
+            "a refused server's hold vanished"
+        );
+    }
+}
+
+/// A dead member: a wait for a lock another client holds on the live majority ends by
+/// its deadline (with `None`), not after the dead server's timeouts pile up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_dead_member_a_wait_ends_by_its_deadline() {
+    let mut servers = start_servers(3);
+    let clients = clients_for(&urls(&servers), 30 * SEC).await;
+    let holder = redlock(&clients, "dead-member").acquire().await.unwrap();
+    servers[2].kill();
+    let other = clients_for(&urls(&servers[..2]), 30 * SEC).await;
+    let mut locks: Vec<Lock> = other
+        .iter()
+        .map(|c| c.lock("dead-member").unwrap())
+        .collect();
+    locks.push(clients[2].lock("dead-member").unwrap());
+    let waiter = RedLock::new(locks).unwrap();
+    let wait = 800 * MS;
+    let started = Instant::now();
+    let got = waiter.try_acquire_for(wait).await;
+    let took = started.elapsed();
+    assert!(matches!(got, Ok(None)), "{got:?}");
+    // Liveness, generously: the deadline plus one response timeout and a margin.
+    assert!(took < wait + 5 * SEC, "the wait ended only after {took:?}");
+    drop(holder);
+}

@@ -112,6 +112,31 @@ pub fn no_quorum(failed: usize, servers: usize) -> bool {
     failed > servers - quorum(servers)
 }
 
+/// What a RedLock's release found, over its members' releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Released {
+    /// A majority were given back while held: the lock was held to the end.
+    Majority,
+    /// So many members were found lost that fewer than a majority were still held: the
+    /// lock had been lost.
+    Lost,
+    /// Too few were given back, but not because they were lost (servers refused or did
+    /// not answer): the servers' own error, never an invented loss.
+    Failed,
+}
+
+/// Decides a release of `held` member holds, of which `released` were given back and
+/// `lost` were found lost (the rest failed otherwise).
+pub fn released(held: usize, released: usize, lost: usize, quorum: usize) -> Released {
+    if released >= quorum {
+        Released::Majority
+    } else if held.saturating_sub(lost) < quorum {
+        Released::Lost
+    } else {
+        Released::Failed
+    }
+}
+
 /// How many of `held` holds must be lost before a RedLock held on them is lost: it is
 /// held while at least `quorum` of them remain.
 pub fn losses_tolerated(held: usize, quorum: usize) -> usize {
@@ -153,5 +178,15 @@ mod tests {
         assert_eq!(late_grace(0), MIN_LATE_GRACE_MS);
         assert_eq!(late_grace(3), MIN_LATE_GRACE_MS);
         assert_eq!(late_grace(40), 40);
+    }
+
+    #[test]
+    fn a_release_reports_a_loss_only_when_a_majority_was_lost() {
+        assert_eq!(released(5, 3, 0, 3), Released::Majority);
+        assert_eq!(released(5, 2, 3, 3), Released::Lost);
+        // Three servers refused (NOPERM): a majority may still hold it.
+        assert_eq!(released(5, 2, 0, 3), Released::Failed);
+        assert_eq!(released(5, 0, 2, 3), Released::Failed);
+        assert_eq!(released(3, 1, 2, 2), Released::Lost);
     }
 }

@@ -58,6 +58,9 @@ pub(crate) struct HoldEntry {
     pub(crate) kind: &'static str,
     pub(crate) owner: Arc<str>,
     pub(crate) shape: HoldShape,
+    /// The hold is one server's of a RedLock: losing it alone does not lose the RedLock
+    /// (which tells its own loss), so it is logged at debug level, not as a warning.
+    pub(crate) quorum_member: std::sync::atomic::AtomicBool,
     pub(super) lost: CancellationToken,
     pub(super) state: Mutex<HoldState>,
     pub(super) clock: Clock,
@@ -237,6 +240,7 @@ impl Registry {
             kind: "lock",
             owner: owner.clone(),
             shape: HoldShape::LockHash,
+            quorum_member: std::sync::atomic::AtomicBool::new(false),
             lost: CancellationToken::new(),
             state: Mutex::new(HoldState::new(
                 granted.hold.clone(),
@@ -273,6 +277,7 @@ impl Registry {
             kind,
             owner: id.clone(),
             shape: HoldShape::SetMembers(members),
+            quorum_member: std::sync::atomic::AtomicBool::new(false),
             lost: CancellationToken::new(),
             state: Mutex::new(HoldState::new(
                 id.clone(),
@@ -390,7 +395,8 @@ impl Registry {
     }
 
     pub(super) fn announce_lost(&self, entry: &HoldEntry, reason: LostReason) {
-        crate::observe::lost(entry.kind, &entry.key, &entry.owner, reason);
+        let member = entry.quorum_member.load(Ordering::Relaxed);
+        crate::observe::lost(entry.kind, &entry.key, &entry.owner, reason, member);
         self.counters.lost.fetch_add(1, Ordering::Relaxed);
         entry.lost.cancel();
     }
