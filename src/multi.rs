@@ -118,6 +118,17 @@ impl MultiLock {
         self.acquire_until(Some(Instant::now() + wait)).await
     }
 
+    /// Takes every member within `wait`, or fails with [`Error::Timeout`] (naming the
+    /// members, comma-separated) having taken none. Zero tries once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: members taken so far are released.
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<MultiGuard> {
+        let got = self.try_acquire_for(wait).await?;
+        let names: Vec<&str> = self.members.iter().map(Lock::name).collect();
+        crate::keys::or_timeout(got, &names.join(","), wait)
+    }
+
     async fn acquire_until(&self, deadline: Option<Instant>) -> Result<Option<MultiGuard>> {
         let mut guards: Vec<LockGuard> = Vec::with_capacity(self.members.len());
         let mut walk = MultiAcquire::new(self.members.len());

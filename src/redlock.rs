@@ -194,6 +194,16 @@ impl RedLock {
         self.acquire_until(Some(wait)).await
     }
 
+    /// Attempts until `wait` has passed, then fails with [`Error::Timeout`]. Zero tries
+    /// once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: holds taken by the attempt in flight are given back.
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<RedGuard> {
+        let got = self.try_acquire_for(wait).await?;
+        crate::keys::or_timeout(got, self.members[0].name(), wait)
+    }
+
     /// The lease every hold was taken with: the fixed lease, or the watchdog timeout.
     fn lease_of(lock: &Lock) -> Duration {
         Duration::from_millis(lock.lease_ms())

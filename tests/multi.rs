@@ -163,3 +163,30 @@ async fn bad_input() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+/// `acquire_timeout` on the multi-lock: `Timeout` naming the members when one of them is
+/// held elsewhere (zero and short waits), and nothing left taken.
+#[tokio::test]
+async fn acquire_timeout_takes_none_and_says_timeout() {
+    let server = RedisServer::start();
+    let client = server.client(Duration::from_secs(30)).await;
+    let other = server.client(Duration::from_secs(30)).await;
+    let held = other.lock("mt-b").unwrap().acquire().await.unwrap();
+    let multi =
+        MultiLock::new([client.lock("mt-a").unwrap(), client.lock("mt-b").unwrap()]).unwrap();
+    for wait in [Duration::ZERO, Duration::from_millis(50)] {
+        match multi.acquire_timeout(wait).await {
+            Err(Error::Timeout { name, .. }) => assert_eq!(name, "mt-a,mt-b"),
+            other => panic!("{wait:?}: expected Timeout, got {other:?}"),
+        }
+    }
+    assert!(!client.lock("mt-a").unwrap().is_locked().await.unwrap());
+    held.release().await.unwrap();
+    multi
+        .acquire_timeout(Duration::ZERO)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}

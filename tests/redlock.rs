@@ -1048,7 +1048,10 @@ async fn a_release_refused_by_a_majority_reports_their_error_not_a_loss() {
     let started = Instant::now();
     match guard.release().await {
         Err(Error::Redis(command)) => {
-            assert!(command.to_string().to_lowercase().contains("noperm"), "{command}");
+            assert!(
+                command.to_string().to_lowercase().contains("noperm"),
+                "{command}"
+            );
         }
         other => panic!("expected the servers' NOPERM, got {other:?}"),
     }
@@ -1084,5 +1087,9 @@ async fn with_a_dead_member_a_wait_ends_by_its_deadline() {
     assert!(matches!(got, Ok(None)), "{got:?}");
     // Liveness, generously: the deadline plus one response timeout and a margin.
     assert!(took < wait + 5 * SEC, "the wait ended only after {took:?}");
+    assert!(matches!(
+        waiter.acquire_timeout(Duration::ZERO).await,
+        Err(Error::Timeout { .. })
+    ));
     drop(holder);
 }

@@ -154,7 +154,10 @@ mod tests {
             "1.0000000001s",
         ] {
             let err = parse(bad).expect_err(bad);
-            assert!(err.contains("500ms, 10s, 1.5s, 5m, 1h, 1m30s"), "{bad:?}: {err}");
+            assert!(
+                err.contains("500ms, 10s, 1.5s, 5m, 1h, 1m30s"),
+                "{bad:?}: {err}"
+            );
         }
         assert!(parse("-5s").unwrap_err().contains("cannot be negative"));
     }
