@@ -12,9 +12,11 @@
 //! fails). See `tests/protocol/checker.rs`.
 //!
 //! Besides users, waits, lost requests and replies and the clock, the configurations with
-//! `busy` have Redis answer calls `BUSY`/`LOADING` (they do not run), and those with
-//! `restarts` have a Redis server restart empty (see the module doc of the model for what
-//! a restart excludes from "never two holders", and why).
+//! `busy` have Redis answer calls `BUSY`/`LOADING` (they do not run), those with
+//! `restarts` have a Redis server restart empty, and those with `force_unlocks` have an
+//! operator force-unlock one member lock with the real `lua/force_unlock.lua` (see the
+//! module doc of the model for what a restart or a force-unlock excludes from "never two
+//! holders", and why).
 
 #[path = "protocol/checker.rs"]
 mod checker;

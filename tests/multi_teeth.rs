@@ -2,7 +2,9 @@
 //! defect, in a copy of a script or in the Rust core, and asserts that the checker finds a
 //! counterexample to the property it breaks, at the default bound. A checker that passed
 //! these would not be checking anything. The restart teeth also assert that the same
-//! configuration without its restart finds nothing: only the restart step catches them.
+//! configuration without its restart finds nothing: only the restart step catches them;
+//! the force-unlock teeth, the same of the force-unlock configuration and its
+//! force-unlock.
 
 #[path = "protocol/checker.rs"]
 mod checker;
@@ -68,6 +70,33 @@ fn expect_only_with_restarts(scripts: Scripts) {
     checker::expect_found(caught, &["release is true"]);
 }
 
+/// Asserts that the force-unlock configurations find a counterexample to "release is true"
+/// with `scripts` (and whatever defect is planted), and that the same configurations
+/// without their force-unlock find none: there the defect is one only the force-unlock
+/// shows (a force-unlock is a wipe of one key, as a restart is of all).
+fn expect_only_with_force_unlocks(scripts: Scripts) {
+    let mut caught = None;
+    let configs = multimodel::configs().into_iter();
+    for config in configs.filter(|c| c.force_unlocks > 0) {
+        assert_eq!(config.restarts, 0, "{}: a restart too", config.name);
+        let without = Config {
+            force_unlocks: 0,
+            ..config.clone()
+        };
+        let report = explore(&without, scripts.clone());
+        assert!(
+            report.violation.is_none(),
+            "{} without its force-unlock already finds {:?}",
+            config.name,
+            report.violation
+        );
+        if caught.is_none() {
+            caught = found_in(&config, explore(&config, scripts.clone()));
+        }
+    }
+    checker::expect_found(caught, &["release is true"]);
+}
+
 fn expect(scripts: Scripts, properties: &[&str]) {
     checker::expect_found(counterexample(scripts), properties);
 }
@@ -117,6 +146,23 @@ fn a_release_that_reports_a_gone_lock_released_is_caught_only_with_restarts() {
         "if not held[2] then\n  return 0\nend\nif not held[1] or held[2] ~= hold then\n  return -1\nend",
     );
     expect_only_with_restarts(scripts);
+}
+
+/// The same defect in the force-unlock configuration (which has no restart): an operator
+/// force-unlocks a member its multi-lock's holder still believes in, and the release tells
+/// the user `Ok` for it instead of the loss.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_release_that_reports_a_force_unlocked_lock_released_is_caught_only_with_the_force_unlock() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Release,
+        "if not held[1] or held[2] ~= hold then\n  return -1\nend",
+        "if not held[2] then\n  return 0\nend\nif not held[1] or held[2] ~= hold then\n  return -1\nend",
+    );
+    expect_only_with_force_unlocks(scripts);
 }
 
 /// Sanity: the real scripts pass at the same bound (the teeth above bite on the defect,
@@ -237,6 +283,19 @@ mod rust_core {
     fn a_release_that_claims_a_gone_hold_is_caught_only_with_restarts() {
         plant(Some(Defect::ReleaseClaimsGoneHold));
         expect_only_with_restarts(Scripts::real());
+        plant(None);
+    }
+
+    /// The same core defect in the force-unlock configuration: only its force-unlock
+    /// shows it there.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_release_that_claims_a_force_unlocked_hold_is_caught_only_with_the_force_unlock() {
+        plant(Some(Defect::ReleaseClaimsGoneHold));
+        expect_only_with_force_unlocks(Scripts::real());
         plant(None);
     }
 

@@ -60,6 +60,12 @@
 //! a grant is confirmed from, what a give-back reports) while a copy it gave up on has not
 //! run yet, and on the script side a renewal that names a hold which expired meanwhile
 //! (on time the watchdog never names one: belief ends before Redis's deadline).
+//! Late requests meet the other faults in configurations of their own: a restart drops
+//! every stray with its connection (it never runs, nor a copy queued behind it: the re-send
+//! machine sends again, against the emptied keyspace); a `BUSY` refuses a copy whose
+//! re-sent copy may then time out and run late; a force-unlock leaves the strays on their
+//! connections, so one sent before it (an attempt that then takes or queues afresh, a
+//! renewal or a give-back of a hold it deleted) may run after it.
 //!
 //! The queue's oracle is each waiter's place as `fair_acquire.lua` documents it: the Redis
 //! time of the run that queued it (its arrival; ties within a millisecond go by id, as the
@@ -165,8 +171,9 @@ pub const PROPERTIES: [&str; 8] = [
 
 /// What runs reach (each configuration names those it must reach, else it is vacuous);
 /// the first eight need neither lost replies nor renewals, the next six need restarts,
-/// force-unlocks or `BUSY`, the last six late requests ([`STRAY_MILESTONES`]).
-pub const MILESTONES: [&str; 23] = [
+/// force-unlocks or `BUSY`, the next six late requests ([`STRAY_MILESTONES`]), the last
+/// four late requests with a restart, `BUSY` or a force-unlock.
+pub const MILESTONES: [&str; 27] = [
     "a queued waiter granted in order",
     "a try_acquire refused because of a queue",
     "a dead waiter left the queue",
@@ -190,6 +197,10 @@ pub const MILESTONES: [&str; 23] = [
     "a stray acquire ran before its re-sent copy",
     "a stray release copy ran",
     "a stray renewal ran",
+    "a restart dropped a stray",
+    "a stray ran after a restart",
+    "a stray copy of a call refused as BUSY ran",
+    "a stray sent before a force-unlock ran after it",
 ];
 
 /// The milestones of late requests (out of reach without `timeouts` and `drops`).
@@ -306,6 +317,8 @@ pub struct Stray {
     /// Its acquire ended without it (the caller dropped it): nothing of the client waits
     /// for it any more.
     pub given_up: bool,
+    /// A force-unlock ran while it waited on the connection (for its milestone).
+    pub forced: bool,
 }
 
 /// A renewal's reply against what Redis had when it ran (`live`, by item): "current" of a
@@ -828,6 +841,9 @@ impl State {
                 // the restart empties the keyspace either way).
                 for client in &mut self.clients {
                     // Its connection dropped: a stray never runs, nor a copy behind one.
+                    if !client.strays.is_empty() {
+                        fx.reach("a restart dropped a stray");
+                    }
                     client.strays.clear();
                     let on_the_wire = |f: &&mut InFlight| f.reply.is_some() || f.queued.is_some();
                     let Some(flight) = client.flight.as_mut().filter(on_the_wire) else {
@@ -856,6 +872,10 @@ impl State {
                     fx.reach("a force-unlock while a waiter was queued");
                 }
                 self.wipe(keys);
+                // Strays stay on their connections, and may run after it.
+                for client in &mut self.clients {
+                    client.strays.iter_mut().for_each(|s| s.forced = true);
+                }
                 let del = [&keys.holds, &keys.queue, &keys.alive, &keys.fence];
                 let mut command = vec![b"DEL".to_vec()];
                 command.extend(del.iter().map(|k| k.as_bytes().to_vec()));
@@ -874,7 +894,13 @@ impl State {
                 if let Some(call) = flight.queued {
                     let op = flight.op.clone();
                     let given_up = true;
-                    client.strays.push(Stray { call, op, given_up });
+                    let forced = false;
+                    client.strays.push(Stray {
+                        call,
+                        op,
+                        given_up,
+                        forced,
+                    });
                 }
                 client.strays.iter_mut().for_each(|s| s.given_up = true);
                 let Op::Acquire { request, .. } = flight.op else {
@@ -898,6 +924,23 @@ impl State {
             }
             Step::ExecuteStray(c) => {
                 let stray = self.clients[c].strays.remove(0);
+                if stray.forced {
+                    fx.reach("a stray sent before a force-unlock ran after it");
+                }
+                // The operation the stray is a copy of had a copy refused as BUSY before.
+                let busied = self.clients[c].flight.as_ref().is_some_and(|f| {
+                    f.busied
+                        && match (&f.op, &stray.op) {
+                            (Op::Acquire { request: a, .. }, Op::Acquire { request: b, .. }) => {
+                                a.hold == b.hold
+                            }
+                            (Op::Release { hold: a, .. }, Op::Release { hold: b, .. }) => a == b,
+                            _ => false,
+                        }
+                });
+                if busied {
+                    fx.reach("a stray copy of a call refused as BUSY ran");
+                }
                 let ran = self.execute(c, &stray.call, &stray.op, world, &mut fx);
                 let client = &mut self.clients[c];
                 match (&stray.op, &mut client.flight) {
@@ -1046,6 +1089,7 @@ impl State {
                 call: call.clone(),
                 op: flight.op.clone(),
                 given_up: false,
+                forced: false,
             };
             client.strays.push(stray);
             match &mut flight.op {
@@ -1700,8 +1744,12 @@ impl Model for Fair {
     fn steps(state: &State, _config: &Config) -> Vec<Step> {
         state.steps()
     }
-    fn apply(state: &mut State, step: &Step, world: &World, _config: &Config) -> Stepped {
-        let effects = state.apply(step, world);
+    fn apply(state: &mut State, step: &Step, world: &World, config: &Config) -> Stepped {
+        let mut effects = state.apply(step, world);
+        // A restart drops every stray: one that runs after it was sent after it.
+        if matches!(step, Step::ExecuteStray(_)) && state.restarts < config.restarts {
+            effects.reach("a stray ran after a restart");
+        }
         Stepped {
             milestones: effects.milestones,
             violations: effects.violation.into_iter().collect(),
@@ -1806,6 +1854,53 @@ pub fn configs() -> Vec<Config> {
                 STRAY_MILESTONES.to_vec(),
             ]
             .concat(),
+        },
+        Config {
+            // Late requests across a restart (which drops the strays with the connections)
+            // and a BUSY reply (a copy refused, the re-sent one timed out and run late).
+            name: "fair: two owners, late requests, a restart and BUSY",
+            owners: vec!["a", "b"],
+            acquires: 2,
+            asks: 1,
+            advances: 1,
+            faults: 0,
+            renewals: 1,
+            restarts: 1,
+            force_unlocks: 0,
+            busy: 1,
+            timeouts: 1,
+            drops: 1,
+            required: vec![
+                "a restart dropped a stray",
+                "a stray ran after a restart",
+                "a stray copy of a call refused as BUSY ran",
+                "a call refused as BUSY ran when re-sent",
+                "a holder was told its wiped hold is lost",
+                "a stray acquire ran after its client gave up",
+            ],
+        },
+        Config {
+            // Late requests across a force-unlock, which leaves them on their connections:
+            // a stray sent before it runs after it.
+            name: "fair: two owners, late requests and a force-unlock",
+            owners: vec!["a", "b"],
+            acquires: 2,
+            asks: 1,
+            advances: 1,
+            faults: 0,
+            renewals: 1,
+            restarts: 0,
+            force_unlocks: 1,
+            busy: 0,
+            timeouts: 1,
+            drops: 1,
+            required: vec![
+                "a stray sent before a force-unlock ran after it",
+                "a force-unlock while a waiter was queued",
+                "a holder was told its wiped hold is lost",
+                "a wiped holder and a new one both believed",
+                "a stray acquire ran after its client gave up",
+            ],
         },
     ]
 }

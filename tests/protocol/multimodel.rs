@@ -1,5 +1,6 @@
 //! The multi-lock's protocol model: a few clients, each taking several reentrant locks all
-//! or none, in one Redis (or two), which may answer `BUSY`/`LOADING` and restart empty.
+//! or none, in one Redis (or two), which may answer `BUSY`/`LOADING` and restart empty,
+//! and whose operator may force-unlock one member lock.
 //!
 //! Every decision is the library's own: the order members are taken in comes from
 //! `protocol::multi::global_order`, the all-or-none walk from `MultiAcquire`, each member
@@ -9,7 +10,7 @@
 //! in the embedded Lua against the keyspace model. What the model adds is what
 //! `src/multi.rs` and the async runtime do around the core (which member next, waiting,
 //! giving back in reverse) and the world: users, lost replies, `BUSY`/`LOADING` replies,
-//! restarts that lose all data, and the clock.
+//! restarts that lose all data, an operator's force-unlocks, and the clock.
 //!
 //! Assumptions and reductions (each keeps every behaviour the properties can see):
 //! * One server: every member's `OrderKey` has the same server part; except where a
@@ -60,20 +61,27 @@
 //!   when no call is in flight: a call on its way at the crash is the same as one lost,
 //!   before or after running, just before it (`LoseRequest` / `LoseReply`). The restart
 //!   takes 1 ms (the clock moves by 1).
+//! * Force-unlocks ([`Config::force_unlocks`]): an operator runs the real
+//!   `lua/force_unlock.lua` on one member lock (`ForceUnlock`, built by the library's
+//!   `force_unlock_call`, as the plain lock's model does), whoever holds it or waits for
+//!   it and whatever is in flight: a call in flight, on that lock or another, runs after
+//!   it (a lost member reply's probe may then find the lost acquire's hold gone). The
+//!   other members stay. Only of a lock Redis has (of a free one it changes nothing).
 //!
-//! What a restart excludes, and why (the rule of the plain lock's model, `model.rs`): a
-//! hold that was live in Redis when the keys went is *doomed*. Nothing the library can do
+//! What a restart or a force-unlock excludes, and why (the rule of the plain lock's model,
+//! `model.rs`): a hold that was live in Redis when its key went is *doomed*. Nothing the library can do
 //! keeps a belief in it true: until its holder learns it (here, with fixed leases and no
-//! watchdog, when its lease runs out by the client's clock), another client may take the
-//! member and both believe they hold it. So "never two holders of one lock" is about the
+//! watchdog, when its release finds it gone, or its lease runs out by the client's clock),
+//! another client may take the member and both believe they hold it. A force-unlock is a
+//! wipe of one key, so its member is doomed as a restart's is. So "never two holders of one lock" is about the
 //! beliefs in holds that are not doomed (unchanged for them: one owner, current in Redis,
 //! Redis keeps it at least as long), and a belief in a doomed hold is held instead to its
 //! lease: it ends by the client's clock no later than the lease the acquire asked Redis
 //! for, counted from its send time (what the client could prove). "Release is true"
 //! checks what a release tells the user (`release::told`, as `LockGuard::release` and
 //! `MultiGuard::release` tell it): a member's release says `Ok` only if that release's
-//! request gave the hold back in Redis, so a multi-lock a restart wiped is never reported
-//! released while held. "All or none" and "no deadlock" hold with no exception (and a
+//! request gave the hold back in Redis, so a multi-lock a restart or a force-unlock wiped
+//! is never reported released while held (the release tells the member lost). "All or none" and "no deadlock" hold with no exception (and a
 //! give-back or release may end unreleased only on a permanent error: the clock does not
 //! move while it is in flight, so its lease never runs out under it; and never on a call
 //! the model answered `BUSY`, whatever the library made of it: "BUSY never fails an
@@ -96,6 +104,7 @@ use redis_locks::protocol::release::{
 use redis_locks::protocol::wait::{Tried, WaitPolicy, WaitStep, WaitTiming};
 use redis_locks::protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
+    force_unlock_call,
 };
 
 use crate::checker::{Model, Stepped, wait_at_attempt};
@@ -122,7 +131,7 @@ const TIMING: WaitTiming = WaitTiming {
 };
 
 /// The properties, checked in every state. The first leaves out beliefs in holds a restart
-/// wiped (see the header). The last is checked on every `Busy` step: what the operation
+/// or a force-unlock wiped (see the header). The last is checked on every `Busy` step: what the operation
 /// answered `BUSY` did next.
 pub const PROPERTIES: [&str; 6] = [
     "never two holders of one lock",
@@ -134,8 +143,9 @@ pub const PROPERTIES: [&str; 6] = [
 ];
 
 /// What the configurations must reach, so that none of them is vacuous. The first eight
-/// need neither `BUSY` nor restarts; the rest do.
-pub const MILESTONES: [&str; 18] = [
+/// need neither `BUSY` nor restarts nor force-unlocks; the next ten need `BUSY` or
+/// restarts, the last four a force-unlock.
+pub const MILESTONES: [&str; 22] = [
     "a multi-lock held",
     "a waiter took every member after the holder released",
     "gave back a partial acquisition",
@@ -158,6 +168,10 @@ pub const MILESTONES: [&str; 18] = [
     "a lost member acquire whose hold a restart wiped was probed and found nothing",
     // Not required anywhere: reported when seen.
     "held a multi-lock with a member a restart wiped while it was being taken",
+    "a force-unlock removed a member a multi-lock held",
+    "a multi-lock's release reported a force-unlocked member lost",
+    "a waiter took a member a force-unlock freed",
+    "a lost member acquire whose hold a force-unlock removed was probed and found nothing",
 ];
 
 pub use crate::lua::Scripts;
@@ -183,6 +197,8 @@ pub struct Config {
     pub busy: u8,
     /// Restarts of Redis that lose all data, in all.
     pub restarts: u8,
+    /// An operator's force-unlocks of one member lock (`lua/force_unlock.lua`), in all.
+    pub force_unlocks: u8,
     /// Per lock, as the global order sees it: the name its key is made of and the server
     /// it is on (indices into [`NAMES`] and [`SERVERS`]). Empty: lock `i` is `NAMES[i]`
     /// on the one server.
@@ -202,6 +218,7 @@ pub fn configs() -> Vec<Config> {
             advances: 6,
             busy: 0,
             restarts: 0,
+            force_unlocks: 0,
             placed: Vec::new(),
         },
         Config {
@@ -214,6 +231,7 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             busy: 0,
             restarts: 0,
+            force_unlocks: 0,
             placed: Vec::new(),
         },
         Config {
@@ -226,6 +244,7 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             busy: 0,
             restarts: 0,
+            force_unlocks: 0,
             placed: Vec::new(),
         },
         Config {
@@ -238,6 +257,7 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             busy: 0,
             restarts: 0,
+            force_unlocks: 0,
             placed: Vec::new(),
         },
         Config {
@@ -252,6 +272,7 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             busy: 0,
             restarts: 0,
+            force_unlocks: 0,
             placed: vec![(0, 0), (0, 1)],
         },
         Config {
@@ -266,6 +287,7 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             busy: 0,
             restarts: 1,
+            force_unlocks: 0,
             placed: vec![(0, 0), (0, 1)],
         },
         Config {
@@ -280,6 +302,7 @@ pub fn configs() -> Vec<Config> {
             advances: 1,
             busy: 2,
             restarts: 0,
+            force_unlocks: 0,
             placed: Vec::new(),
         },
         Config {
@@ -293,6 +316,7 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             busy: 0,
             restarts: 1,
+            force_unlocks: 0,
             placed: Vec::new(),
         },
         Config {
@@ -307,6 +331,7 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             busy: 1,
             restarts: 1,
+            force_unlocks: 0,
             placed: Vec::new(),
         },
         Config {
@@ -322,6 +347,23 @@ pub fn configs() -> Vec<Config> {
             advances: 1,
             busy: 2,
             restarts: 0,
+            force_unlocks: 0,
+            placed: Vec::new(),
+        },
+        Config {
+            // An operator force-unlocks one member (`lua/force_unlock.lua`) while
+            // multi-locks hold it, wait for it or have a call on it in flight (a lost
+            // member reply's probe among them): the other member stays.
+            name: "multi: two clients, opposite orders, a force-unlock, a lost reply",
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 2,
+            give_ups: 1,
+            faults: 1,
+            advances: 1,
+            busy: 0,
+            restarts: 0,
+            force_unlocks: 1,
             placed: Vec::new(),
         },
     ]
@@ -394,6 +436,15 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a lost member reply resolved by a probe",
             "a probe answered BUSY kept the lost acquire pending",
             "a background give-back answered BUSY gave the hold back when re-sent",
+        ],
+        "multi: two clients, opposite orders, a force-unlock, a lost reply" => vec![
+            "a multi-lock held",
+            "a lost member reply resolved by a probe",
+            "a force-unlock removed a member a multi-lock held",
+            "a multi-lock's release reported a force-unlocked member lost",
+            "a wiped member's holder and a new holder both believed (the documented exception)",
+            "a waiter took a member a force-unlock freed",
+            "a lost member acquire whose hold a force-unlock removed was probed and found nothing",
         ],
         "multi: two clients, opposite orders, restart" => vec![
             "a multi-lock held",
@@ -599,10 +650,14 @@ pub struct State {
     advances_left: u8,
     busy_left: u8,
     restarts_left: u8,
+    force_left: u8,
     /// Hold ids whose give-back or reconciliation gave up (they expire with their lease).
     abandoned: BTreeSet<Arc<str>>,
-    /// Hold ids a restart took out of Redis behind their holders' backs (see the header).
+    /// Hold ids a restart or a force-unlock took out of Redis behind their holders' backs
+    /// (see the header).
     doomed: BTreeSet<Arc<str>>,
+    /// Those of them a force-unlock took (for its milestones).
+    forced: BTreeSet<Arc<str>>,
     /// Per lock, its place in the global order: (key, server).
     order_keys: Arc<[OrderKey]>,
 }
@@ -631,6 +686,9 @@ pub enum Step {
     /// The Redis server `SERVERS[_]` restarts and loses all its data (no call is in
     /// flight).
     Restart(usize),
+    /// An operator force-unlocks lock `_` (`lua/force_unlock.lua` runs on its server),
+    /// whoever holds it and whatever is in flight.
+    ForceUnlock(usize),
     /// The clock moves to the next instant at which anything changes.
     Advance,
 }
@@ -770,8 +828,10 @@ impl State {
             advances_left: config.advances,
             busy_left: config.busy,
             restarts_left: config.restarts,
+            force_left: config.force_unlocks,
             abandoned: BTreeSet::new(),
             doomed: BTreeSet::new(),
+            forced: BTreeSet::new(),
             order_keys: (0..config.locks)
                 .map(|lock| {
                     let (name, server) = config.placed.get(lock).copied().unwrap_or((lock, 0));
@@ -860,6 +920,14 @@ impl State {
                     .any(|lock| self.on(lock) == server && self.in_redis(lock).is_some())
                 {
                     steps.push(Step::Restart(server));
+                }
+            }
+        }
+        if self.force_left > 0 {
+            // Of a free lock it changes nothing.
+            for lock in 0..self.locks {
+                if self.in_redis(lock).is_some() {
+                    steps.push(Step::ForceUnlock(lock));
                 }
             }
         }
@@ -954,9 +1022,15 @@ impl State {
                             .get(1)
                             .is_some_and(|id| self.doomed.contains(id))
                     {
-                        fx.reach(
-                            "a lost member acquire whose hold a restart wiped was probed and found nothing",
-                        );
+                        if self.forced.contains(&*op.call.args[1]) {
+                            fx.reach(
+                                "a lost member acquire whose hold a force-unlock removed was probed and found nothing",
+                            );
+                        } else {
+                            fx.reach(
+                                "a lost member acquire whose hold a restart wiped was probed and found nothing",
+                            );
+                        }
                     }
                     self.drive(c, op.lock, op.kind, Event::Reply(&reply), &mut fx);
                 }
@@ -1039,6 +1113,37 @@ impl State {
                     }
                 }
                 self.now += 1;
+            }
+            Step::ForceUnlock(lock) => {
+                self.force_left -= 1;
+                // The hold it takes out is doomed, as a restart's (see the header).
+                if let Some(r) = self.in_redis(lock) {
+                    let hit = self.clients.iter().any(|client| {
+                        matches!(client.phase, Phase::Held(_))
+                            && client.guards[lock]
+                                .as_ref()
+                                .is_some_and(|m| *m.state.hold() == r.hold)
+                    });
+                    if hit {
+                        fx.reach("a force-unlock removed a member a multi-lock held");
+                    }
+                    self.forced.insert(r.hold.clone());
+                    self.doomed.insert(r.hold);
+                }
+                // A waiter that then takes the member was not let in by a release.
+                for client in &mut self.clients {
+                    if let Phase::Taking(acq) | Phase::Waiting(acq, _) = &mut client.phase {
+                        acq.advanced = true;
+                    }
+                }
+                let call = force_unlock_call(&lock_keys(lock));
+                world.run(&call, &mut self.ks, self.now);
+                if self.in_redis(lock).is_some() {
+                    fx.fail(
+                        "every reply is understood",
+                        format!("a force-unlock left {} in Redis", NAMES[lock]),
+                    );
+                }
             }
             Step::Advance => {
                 self.advances_left -= 1;
@@ -1438,6 +1543,18 @@ impl State {
                 if acq.busied {
                     fx.reach("a member answered BUSY was attempted again and granted once");
                 }
+                // It waited for the member, and the hold it waited for is one a
+                // force-unlock took out (its holder's guard names it still).
+                if acq.refused
+                    && self.clients.iter().enumerate().any(|(j, other)| {
+                        j != c
+                            && other.guards[lock]
+                                .as_ref()
+                                .is_some_and(|m| self.forced.contains(m.state.hold()))
+                    })
+                {
+                    fx.reach("a waiter took a member a force-unlock freed");
+                }
                 let client = &mut self.clients[c];
                 if client.guards[lock].is_some() {
                     fx.fail(
@@ -1529,12 +1646,15 @@ impl State {
                             "client {c}'s release of {} (hold {hold}) tells Ok, but no run of it gave the hold back{}",
                             NAMES[lock],
                             if self.doomed.contains(&hold) {
-                                ": a restart had wiped it"
+                                ": a restart or a force-unlock had wiped it"
                             } else {
                                 ""
                             }
                         ),
                     ),
+                    Told::Lost { .. } if self.forced.contains(&hold) => {
+                        fx.reach("a multi-lock's release reported a force-unlocked member lost");
+                    }
                     Told::Lost { .. } if self.doomed.contains(&hold) => {
                         fx.reach("a release told the user of a member a restart wiped");
                     }
@@ -1666,7 +1786,7 @@ impl State {
                     fx.fail(
                         "never two holders of one lock",
                         format!(
-                            "client {c} believes it holds {name} (hold {}, wiped by a restart) until t={}, past its lease's end t={}",
+                            "client {c} believes it holds {name} (hold {}, wiped by a restart or a force-unlock) until t={}, past its lease's end t={}",
                             m.state.hold(),
                             m.state.deadline(),
                             m.fixed_end
