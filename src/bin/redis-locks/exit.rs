@@ -107,13 +107,49 @@ impl From<Error> for Failure {
             }
             cause = inner.source();
         }
-        Failure::new(for_error(&err), message)
+        Failure::new(for_error(&err), in_cli_terms(&message))
     }
+}
+
+/// The library's messages name its calls and features where a CLI user needs the CLI's
+/// flags and build.
+fn in_cli_terms(message: &str) -> String {
+    let tls = if cfg!(feature = "tls") {
+        "(TLS)"
+    } else {
+        "(TLS: not in this build; install with --features cli,tls)"
+    };
+    [
+        (
+            "LockClient::builder_cluster([seed URLs])",
+            "--cluster with each seed node as a --url",
+        ),
+        ("(TLS, feature `tls`)", tls),
+    ]
+    .iter()
+    .fold(message.to_owned(), |text, (library, cli)| {
+        text.replace(library, cli)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_name_cli_flags_not_library_calls() {
+        let err = Error::InvalidUrl(format!(
+            "bad; accepted: {}",
+            "and for a cluster LockClient::builder_cluster([seed URLs])"
+        ));
+        let failure = Failure::from(err);
+        assert!(failure.message.contains("--cluster"), "{}", failure.message);
+        assert!(
+            !failure.message.contains("builder_cluster"),
+            "{}",
+            failure.message
+        );
+    }
 
     #[test]
     fn signal_codes() {
