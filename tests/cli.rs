@@ -750,9 +750,19 @@ async fn bad_arguments_exit_64() {
             stderr(&out)
         );
     }
+    // `--help` points to the exit-code table; the table is printed once, on its own.
     let out = output(cli(&url).arg("--help")).await;
     assert_eq!(code(&out), 0);
-    assert!(stdout(&out).contains("Exit status"));
+    assert!(stdout(&out).contains("redis-locks help exit-codes"));
+    assert!(
+        !stdout(&out).contains("128+N"),
+        "the table is repeated in --help"
+    );
+    for args in [&["help", "exit-codes"][..], &["exit-codes"]] {
+        let out = output(cli(&url).args(args)).await;
+        assert_eq!(code(&out), 0, "{args:?}");
+        assert!(stdout(&out).contains("128+N"), "{args:?}: {}", stdout(&out));
+    }
     // Compound durations are accepted.
     let out = output(cli(&url).args(["run", "x", "--wait", "1m30s", "--", "true"])).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));

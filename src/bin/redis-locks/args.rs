@@ -97,7 +97,7 @@ Examples:
 /// Distributed locks on Redis from the shell: run a command while holding a lock,
 /// inspect a lock, or delete one.
 #[derive(Debug, Parser)]
-#[command(name = "redis-locks", version, after_long_help = crate::exit::TABLE)]
+#[command(name = "redis-locks", version, after_long_help = crate::exit::SEE_TABLE)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -214,7 +214,7 @@ pub enum Command {
     /// Exits with the command's exit status (128+N if it was killed by signal N), or with
     /// one of the codes listed below when the lock could not be taken or was lost. Without
     /// --lease the lock is renewed by a watchdog for as long as the command runs.
-    #[command(after_long_help = format!("{RUN_HELP}\n\n{}", crate::exit::TABLE))]
+    #[command(after_long_help = format!("{RUN_HELP}\n\n{}", crate::exit::SEE_TABLE))]
     Run(RunArgs),
 
     /// Show whether a lock is held, by whom, for how long, and who is waiting.
@@ -223,7 +223,7 @@ pub enum Command {
     /// same name, each on a line of its own, when they exist.
     ///
     /// Exits 0 whether the lock is held or not (see --check).
-    #[command(after_long_help = crate::exit::TABLE)]
+    #[command(after_long_help = crate::exit::SEE_TABLE)]
     Status(StatusArgs),
 
     /// Delete a lock whoever holds it, and wake its waiters. Requires --force.
@@ -233,8 +233,12 @@ pub enum Command {
     /// count-down latch is left alone. The holders are not asked: they find out at their
     /// next renewal (a `redis-locks run` holder then stops its command and exits with 73).
     /// Prints what was deleted; exits 1 when nothing was held (0 with --missing-ok).
-    #[command(after_long_help = crate::exit::TABLE)]
+    #[command(after_long_help = crate::exit::SEE_TABLE)]
     Unlock(UnlockArgs),
+
+    /// Print the exit-status table (also: `redis-locks help exit-codes`).
+    #[command(name = "exit-codes", long_about = crate::exit::TABLE)]
+    ExitCodes,
 }
 
 #[derive(Debug, Args)]

@@ -38,7 +38,11 @@ pub fn signalled(signo: i32) -> u8 {
     u8::try_from(128 + signo.clamp(0, 127)).unwrap_or(u8::MAX)
 }
 
-/// The exit-code table, shown by `--help`.
+/// Where `--help` points for the exit codes (the table itself is printed once, by
+/// `redis-locks exit-codes` and `redis-locks help exit-codes`).
+pub const SEE_TABLE: &str = "Exit status: see `redis-locks help exit-codes`.";
+
+/// The exit-code table.
 pub const TABLE: &str = "\
 Exit status:
   0        success (run: the command's own status passes through unchanged)

@@ -68,6 +68,10 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(&cli.global, args).await,
             Command::Status(args) => status::status(&cli.global, args).await,
             Command::Unlock(args) => unlock::unlock(&cli.global, args).await,
+            Command::ExitCodes => {
+                print_stdout(&format!("{}\n", exit::TABLE));
+                Ok(0)
+            }
         }
     });
     // Background tasks (watchdog, pub/sub) have nothing left to do that matters.
