@@ -474,7 +474,11 @@ impl LockClientBuilder {
             Err(_) => {
                 let source = std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("no connection within {:?}", self.connect_timeout),
+                    format!(
+                        "no connection within {:?}{}",
+                        self.connect_timeout,
+                        tls_hint(&target)
+                    ),
                 );
                 return Err(Error::Connect {
                     addr,
@@ -506,7 +510,11 @@ impl LockClientBuilder {
             Err(_) => {
                 let source = std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("no reply to PING within {:?}", self.response_timeout),
+                    format!(
+                        "no reply to PING within {:?}{}",
+                        self.response_timeout,
+                        tls_hint(&target)
+                    ),
                 );
                 return Err(Error::Connect {
                     addr,
@@ -596,5 +604,16 @@ impl LockClientBuilder {
                 runtime,
             }),
         })
+    }
+}
+
+/// What a timeout over TLS adds: a plain (non-TLS) server never answers a TLS handshake,
+/// so `rediss://` against it looks like a server that does not answer at all.
+fn tls_hint(target: &crate::topology::Target) -> &'static str {
+    if target.uses_tls() {
+        " (rediss:// speaks TLS: is the server TLS-enabled? A plain server never answers \
+         a TLS handshake; use redis:// for it)"
+    } else {
+        ""
     }
 }

@@ -745,3 +745,28 @@ async fn force_unlock_of_foreign_keys_is_wrong_type_and_writes_nothing() {
         assert_eq!(kept, "mine", "{kind}");
     }
 }
+
+/// `rediss://` against a plain server: the TLS handshake is never answered, and the
+/// timeout says why instead of only "no connection within ...".
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn rediss_against_a_plain_server_says_so() {
+    let server = RedisServer::start();
+    let url = format!("rediss://127.0.0.1:{}/", server.port);
+    let result = LockClient::builder(&url)
+        .connect_timeout(Duration::from_millis(500))
+        .connect()
+        .await;
+    let err = match result {
+        Err(err @ Error::Connect { .. }) => err,
+        other => panic!("expected Error::Connect, got {other:?}"),
+    };
+    let mut chain = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    assert!(chain.contains("TLS-enabled"), "{chain}");
+}

@@ -210,6 +210,19 @@ impl Target {
         addrs
     }
 
+    /// Whether the connection speaks TLS (`rediss://`): a plain server then does not
+    /// answer its handshake, and a connect timeout says so.
+    pub(crate) fn uses_tls(&self) -> bool {
+        let tls = |info: &redis::ConnectionInfo| {
+            matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
+        };
+        match self {
+            Target::Single(client) => tls(client.get_connection_info()),
+            Target::Cluster(cluster) => cluster.seeds.iter().any(tls),
+            Target::Sentinel(target) => target.tls,
+        }
+    }
+
     pub(crate) fn describe(&self) -> String {
         match self {
             Target::Single(client) => client.get_connection_info().addr().to_string(),
