@@ -2,11 +2,13 @@
 //! queue, ask again, give up or die) and with single attempts (`try_acquire`), cancel
 //! attempts, give holds back, renew them (`lua/sem_renew.lua`, as the watchdog does) and
 //! lose replies, while the clock moves past leases and waiter leases, Redis answers
-//! `BUSY`/`LOADING`, restarts losing all data, and an operator force-unlocks the lock (a
-//! `DEL` of its keys: the library has no fair force-unlock). Every call is built
-//! and every reply read by the library's own `protocol::fair`, `resend::Resend` /
-//! `given_back`, `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`;
-//! every call runs the real `lua/fair_*.lua` / `lua/sem_renew.lua` in the embedded Lua
+//! `BUSY`/`LOADING`, restarts losing all data, and an operator force-unlocks the lock
+//! (`FairLock::force_unlock`: the real `lua/force_delete.lua`, which deletes the holds,
+//! keeps the queue, the alive set and the fencing counter, and wakes the queue's head).
+//! Every call is built and every reply read by the library's own `protocol::fair`,
+//! `resend::Resend` / `given_back`, `semaphore::renew_call`, `renew::decode_renew`,
+//! `hold::HoldState` and `force::fair_call`/`decode`; every call runs the real
+//! `lua/fair_*.lua` / `lua/sem_renew.lua` / `lua/force_delete.lua` in the embedded Lua
 //! against the keyspace model. The one checker (`tests/protocol/checker.rs`) explores it
 //! breadth-first and checks the properties in every state.
 //!
@@ -20,8 +22,11 @@
 //! renewal waits for the next tick. A restart takes at least 1 ms, loses every key and
 //! every reply on its way (a request lost in it, not yet run, is the same as one that ran
 //! just before it and lost its reply: the keyspace ends empty either way); re-sent copies
-//! then run against the empty keyspace. A force-unlock deletes the holds, the queue, the alive set and the fencing
-//! counter at once; replies on their way still arrive. Unfenced holds only (so the
+//! then run against the empty keyspace. A force-unlock runs at once, between two calls;
+//! replies on their way still arrive. It must take every hold out and report their number
+//! ("release is true"), and, when it took a live hold, wake the queue's head alone, dead
+//! or alive ("a dead waiter leaves": a dead head's successors re-check within their
+//! waiter lease). Unfenced holds only (so the
 //! fencing counter's loss in a restart or a force-unlock is not checked: `fair_acquire.lua`
 //! floors tokens at Redis's time in µs, as `acquire.lua` does);
 //! wake-ups are checked as published, nobody listens. A waiter asks again whenever the
@@ -83,7 +88,8 @@
 //! other belief is held to both as before, Redis never has two owners' live holds, and a
 //! re-sent attempt that runs after the wipe and is granted afresh under the same id is a
 //! valid belief again (confirmed from its first copy's send time, before the wipe, which
-//! only shortens it). The waiters' places go with the queue: FIFO and "no queue jumping"
+//! only shortens it). A force-unlock leaves the queue, so the waiters keep their places; a
+//! restart's waiters' places go with the queue: FIFO and "no queue jumping"
 //! hold among the waiters whose queue entries survive, and a waiter whose entry was wiped
 //! queues again, as a newcomer, when it next asks (behind anyone who asked before it),
 //! which the oracle follows.
@@ -96,6 +102,7 @@ use redis_locks::LostReason;
 use redis_locks::protocol::fair::{
     FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call,
 };
+use redis_locks::protocol::force::{self, ForceDeleted};
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::release::{Found, Told, told};
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
@@ -227,7 +234,7 @@ pub struct Config {
     pub advances: u8,
     pub faults: u8,
     pub renewals: u8,
-    /// Restarts that lose all data, force-unlocks (an operator's `DEL` of the lock's keys)
+    /// Restarts that lose all data, force-unlocks (an operator's `force_delete.lua`)
     /// and `BUSY`/`LOADING` replies, in all.
     pub restarts: u8,
     pub force_unlocks: u8,
@@ -396,7 +403,7 @@ pub struct Client {
     pub flight: Option<InFlight>,
     pub waiting: Option<Waiting>,
     pub place: Option<Place>,
-    /// The waiter whose live place a restart or force-unlock took out of the queue, until
+    /// The waiter whose live place a restart took out of the queue, until
     /// it next asks or leaves.
     pub wiped_place: Option<Arc<str>>,
     /// Late requests on the client's connection, oldest first: each runs, if at all,
@@ -463,8 +470,9 @@ pub enum Step {
     /// Redis restarts without persistence: every key is lost, every reply on the way is
     /// lost with the connections, and at least 1 ms passes.
     Restart,
-    /// An operator deletes the fair lock's keys (`DEL` of the holds, the queue, the alive
-    /// set and the fencing counter: the library has no fair force-unlock).
+    /// An operator force-unlocks the lock (`FairLock::force_unlock`: `force_delete.lua`
+    /// deletes the holds and wakes the queue's head; the queue, the alive set and the
+    /// fencing counter stay).
     ForceUnlock,
     /// The next call sent, whoever sends it, gets no reply within the response timeout
     /// (`Failure::TimedOut`): the copy stays on the connection, a stray.
@@ -834,7 +842,7 @@ impl State {
                 if self.believed().next().is_some() {
                     fx.reach("a restart emptied the keyspace while a hold was believed");
                 }
-                self.wipe(keys);
+                self.wipe(keys, true);
                 self.ks.flush_all();
                 // The connections drop: every reply on its way is lost (a request that had
                 // not run yet is the same as one that ran just before and lost its reply:
@@ -871,15 +879,41 @@ impl State {
                 if (self.clients.iter()).any(|w| w.place.as_ref().is_some_and(|p| p.alive(now))) {
                     fx.reach("a force-unlock while a waiter was queued");
                 }
-                self.wipe(keys);
+                let live = live_holds(&self.ks, keys, now).len() as u64;
+                let head = members(&self.ks, &keys.queue, now)
+                    .first()
+                    .map(|(id, _)| id.clone());
+                // The holds are doomed; the queue and the waiters' places stay.
+                self.wipe(keys, false);
                 // Strays stay on their connections, and may run after it.
                 for client in &mut self.clients {
                     client.strays.iter_mut().for_each(|s| s.forced = true);
                 }
-                let del = [&keys.holds, &keys.queue, &keys.alive, &keys.fence];
-                let mut command = vec![b"DEL".to_vec()];
-                command.extend(del.iter().map(|k| k.as_bytes().to_vec()));
-                self.ks.command(now, &command);
+                // The operator's `FairLock::force_unlock`: the real `force_delete.lua`.
+                let call = force::fair_call(keys);
+                let (reply, published) = world.run(&call, &mut self.ks, now);
+                // Every hold out, their number reported (read by the library's decoder).
+                if !live_holds(&self.ks, keys, now).is_empty()
+                    || !members(&self.ks, &keys.holds, now).is_empty()
+                {
+                    fx.fail("release is true", "the force-unlock left holds".into());
+                }
+                let read = force::decode(&reply);
+                if read != Ok(ForceDeleted::Holds(live)) {
+                    let what = format!("the force-unlock of {live} live holds reported {read:?}");
+                    fx.fail("release is true", what);
+                }
+                // It wakes the queue's head alone (dead or alive: a dead head's successors
+                // re-check within their waiter lease), when it took a live hold.
+                let expected: Vec<String> = (head.iter())
+                    .filter(|_| live > 0)
+                    .map(|id| show(keys.wake_channel(&show(id)).as_bytes()))
+                    .collect();
+                let woken: Vec<String> = published.iter().map(|(ch, _)| show(ch)).collect();
+                if woken != expected {
+                    let message = format!("the force-unlock woke {woken:?}, not {expected:?}");
+                    fx.fail("a dead waiter leaves", message);
+                }
             }
             Step::TimeOut => {
                 self.timeouts -= 1;
@@ -1030,16 +1064,19 @@ impl State {
         }
     }
 
-    /// Redis is about to lose the lock's keys behind everyone's back: the live holds are
-    /// doomed, and the waiters' places are gone (the oracle's FIFO order is kept only among
-    /// waiters whose queue entries survive: each waiter queues again, as a newcomer, when
-    /// it next asks).
-    fn wipe(&mut self, keys: &FairKeys) {
+    /// Redis is about to lose the holds behind everyone's back: the live holds are
+    /// doomed, and with `places` (a restart, not a force-unlock, which keeps the queue) the
+    /// waiters' places are gone (the oracle's FIFO order is kept only among waiters whose
+    /// queue entries survive: each waiter queues again, as a newcomer, when it next asks).
+    fn wipe(&mut self, keys: &FairKeys, places: bool) {
         let now = self.now;
         for (member, _) in live_holds(&self.ks, keys, now) {
             let member = String::from_utf8_lossy(&member).into_owned();
             let hold = member.strip_suffix(":1").expect("a fair hold's member");
             self.doomed.insert(hold.into());
+        }
+        if !places {
+            return;
         }
         for client in &mut self.clients {
             if let Some(place) = client.place.take().filter(|p| p.alive(now)) {
@@ -1832,7 +1869,8 @@ pub fn configs() -> Vec<Config> {
                 "a force-unlock while a waiter was queued",
                 "a holder was told its wiped hold is lost",
                 "a wiped holder and a new one both believed",
-                "a waiter queued again after a wipe",
+                // Not "a waiter queued again after a wipe": `force_delete.lua` keeps the
+                // queue, so the waiters keep their places.
             ],
         },
         Config {

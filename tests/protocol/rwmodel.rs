@@ -2,12 +2,14 @@
 //! attempts, re-enter through their guards, give holds back, renew them
 //! (`lua/sem_renew.lua`, as the watchdog does), lose replies and retry with the same hold
 //! id, while the clock moves past leases, Redis answers `BUSY`/`LOADING`, restarts losing
-//! all data, and an operator force-unlocks the lock (a `DEL` of its keys: the write set,
-//! the read set, the writer-waiting reservation and the fencing counter). Every call is
+//! all data, and an operator force-unlocks the lock (`RwLock::force_unlock`: the real
+//! `lua/force_delete.lua`, which deletes the write and read sets, keeps the writer-waiting
+//! reservation and the fencing counter, and wakes readers and writers). Every call is
 //! built and every reply read by the library's own `redis_locks::protocol::rwlock`
 //! (`RwAcquire::call`/`decode`, `release_call`), `resend::Resend` / `given_back`,
-//! `release::told`, `semaphore::renew_call`, `renew::decode_renew` and `hold::HoldState`;
-//! every call runs the real `lua/rw_*.lua` / `lua/sem_renew.lua` in the embedded Lua
+//! `release::told`, `semaphore::renew_call`, `renew::decode_renew`, `hold::HoldState` and
+//! `force::rwlock_call`/`decode`; every call runs the real `lua/rw_*.lua` /
+//! `lua/sem_renew.lua` / `lua/force_delete.lua` in the embedded Lua
 //! against the keyspace model. A small breadth-first explorer checks the properties in
 //! every state.
 //!
@@ -40,12 +42,14 @@
 //! every call on its way, run or not (one not yet run is the same as one that ran just
 //! before the restart and lost its reply: the keyspace ends empty either way), each as
 //! `Failure::Lost`; re-sent copies then run against the empty keyspace. A force-unlock
-//! deletes the lock's keys at once; replies on their way still arrive. Fenced holds only
+//! runs at once, between two calls; replies on their way still arrive. It must take every
+//! hold out, report their number and, when it took a live one, publish on the read and
+//! write channels (checked as "release is true"). Fenced holds only
 //! where nothing loses the fencing counter: the configurations with restarts and
 //! force-unlocks are unfenced, so that tokens only go up across the counter's loss (which
 //! rests on Redis's clock in µs passing the last token, a clock the model moves in whole
-//! ms and not at all for a force-unlock) is not checked. Wake-ups are not checked, nobody
-//! listens.
+//! ms and not at all for a force-unlock) is not checked. Wake-ups are not followed, nobody
+//! listens (only the force-unlock's are checked, as published).
 //!
 //! What a restart or a force-unlock excludes, and why (as for the fair lock): a hold taken
 //! out of Redis behind its holders' backs (it was live when the keys went) is *doomed*.
@@ -73,6 +77,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use redis_locks::LostReason;
+use redis_locks::protocol::force::{self, ForceDeleted};
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::release::{Found as Reading, Told, told};
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
@@ -96,7 +101,9 @@ const START: Millis = 1_000_000;
 
 /// The properties, checked in every state. "Losses are told": a renewal tells the truth
 /// about each hold, and a guard's release is told "released" (`release::told`) only if
-/// some copy of it took the hold out. The first two leave out the beliefs in holds a
+/// some copy of it took the hold out; "release is true" holds an operator's force-unlock
+/// too (every hold out, their number reported, both channels woken when it took a live
+/// one). The first two leave out the beliefs in holds a
 /// restart or a force-unlock took out of Redis (see the header).
 ///
 /// The last three are the fenced, explicit-owner and re-entry steps' own. "Tokens only go
@@ -179,7 +186,7 @@ pub struct Config {
     pub renewals: u8,
     /// Writers wait (`q`: a writer that finds readers reserves the lock, then leaves).
     pub waiting_writers: bool,
-    /// Restarts that lose all data, force-unlocks (an operator's `DEL` of the lock's keys)
+    /// Restarts that lose all data, force-unlocks (an operator's `force_delete.lua`)
     /// and `BUSY`/`LOADING` replies, in all.
     pub restarts: u8,
     pub force_unlocks: u8,
@@ -385,8 +392,9 @@ pub enum Step {
     /// Redis restarts without persistence: every key is lost, every call on its way is
     /// lost with the connections, and at least 1 ms passes.
     Restart,
-    /// An operator deletes the lock's keys (`DEL` of the write set, the read set, the
-    /// writer-waiting reservation and the fencing counter).
+    /// An operator force-unlocks the lock (`RwLock::force_unlock`: `force_delete.lua`
+    /// deletes the write and read sets and wakes readers and writers; the writer-waiting
+    /// reservation and the fencing counter stay).
     ForceUnlock,
 }
 
@@ -428,13 +436,19 @@ impl World {
     }
 
     fn run(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> Reply {
+        self.run_published(call, ks, now).0
+    }
+
+    /// Runs `call`: its reply and the channels it published on (nobody listens in the
+    /// model: the log is cleared, so that it does not split equal states).
+    fn run_published(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> (Reply, Vec<Vec<u8>>) {
         let keys: Vec<Vec<u8>> = call.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
         let args: Vec<Vec<u8>> = call.args.iter().map(|a| a.as_bytes().to_vec()).collect();
         let reply = self
             .runner
             .eval(self.scripts.source(call.script), &keys, &args, ks, now);
-        ks.published.clear();
-        reply
+        let published = ks.published.drain(..).map(|(channel, _)| channel).collect();
+        (reply, published)
     }
 }
 
@@ -760,15 +774,15 @@ impl State {
             }
             Step::ForceUnlock => {
                 self.force_unlocks -= 1;
+                let live = live_members(&self.ks, keys, self.now).len() as u64;
                 let wiped = self.wipe(keys);
                 if wiped.iter().any(|(_, kind)| *kind == RwKind::Read) {
                     fx.reach("a force-unlock while a reader held");
                 }
-                let mut command = vec![b"DEL".to_vec()];
-                for key in [&keys.write, &keys.read, &keys.reservation, &keys.fence] {
-                    command.push(key.as_bytes().to_vec());
-                }
-                self.ks.command(self.now, &command);
+                // The operator's `RwLock::force_unlock`: the real `force_delete.lua`.
+                let call = force::rwlock_call(keys);
+                let (reply, published) = world.run_published(&call, &mut self.ks, self.now);
+                self.forced(keys, live, &reply, &published, &mut fx);
             }
         }
         self.forget_doomed();
@@ -810,6 +824,41 @@ impl State {
             self.doomed.insert(hold);
         }
         believed
+    }
+
+    /// What a force-unlock (`force_delete.lua`, `live` holds live before it) must have
+    /// done: every hold gone, their number reported (read by the library's
+    /// `force::decode`), and, when it took a live hold, readers and writers woken on their
+    /// channels (nobody listens in the model: the wake-up is checked as published).
+    fn forced(
+        &self,
+        keys: &RwKeys,
+        live: u64,
+        reply: &Reply,
+        published: &[Vec<u8>],
+        fx: &mut Effects,
+    ) {
+        let left = (self.ks.keys(self.now).into_iter())
+            .filter(|k| *k == keys.write.as_bytes() || *k == keys.read.as_bytes());
+        let left: Vec<String> = left.map(|k| show(&k)).collect();
+        if !left.is_empty() {
+            fx.fail("release is true", format!("the force-unlock left {left:?}"));
+        }
+        let read = force::decode(reply);
+        if read != Ok(ForceDeleted::Holds(live)) {
+            let what = format!("the force-unlock of {live} live holds reported {read:?}");
+            fx.fail("release is true", what);
+        }
+        let channels = [&keys.read_channel, &keys.write_channel];
+        let expected: Vec<Vec<u8>> = (channels.iter())
+            .filter(|_| live > 0)
+            .map(|ch| ch.as_bytes().to_vec())
+            .collect();
+        if published != expected {
+            let woke: Vec<String> = published.iter().map(|ch| show(ch)).collect();
+            let what = format!("the force-unlock of {live} live holds woke {woke:?}");
+            fx.fail("release is true", what);
+        }
     }
 
     /// Forgets the doomed ids nothing names any more (they would only tell states apart).

@@ -2,11 +2,14 @@
 //! attempts (`try_acquire`) or as waiters that reserve (`acquire`), give them back, renew
 //! them (`lua/sem_renew.lua`, as the watchdog does), lose replies and re-send with the same
 //! permit id, get `BUSY`/`LOADING` and re-send, while the clock moves past leases and
-//! reservations and Redis may restart empty. The model holds the world only: every call is
+//! reservations, Redis may restart empty and an operator may take every permit back
+//! (`Semaphore::force_release`). The model holds the world only: every call is
 //! built and every reply read by the library's own `redis_locks::protocol::semaphore`,
 //! re-sent by its `resend::Resend`, judged by its `given_back`, `renew::decode_renew` and
 //! `hold::HoldState`; whether an attempt that can never be granted gives back is its
-//! `wait::Wait`'s decision; every call runs the real `lua/sem_*.lua` in the embedded Lua
+//! `wait::Wait`'s decision; every call runs the real `lua/sem_*.lua` (the force-release:
+//! `lua/force_delete.lua`, built by `force::semaphore_call`, read by `force::decode`) in
+//! the embedded Lua
 //! against the keyspace model. The one checker (`tests/protocol/checker.rs`) explores it
 //! breadth-first and checks the properties in every state.
 //!
@@ -82,12 +85,27 @@
 //! checked for them: every renewal sent after the restart must report a doomed guard's
 //! permits gone (and its guard then lost), and a doomed guard's belief ends at its
 //! confirmed deadline in any case.
+//!
+//! Force-release (one configuration, `force_releases`): an operator's
+//! `Semaphore::force_release` runs the real `force_delete.lua` at once, between two calls:
+//! it deletes the permits set and wakes the waiters (one `PUBLISH` on the semaphore's
+//! channel, checked as published: nobody listens in the model); the size and a waiter's
+//! reservation stay. It must take every permit out and report how many were live, and
+//! wake the waiters when it took a live one ("release is true"). Unlike a restart, no
+//! connection drops: replies on their way still arrive. The guards whose permits it took
+//! are doomed, the same documented exception as a restart's wiped permits (excused from
+//! "belief is true" and the beliefs' side of the size until they are told), and so is a
+//! grant whose reply it overtook (the permits it reports are gone); a renewal that ran
+//! after it must report them gone, one that ran before it may still report them current
+//! (its reply predates it: the guard stays doomed, and the next renewal tells). A waiter
+//! refused before it may take the permits it freed.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
+use redis_locks::protocol::force::{self, ForceDeleted};
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
 use redis_locks::protocol::resend::{GivenBack, Resend, SendHistory, given_back};
@@ -139,7 +157,7 @@ const GARBAGE: &str = PROPERTIES[6];
 
 /// What each configuration must reach (else the run is vacuous), but those it lists as
 /// out of its reach.
-pub const MILESTONES: [&str; 18] = [
+pub const MILESTONES: [&str; 21] = [
     "a grant of 2 permits",
     "every permit out",
     "a retried acquire found its permits",
@@ -158,6 +176,9 @@ pub const MILESTONES: [&str; 18] = [
     "a stray acquire ran before its re-sent copy",
     "a stray release copy ran",
     "a stray renewal ran",
+    "a force-release took back permits in use",
+    "a holder was told its taken-back permits are lost",
+    "a waiter got a permit a force-release freed",
 ];
 
 /// The milestones of the restart steps (out of reach without one).
@@ -167,6 +188,9 @@ pub const RESTART_MILESTONES: [&str; 4] = [
     MILESTONES[11],
     MILESTONES[12],
 ];
+
+/// The milestones of an operator's force-release (out of reach without one).
+pub const FORCE_MILESTONES: [&str; 3] = [MILESTONES[18], MILESTONES[19], MILESTONES[20]];
 
 /// The milestones of late requests (out of reach without `timeouts` and `drops`).
 pub const STRAY_MILESTONES: [&str; 5] = [
@@ -196,6 +220,8 @@ pub struct Config {
     pub renewals: u8,
     pub busy: u8,
     pub restarts: u8,
+    /// An operator's force-releases (`Semaphore::force_release`: `force_delete.lua`).
+    pub force_releases: u8,
     /// Late requests (see the header): calls that time out before they run, and acquires
     /// their callers drop while an attempt is in flight.
     pub timeouts: u8,
@@ -235,8 +261,11 @@ pub struct Guard {
     /// When its grant's first copy was sent: past this plus a lease only renewals count.
     pub granted_at: Millis,
     pub state: HoldState,
-    /// A restart took its permits behind the client's back (see the header).
+    /// A restart or a force-release took its permits behind the client's back (see the
+    /// header).
     pub doomed: bool,
+    /// It was a force-release (for the milestones).
+    pub forced: bool,
 }
 
 impl Guard {
@@ -258,6 +287,8 @@ pub struct Request {
     pub sends: SendHistory,
     /// A waiter that was refused once (its `Wait` is waiting: it rides out errors).
     pub refused: bool,
+    /// It was refused before a force-release took back permits in use (for a milestone).
+    pub freed: bool,
 }
 
 impl Request {
@@ -332,6 +363,9 @@ pub struct InFlight {
     pub removed: bool,
     /// A copy was refused with `BUSY`/`LOADING`.
     pub busied: bool,
+    /// Its reply, on its way, predates a force-release that took the permits it grants
+    /// or renews (a grant delivered so is doomed from the start).
+    pub forced: bool,
 }
 
 impl InFlight {
@@ -345,6 +379,7 @@ impl InFlight {
             sleeping,
             removed,
             busied,
+            forced: false,
         }
     }
 
@@ -479,6 +514,7 @@ pub struct State {
     pub renewals: u8,
     pub busy: u8,
     pub restarts: u8,
+    pub force_releases: u8,
     pub timeouts: u8,
     pub drops: u8,
 }
@@ -506,6 +542,10 @@ pub enum Step {
     Restart,
     /// An operator sets the size again after a restart (`sem_set.lua`, only if unset).
     SetSize,
+    /// An operator takes every permit back (`Semaphore::force_release`: the real
+    /// `force_delete.lua`, which deletes the permits set and wakes the waiters; the size
+    /// and a waiter's reservation stay).
+    ForceRelease,
     /// A client's call sent and not yet run gets no reply within the response timeout:
     /// the copy stays on the connection, a stray.
     TimeOut(usize),
@@ -575,14 +615,19 @@ impl World {
     }
 
     fn run(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> Reply {
+        self.run_published(call, ks, now).0
+    }
+
+    /// Runs `call`: its reply and the channels it published on.
+    fn run_published(&self, call: &Call, ks: &mut Keyspace, now: Millis) -> (Reply, Vec<Vec<u8>>) {
         let bytes = |v: &[Arc<str>]| v.iter().map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>();
         let source = self.scripts.source(call.script);
         let reply = self
             .runner
             .eval(source, &bytes(&call.keys), &bytes(&call.args), ks, now);
         // Nobody listens in the model; a published log would only split equal states.
-        ks.published.clear();
-        reply
+        let published = ks.published.drain(..).map(|(channel, _)| channel).collect();
+        (reply, published)
     }
 }
 
@@ -669,6 +714,7 @@ impl State {
             renewals: config.renewals,
             busy: config.busy,
             restarts: config.restarts,
+            force_releases: config.force_releases,
             timeouts: config.timeouts,
             drops: config.drops,
         }
@@ -739,6 +785,10 @@ impl State {
         if self.restarts > 0 {
             steps.push(Step::Restart);
         }
+        // Only where it changes more than its budget: a permits set to delete.
+        if self.force_releases > 0 && self.ks.zset(KEYS.permits.as_bytes(), self.now).is_some() {
+            steps.push(Step::ForceRelease);
+        }
         if size_of(&self.ks, &KEYS, self.now).is_none() {
             steps.push(Step::SetSize);
         }
@@ -760,6 +810,7 @@ impl State {
                     waits,
                     sends: SendHistory::default(),
                     refused: false,
+                    freed: false,
                 };
                 client.flight = Some(InFlight::attempt(request, world, now));
             }
@@ -848,6 +899,10 @@ impl State {
                         self.fail_call(c, Failure::Lost, &mut fx);
                     }
                 }
+            }
+            Step::ForceRelease => {
+                self.force_releases -= 1;
+                self.force_release(world, &mut fx);
             }
             Step::SetSize => {
                 // As the application's start-up `try_set_permits`: only if unset.
@@ -1038,6 +1093,66 @@ impl State {
         }
     }
 
+    /// An operator's `Semaphore::force_release`: the real `force_delete.lua` through the
+    /// library's `force::semaphore_call`, its reply read by `force::decode`. The guards
+    /// whose permits it takes are doomed (as after a restart: excused until they are
+    /// told), and so is a grant whose reply, on its way, it overtakes; a waiter refused
+    /// before it may take what it freed. It must take every permit out, report how many
+    /// were live, and wake the waiters when it took a live one (nobody listens in the
+    /// model: the wake-up is checked as published).
+    fn force_release(&mut self, world: &Ctx, fx: &mut Effects) {
+        let (keys, now) = (&*KEYS, self.now);
+        let all = members(&self.ks, keys, now);
+        let in_redis = |id: &str| live(&all, now).any(|(m, _)| *m == member(id, 1));
+        let taken = live(&all, now).count() as u64;
+        for client in &mut self.clients {
+            for guard in &mut client.guards {
+                // Believed or not: a renewal that ran before it may still revive it.
+                if !guard.doomed && in_redis(guard.state.hold()) {
+                    if guard.believed(now) {
+                        fx.reach("a force-release took back permits in use");
+                    }
+                    guard.doomed = true;
+                    guard.forced = true;
+                }
+            }
+            let Some(flight) = &mut client.flight else {
+                continue;
+            };
+            match &mut flight.op {
+                // A reply on its way (a grant, a renewal) predates it.
+                Op::Acquire { request, .. } if flight.ran.is_some() => {
+                    flight.forced = in_redis(&request.id);
+                }
+                Op::Renew { .. } if flight.ran.is_some() => flight.forced = true,
+                _ => {}
+            }
+            match &mut flight.op {
+                Op::Acquire { request, .. } | Op::Waiting { request } => {
+                    request.freed |= request.refused && taken > 0;
+                }
+                _ => {}
+            }
+        }
+        let call = force::semaphore_call(keys);
+        let (reply, published) = world.run_published(&call, &mut self.ks, now);
+        if !members(&self.ks, keys, now).is_empty() {
+            fx.fail(RELEASE, "the force-release left permits".into());
+        }
+        let read = force::decode(&reply);
+        if read != Ok(ForceDeleted::Holds(taken)) {
+            let what = format!("the force-release of {taken} live permits reported {read:?}");
+            fx.fail(RELEASE, what);
+        }
+        let channel = keys.channel.as_bytes().to_vec();
+        let expected: Vec<Vec<u8>> = (taken > 0).then_some(channel).into_iter().collect();
+        if published != expected {
+            let woke: Vec<String> = published.iter().map(|ch| show(ch)).collect();
+            let what = format!("the force-release of {taken} live permits woke {woke:?}");
+            fx.fail(RELEASE, what);
+        }
+    }
+
     fn run(&mut self, c: usize, world: &Ctx, fx: &mut Effects) {
         let flight = self.clients[c].flight.as_ref().expect("a call in flight");
         let call = flight.call.clone().expect("a call to run");
@@ -1058,6 +1173,7 @@ impl State {
             flight.removed |= ran.changed;
         }
         flight.ran = Some(ran.reply);
+        flight.forced = false;
     }
 
     /// Runs `call` of client `c` (`sent`: what it does), in time or late, and checks what
@@ -1178,8 +1294,11 @@ impl State {
                         fx.reach("a grant of 2 permits");
                     }
                     let mut guards = self.clients.iter().flat_map(|c| c.guards.iter());
-                    if guards.any(|g| g.doomed && g.believed(now)) {
+                    if guards.any(|g| g.doomed && !g.forced && g.believed(now)) {
                         fx.reach("permits granted anew while a restart's loss was still believed");
+                    }
+                    if request.freed {
+                        fx.reach("a waiter got a permit a force-release freed");
                     }
                     let client = &mut self.clients[c];
                     if client.guards.iter().any(|g| g.state.hold() == &request.id) {
@@ -1188,11 +1307,13 @@ impl State {
                     // Confirmed from the send time the library's machine says.
                     let sent_at = resent(resend).first_sent_at;
                     let state = HoldState::new(request.id.clone(), sent_at, LEASE, true);
+                    // A grant whose permits a force-release took since it ran is doomed.
                     client.guards.push(Guard {
                         n: request.n,
                         granted_at: sent_at,
                         state,
-                        doomed: false,
+                        doomed: flight.forced,
+                        forced: flight.forced,
                     });
                 }
                 // The size is gone (a restart): a refusal. Whether an earlier copy may have
@@ -1260,7 +1381,9 @@ impl State {
                         Renewed::Gone => {
                             if guard.state.on_gone().is_some() {
                                 fx.reach("a renewal told a loss");
-                                if guard.doomed {
+                                if guard.forced {
+                                    fx.reach("a holder was told its taken-back permits are lost");
+                                } else if guard.doomed {
                                     fx.reach("a renewal told a restart's loss");
                                 }
                             }
@@ -1268,8 +1391,9 @@ impl State {
                         Renewed::Elsewhere => fx.fail(LOSSES, "Elsewhere on one Redis".into()),
                     }
                     // Every renewal was sent after the restart (the restart lost those on
-                    // the wire): it must have told a doomed guard its loss.
-                    if guard.doomed && guard.state.is_active() {
+                    // the wire): it must have told a doomed guard its loss; so must one that
+                    // ran after the force-release (one that ran before it is not `forced`).
+                    if guard.doomed && guard.state.is_active() && !flight.forced {
                         let hold = guard.state.hold();
                         fx.fail(
                             LOSSES,
@@ -1438,10 +1562,11 @@ impl State {
             for guard in &client.guards {
                 let deadline = guard.state.deadline();
                 let (id, n) = (guard.state.hold(), guard.n);
-                let note = match (guard.believed(now), guard.doomed) {
-                    (false, _) => " (not believed)",
-                    (true, true) => " (lost to the restart, not told yet)",
-                    (true, false) => "",
+                let note = match (guard.believed(now), guard.doomed, guard.forced) {
+                    (false, _, _) => " (not believed)",
+                    (true, true, true) => " (taken back by a force-release, not told yet)",
+                    (true, true, false) => " (lost to the restart, not told yet)",
+                    (true, false, _) => "",
                 };
                 out += &format!(" {id}x{n} until {}{note}", at(deadline as f64));
             }
@@ -1523,6 +1648,7 @@ pub fn configs() -> Vec<Config> {
         out
     };
     let without_restarts_or_busy = || [restarts_or_busy(), STRAY_MILESTONES.to_vec()].concat();
+    let force = || FORCE_MILESTONES.to_vec();
     vec![
         Config {
             name: "sem: size 2, 1 or 2 permits, waiters, faults, expiry and renewal",
@@ -1535,10 +1661,11 @@ pub fn configs() -> Vec<Config> {
             renewals: 2,
             busy: 0,
             restarts: 0,
+            force_releases: 0,
             timeouts: 0,
             drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: without_restarts_or_busy(),
+            out_of_reach: [without_restarts_or_busy(), force()].concat(),
             extra_depth: 0,
         },
         Config {
@@ -1552,10 +1679,16 @@ pub fn configs() -> Vec<Config> {
             renewals: 2,
             busy: 0,
             restarts: 0,
+            force_releases: 0,
             timeouts: 0,
             drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: [vec!["a grant of 2 permits"], without_restarts_or_busy()].concat(),
+            out_of_reach: [
+                vec!["a grant of 2 permits"],
+                without_restarts_or_busy(),
+                force(),
+            ]
+            .concat(),
             extra_depth: 0,
         },
         Config {
@@ -1569,10 +1702,16 @@ pub fn configs() -> Vec<Config> {
             renewals: 2,
             busy: 1,
             restarts: 1,
+            force_releases: 0,
             timeouts: 0,
             drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: [vec!["a grant of 2 permits"], STRAY_MILESTONES.to_vec()].concat(),
+            out_of_reach: [
+                vec!["a grant of 2 permits"],
+                STRAY_MILESTONES.to_vec(),
+                force(),
+            ]
+            .concat(),
             extra_depth: 0,
         },
         Config {
@@ -1586,10 +1725,11 @@ pub fn configs() -> Vec<Config> {
             renewals: 2,
             busy: 1,
             restarts: 1,
+            force_releases: 0,
             timeouts: 0,
             drops: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: STRAY_MILESTONES.to_vec(),
+            out_of_reach: [STRAY_MILESTONES.to_vec(), force()].concat(),
             extra_depth: 0,
         },
         Config {
@@ -1607,6 +1747,7 @@ pub fn configs() -> Vec<Config> {
             renewals: 1,
             busy: 0,
             restarts: 0,
+            force_releases: 0,
             timeouts: 1,
             drops: 1,
             attempt_give_up: 0,
@@ -1617,6 +1758,7 @@ pub fn configs() -> Vec<Config> {
                     "a stray acquire ran before its re-sent copy",
                 ],
                 restarts_or_busy(),
+                force(),
             ]
             .concat(),
             extra_depth: 0,
@@ -1632,10 +1774,31 @@ pub fn configs() -> Vec<Config> {
             renewals: 1,
             busy: 0,
             restarts: 0,
+            force_releases: 0,
             timeouts: 1,
             drops: 1,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: restarts_or_busy(),
+            out_of_reach: [restarts_or_busy(), force()].concat(),
+            extra_depth: 0,
+        },
+        Config {
+            // An operator's `Semaphore::force_release` (see the header): the holders it
+            // takes permits from are excused until they are told, as after a restart.
+            name: "sem: size 2, 1 or 2 permits, a force-release, a lost reply, renewals",
+            clients: 2,
+            size: 2,
+            requests: vec![(1, false), (2, true)],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 2,
+            busy: 0,
+            restarts: 0,
+            force_releases: 1,
+            timeouts: 0,
+            drops: 0,
+            attempt_give_up: GIVE_UP_AFTER,
+            out_of_reach: without_restarts_or_busy(),
             extra_depth: 0,
         },
     ]
@@ -1662,6 +1825,7 @@ pub fn probes() -> Vec<Config> {
         renewals: 0,
         busy: 1,
         restarts: 0,
+        force_releases: 0,
         timeouts: 0,
         drops: 0,
         attempt_give_up: 50,
