@@ -34,11 +34,41 @@ macro_rules! options {
             pub fn name(&self) -> &str {
                 self.inner.name()
             }
+
+            /// A handle whose holds have this fixed lease; see the async handle's
+            /// `with_lease`.
+            pub fn with_lease(&self, lease: Duration) -> Result<Self> {
+                Ok(self.with(self.inner.with_lease(lease)?))
+            }
+
+            /// A handle whose holds the watchdog renews; see the async handle's
+            /// `with_watchdog`.
+            pub fn with_watchdog(&self) -> Self {
+                self.with(self.inner.with_watchdog())
+            }
         }
 
         impl std::fmt::Debug for $handle {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 self.inner.fmt(f)
+            }
+        }
+    };
+}
+
+/// The options of the handles whose holds have owners and may be fenced.
+macro_rules! owners {
+    ($handle:ident) => {
+        impl $handle {
+            /// A handle of this explicit owner; see the async handle's `with_owner`.
+            pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
+                Ok(self.with(self.inner.with_owner(owner)?))
+            }
+
+            /// A handle whose holds carry fencing tokens; see the async handle's
+            /// `with_fencing`.
+            pub fn with_fencing(&self) -> Self {
+                self.with(self.inner.with_fencing())
             }
         }
     };
@@ -52,28 +82,9 @@ pub struct RwLock {
 }
 
 options!(RwLock);
+owners!(RwLock);
 
 impl RwLock {
-    /// See [`crate::RwLock::with_lease`].
-    pub fn with_lease(&self, lease: Duration) -> Result<Self> {
-        Ok(self.with(self.inner.with_lease(lease)?))
-    }
-
-    /// See [`crate::RwLock::with_watchdog`].
-    pub fn with_watchdog(&self) -> Self {
-        self.with(self.inner.with_watchdog())
-    }
-
-    /// See [`crate::RwLock::with_owner`].
-    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
-        Ok(self.with(self.inner.with_owner(owner)?))
-    }
-
-    /// See [`crate::RwLock::with_fencing`].
-    pub fn with_fencing(&self) -> Self {
-        self.with(self.inner.with_fencing())
-    }
-
     /// Blocks until a read is held; see [`crate::RwLock::read`].
     pub fn read(&self) -> Result<RwGuard> {
         let guard = self.shared.block_on(self.inner.read())??;
@@ -167,28 +178,9 @@ pub struct FairLock {
 }
 
 options!(FairLock);
+owners!(FairLock);
 
 impl FairLock {
-    /// See [`crate::FairLock::with_lease`].
-    pub fn with_lease(&self, lease: Duration) -> Result<Self> {
-        Ok(self.with(self.inner.with_lease(lease)?))
-    }
-
-    /// See [`crate::FairLock::with_watchdog`].
-    pub fn with_watchdog(&self) -> Self {
-        self.with(self.inner.with_watchdog())
-    }
-
-    /// See [`crate::FairLock::with_owner`].
-    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
-        Ok(self.with(self.inner.with_owner(owner)?))
-    }
-
-    /// See [`crate::FairLock::with_fencing`].
-    pub fn with_fencing(&self) -> Self {
-        self.with(self.inner.with_fencing())
-    }
-
     /// Blocks until held, in turn; see [`crate::FairLock::acquire`].
     pub fn acquire(&self) -> Result<FairGuard> {
         let guard = self.shared.block_on(self.inner.acquire())??;
@@ -251,16 +243,6 @@ pub struct Semaphore {
 options!(Semaphore);
 
 impl Semaphore {
-    /// See [`crate::Semaphore::with_lease`].
-    pub fn with_lease(&self, lease: Duration) -> Result<Self> {
-        Ok(self.with(self.inner.with_lease(lease)?))
-    }
-
-    /// See [`crate::Semaphore::with_watchdog`].
-    pub fn with_watchdog(&self) -> Self {
-        self.with(self.inner.with_watchdog())
-    }
-
     /// See [`crate::Semaphore::set_permits`].
     pub fn set_permits(&self, size: u64) -> Result<Option<u64>> {
         self.shared.block_on(self.inner.set_permits(size))?
