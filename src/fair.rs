@@ -123,6 +123,11 @@ impl FairLock {
         &self.name
     }
 
+    /// The client this handle belongs to.
+    pub fn client(&self) -> &LockClient {
+        &self.client
+    }
+
     /// The sorted set of its holds.
     pub fn key(&self) -> &str {
         &self.keys.holds

@@ -80,7 +80,7 @@ pub use guard::{Guard, GuardKind};
 pub use keys::{MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, validate_name};
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, MAX_COUNT};
 pub use lock::{Lock, LockGuard, LockState};
-pub use multi::{MultiGuard, MultiLock};
+pub use multi::{Member, MemberGuard, MultiGuard, MultiLock};
 pub use protocol::rwlock::RwKind;
 pub use redlock::{REDLOCK_RETRY_DELAY, RedGuard, RedLock};
 pub use rwlock::{RwGuard, RwLock, RwLockState};

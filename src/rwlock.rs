@@ -132,6 +132,11 @@ impl RwLock {
         &self.name
     }
 
+    /// The client this handle belongs to.
+    pub fn client(&self) -> &LockClient {
+        &self.client
+    }
+
     /// The sorted set of its write holds.
     pub fn write_key(&self) -> &str {
         &self.keys.write

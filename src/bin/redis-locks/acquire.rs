@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::args::RunArgs;
 use crate::duration::human;
 use crate::exit::Failure;
-use crate::held::{Acquired, CANCEL_SETTLE, cli_owner, not_acquired, wait_limit};
+use crate::held::{Acquired, CANCEL_SETTLE, not_acquired, prepare_fair, prepare_rw, wait_limit};
 use crate::indicator;
 use crate::signals::Signals;
 
@@ -156,17 +156,7 @@ pub async fn acquire_rw(
     signals: &mut Signals,
 ) -> Result<Acquired, Failure> {
     let started = Instant::now();
-    let lock = client.rw_lock(&args.name)?.with_owner(cli_owner(client))?;
-    let lock = match args.lease {
-        Some(lease) => lock.with_lease(lease)?,
-        None => lock,
-    };
-    // (clap refuses --fenced with --read: reads carry no token.)
-    let lock = if args.fenced {
-        lock.with_fencing()
-    } else {
-        lock
-    };
+    let lock = prepare_rw(client, &args.name, args)?;
     let wait = wait_limit(args);
     let attempt = async {
         match (write, wait) {
@@ -199,18 +189,7 @@ pub async fn acquire_fair(
     signals: &mut Signals,
 ) -> Result<Acquired, Failure> {
     let started = Instant::now();
-    let lock = client
-        .fair_lock(&args.name)?
-        .with_owner(cli_owner(client))?;
-    let lock = match args.lease {
-        Some(lease) => lock.with_lease(lease)?,
-        None => lock,
-    };
-    let lock = if args.fenced {
-        lock.with_fencing()
-    } else {
-        lock
-    };
+    let lock = prepare_fair(client, &args.name, args)?;
     let wait = wait_limit(args);
     let attempt = async {
         match wait {
@@ -236,24 +215,41 @@ pub async fn acquire_fair(
 
 /// "lock "x" is held by ..., not acquired ..." with the holder as of now (best effort).
 async fn busy_message(lock: &Lock, args: &RunArgs, waited: Duration) -> String {
-    let holder = match lock.state().await {
+    let holder = lock_why(lock).await;
+    let how = not_acquired(args, waited);
+    format!("lock {:?} {how}: {holder}", args.name)
+}
+
+/// What a lock that could not be taken was found holding it, as of now (best effort):
+/// "held by OWNER, expires in 29s"; [`RELEASED_MEANWHILE`] once free.
+pub async fn lock_why(lock: &Lock) -> String {
+    match lock.state().await {
         Ok(state) => match state.holders.first() {
             Some((owner, _)) => match state.ttl {
                 Some(ttl) => format!("held by {owner}, expires in {}", human(ttl)),
                 None => format!("held by {owner}"),
             },
-            None => "released meanwhile".to_owned(),
+            None => RELEASED_MEANWHILE.to_owned(),
         },
         Err(_) => "holder unknown".to_owned(),
-    };
-    let how = not_acquired(args, waited);
-    format!("lock {:?} {how}: {holder}", args.name)
+    }
 }
+
+/// Why a lock that could not be taken is not held any more when looked at.
+pub const RELEASED_MEANWHILE: &str = "released meanwhile";
 
 /// "read-write lock "x" (write) not acquired ...: held by a writer (...)" (or "2 readers
 /// hold it", "a writer is waiting for it"), as of now (best effort).
 async fn rw_busy_message(lock: &RwLock, write: bool, args: &RunArgs, waited: Duration) -> String {
-    let why = match lock.state().await {
+    let why = rw_why(lock, write).await;
+    let side = if write { "write" } else { "read" };
+    let how = not_acquired(args, waited);
+    format!("read-write lock {:?} ({side}) {how}: {why}", args.name)
+}
+
+/// What stands in the way of a read (or with `write`, the write) of `lock`, as of now.
+pub async fn rw_why(lock: &RwLock, write: bool) -> String {
+    match lock.state().await {
         Ok(state) if state.writes > 0 => {
             let mut text = match &state.writer {
                 Some(owner) => format!("held by a writer ({owner})"),
@@ -275,18 +271,23 @@ async fn rw_busy_message(lock: &RwLock, write: bool, args: &RunArgs, waited: Dur
                 "a writer is waiting for it (new readers let it go first)".to_owned()
             }
         }
-        Ok(_) => "released meanwhile".to_owned(),
+        Ok(_) => RELEASED_MEANWHILE.to_owned(),
         Err(_) => "holder unknown".to_owned(),
-    };
-    let side = if write { "write" } else { "read" };
-    let how = not_acquired(args, waited);
-    format!("read-write lock {:?} ({side}) {how}: {why}", args.name)
+    }
 }
 
 /// "fair lock "x" not acquired ...: held by ..., 2 waiters ahead", as of now (best effort).
 async fn fair_busy_message(lock: &FairLock, args: &RunArgs, waited: Duration) -> String {
     let once = wait_limit(args).is_some_and(|wait| wait.is_zero());
-    let why = match lock.state().await {
+    let why = fair_why(lock, once).await;
+    let how = not_acquired(args, waited);
+    format!("fair lock {:?} {how}: {why}", args.name)
+}
+
+/// Who holds `lock` and how many wait, as of now; `once`: the attempt tried once (so
+/// everyone queued is ahead; after a wait we left the queue).
+pub async fn fair_why(lock: &FairLock, once: bool) -> String {
+    match lock.state().await {
         Ok(state) => {
             let mut parts = Vec::new();
             if let Some(holder) = &state.holder {
@@ -301,20 +302,17 @@ async fn fair_busy_message(lock: &FairLock, args: &RunArgs, waited: Duration) ->
                 } else {
                     "waiters"
                 };
-                // After --no-wait everyone queued is ahead; after --wait we left the queue.
                 let place = if once { "ahead" } else { "queued" };
                 parts.push(format!("{} {waiters} {place}", state.waiters));
             }
             if parts.is_empty() {
-                "released meanwhile".to_owned()
+                RELEASED_MEANWHILE.to_owned()
             } else {
                 parts.join(", ")
             }
         }
         Err(_) => "holder unknown".to_owned(),
-    };
-    let how = not_acquired(args, waited);
-    format!("fair lock {:?} {how}: {why}", args.name)
+    }
 }
 
 /// The acquire was cancelled by a signal. An attempt in flight at that moment may still

@@ -26,7 +26,8 @@ renewed, lost and released like the lock; --wait, --no-wait, --lease, --watchdog
 --kill-after apply to it (--min-replicas does not: it is a usage error with them).
 
 --also NAME2 (repeatable) takes the locks NAME, NAME2, ... together, all or none: a
-multi-lock on the one --url target. They are taken in one fixed order (by key), whatever
+multi-lock on the one --url target; with --read, --write or --fair, that kind of each name
+(a read of every name, and so on). They are taken in one fixed order (by key), whatever
 order they are named in, so runs that name the same locks in other orders never wait for
 each other in a cycle. --no-wait or a --wait that runs out leaves none of them held and
 exits 75 naming the ones found held; the loss of any of them is the loss of all. The
@@ -303,13 +304,14 @@ pub struct RunArgs {
     #[arg(long, group = "kind")]
     pub fair: bool,
 
-    /// Also take the lock NAME2, all or none with NAME (a multi-lock; repeatable). With
-    /// --no-wait, if any is held none is taken and the exit status is 75.
+    /// Also take the lock NAME2, all or none with NAME (a multi-lock; repeatable; with
+    /// --read, --write or --fair, that kind of it). With --no-wait, if any is held none
+    /// is taken and the exit status is 75.
     #[arg(
         long,
         value_name = "NAME2",
         action = ArgAction::Append,
-        conflicts_with_all = ["permits", "read", "write", "fair"]
+        conflicts_with = "permits"
     )]
     pub also: Vec<String>,
 

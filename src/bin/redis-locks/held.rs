@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use redis_locks::{Error, Guard, GuardKind, Lock, LockClient};
+use redis_locks::{Error, FairLock, Guard, GuardKind, Lock, LockClient, RwLock};
 
 use crate::args::RunArgs;
 use crate::duration::human;
@@ -144,17 +144,34 @@ pub fn not_acquired(args: &RunArgs, waited: Duration) -> String {
     }
 }
 
-/// The lock `name` as the options ask for: this process's owner id, lease and fencing.
+/// A handle of any kind with what `run` asks of every kind: the CLI's owner, --lease,
+/// --fenced (clap refuses --fenced with --read and --permits: they carry no token).
+macro_rules! with_run_options {
+    ($handle:expr, $client:expr, $args:expr) => {{
+        let handle = $handle.with_owner(cli_owner($client))?;
+        let handle = match $args.lease {
+            Some(lease) => handle.with_lease(lease)?,
+            None => handle,
+        };
+        if $args.fenced {
+            handle.with_fencing()
+        } else {
+            handle
+        }
+    }};
+}
+
+/// The lock `name` as `run` takes it.
 pub fn prepare(client: &LockClient, name: &str, args: &RunArgs) -> Result<Lock, Failure> {
-    let lock = client.lock(name)?;
-    let lock = lock.with_owner(cli_owner(client))?;
-    let lock = match args.lease {
-        Some(lease) => lock.with_lease(lease)?,
-        None => lock,
-    };
-    Ok(if args.fenced {
-        lock.with_fencing()
-    } else {
-        lock
-    })
+    Ok(with_run_options!(client.lock(name)?, client, args))
+}
+
+/// The read-write lock `name` as `run --read` or `--write` takes it.
+pub fn prepare_rw(client: &LockClient, name: &str, args: &RunArgs) -> Result<RwLock, Failure> {
+    Ok(with_run_options!(client.rw_lock(name)?, client, args))
+}
+
+/// The fair lock `name` as `run --fair` takes it.
+pub fn prepare_fair(client: &LockClient, name: &str, args: &RunArgs) -> Result<FairLock, Failure> {
+    Ok(with_run_options!(client.fair_lock(name)?, client, args))
 }

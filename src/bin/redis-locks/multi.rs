@@ -1,5 +1,6 @@
 //! `run NAME --also NAME2 ...`: the locks NAME, NAME2, ... taken together, all or none (a
-//! [`MultiLock`] on the one target).
+//! [`MultiLock`] on the one target); with `--read`, `--write` or `--fair`, that kind of
+//! each name.
 //!
 //! The library takes the members in one global order (by key), so runs that name the
 //! same locks in other orders never wait for each other in a cycle, and an attempt that
@@ -9,13 +10,16 @@
 
 use std::time::Duration;
 
-use redis_locks::{Error, LockClient, MultiGuard, MultiLock};
+use redis_locks::{Error, LockClient, Member, MultiGuard, MultiLock};
 use tokio::time::Instant;
 
+use crate::acquire::{Kind, RELEASED_MEANWHILE, fair_why, lock_why, rw_why};
 use crate::args::RunArgs;
-use crate::duration::human;
 use crate::exit::Failure;
-use crate::held::{Acquired, CANCEL_SETTLE, Holding, Pending, not_acquired, prepare, wait_limit};
+use crate::held::{
+    Acquired, CANCEL_SETTLE, Holding, Pending, not_acquired, prepare, prepare_fair, prepare_rw,
+    wait_limit,
+};
 use crate::signals::Signals;
 
 /// Each name of NAME and the --also names is valid and named once (before connecting:
@@ -34,18 +38,29 @@ pub fn check_names(args: &RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Takes NAME and the --also names, all or none.
+/// The member `name` of the kind `kind` (the lock, a read, the write or the fair lock).
+fn member(client: &LockClient, name: &str, args: &RunArgs, kind: Kind) -> Result<Member, Failure> {
+    Ok(match kind {
+        Kind::Read => Member::Read(prepare_rw(client, name, args)?),
+        Kind::Write => Member::Write(prepare_rw(client, name, args)?),
+        Kind::Fair => Member::Fair(prepare_fair(client, name, args)?),
+        Kind::Lock | Kind::Permits(_) => Member::Lock(prepare(client, name, args)?),
+    })
+}
+
+/// Takes NAME and the --also names (of the kind `kind`), all or none.
 pub async fn acquire(
     client: &LockClient,
     args: &RunArgs,
+    kind: Kind,
     signals: &mut Signals,
 ) -> Result<Acquired, Failure> {
     let started = Instant::now();
-    let mut locks = vec![prepare(client, &args.name, args)?];
+    let mut members = vec![member(client, &args.name, args, kind)?];
     for name in &args.also {
-        locks.push(prepare(client, name, args)?);
+        members.push(member(client, name, args, kind)?);
     }
-    let multi = MultiLock::new(locks)?;
+    let multi = MultiLock::new(members)?;
     let wait = wait_limit(args);
     let attempt = async {
         match wait {
@@ -60,6 +75,7 @@ pub async fn acquire(
                 guard,
                 name: args.name.clone(),
                 also: args.also.clone(),
+                flag: kind.flag(),
             }))),
             None => Ok(Acquired::Busy(
                 busy_message(&multi, args, started.elapsed()).await,
@@ -85,26 +101,22 @@ fn describe(name: &str, also: &[String]) -> String {
 /// "locks "a", "b" not acquired (--no-wait): "b" held by ..., expires in 29s", as of now
 /// (best effort: what was held at the failed attempt may have been released since).
 async fn busy_message(multi: &MultiLock, args: &RunArgs, waited: Duration) -> String {
+    let once = wait_limit(args).is_some_and(|wait| wait.is_zero());
     let mut held = Vec::new();
-    for lock in multi.locks() {
-        match lock.state().await {
-            Ok(state) => {
-                if let Some((owner, _)) = state.holders.first() {
-                    held.push(match state.ttl {
-                        Some(ttl) => format!(
-                            "{:?} held by {owner}, expires in {}",
-                            lock.name(),
-                            human(ttl)
-                        ),
-                        None => format!("{:?} held by {owner}", lock.name()),
-                    });
-                }
-            }
-            Err(_) => held.push(format!("{:?}: holder unknown", lock.name())),
+    for member in multi.members() {
+        let why = match member {
+            Member::Read(rw) => rw_why(rw, false).await,
+            Member::Write(rw) => rw_why(rw, true).await,
+            Member::Fair(fair) => fair_why(fair, once).await,
+            Member::Lock(lock) => lock_why(lock).await,
+            other => format!("{other:?}"),
+        };
+        if why != RELEASED_MEANWHILE {
+            held.push(format!("{:?} {why}", member.name()));
         }
     }
     let why = if held.is_empty() {
-        "released meanwhile".to_owned()
+        RELEASED_MEANWHILE.to_owned()
     } else {
         held.join("; ")
     };
@@ -118,6 +130,8 @@ pub struct MultiHeld {
     /// NAME, and the --also names, as given.
     name: String,
     also: Vec<String>,
+    /// --read, --write or --fair: the kind of every member; `None` for locks.
+    flag: Option<&'static str>,
 }
 
 impl Holding for MultiHeld {
@@ -125,12 +139,16 @@ impl Holding for MultiHeld {
         &self.name
     }
 
-    /// `multi-lock "a", "b"`, in the order named.
+    /// `multi-lock "a", "b"`, in the order named (`multi-lock "a", "b" (--read)`).
     fn what(&self) -> String {
-        format!(
+        let what = format!(
             "multi-{}",
             describe(&self.name, &self.also).replacen("locks", "lock", 1)
-        )
+        );
+        match self.flag {
+            Some(flag) => format!("{what} ({flag})"),
+            None => what,
+        }
     }
 
     /// Every member has the same owner (this process's).

@@ -84,8 +84,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             got = signals.recv() => return Ok(interrupted(got.signal, &args.name, "connecting")),
         };
         match kind {
-            Kind::Lock if !args.also.is_empty() => {
-                crate::multi::acquire(&client, &args, &mut signals).await?
+            Kind::Lock | Kind::Read | Kind::Write | Kind::Fair if !args.also.is_empty() => {
+                crate::multi::acquire(&client, &args, kind, &mut signals).await?
             }
             Kind::Lock => {
                 let lock = prepare(&client, &args.name, &args)?;

@@ -1,10 +1,15 @@
 //! The multi-lock: several locks taken all or none, as one guard with one lost signal.
 //!
-//! Members are [`Lock`]s, possibly of different clients (servers, clusters). They are
+//! Members are locks of any kind that holds ([`Member`]: plain, read, write, fair),
+//! possibly of different clients (servers, clusters). They are
 //! always taken in one global order, by key and then by server, so two multi-locks over
 //! the same names can never wait for each other in a cycle, whatever order their callers
 //! named the locks in (the classic lock-ordering rule). A failed or timed-out attempt
 //! gives back every member it took before returning, so nothing is left held.
+
+mod member;
+
+pub use member::{Member, MemberGuard};
 
 use crate::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_order};
 use std::sync::Arc;
@@ -13,10 +18,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::error::{Error, LostReason, Result};
-use crate::lock::Lock;
-use crate::lock::LockGuard;
 
-/// Several [`Lock`]s taken all or none. Cheap to clone.
+/// Several locks taken all or none: plain locks, reads and writes of read-write locks,
+/// fair locks, in any mix ([`Member`]). Cheap to clone.
 ///
 /// ```no_run
 /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
@@ -27,10 +31,12 @@ use crate::lock::LockGuard;
 /// both.release().await?;
 /// # Ok(()) }
 /// ```
+///
+/// Members of other kinds are named as a [`Member`]; see there for a read and a write.
 #[derive(Clone)]
 pub struct MultiLock {
     /// In the global order (by key, then by server).
-    members: Arc<[Lock]>,
+    members: Arc<[Member]>,
 }
 
 impl std::fmt::Debug for MultiLock {
@@ -38,7 +44,7 @@ impl std::fmt::Debug for MultiLock {
         f.debug_struct("MultiLock")
             .field(
                 "keys",
-                &self.members.iter().map(Lock::key).collect::<Vec<_>>(),
+                &self.members.iter().map(Member::key).collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -46,10 +52,11 @@ impl std::fmt::Debug for MultiLock {
 
 impl MultiLock {
     /// A multi-lock over `locks` (at least one; each lock once: the same key on the same
-    /// server twice is an [`Error::InvalidConfig`], since a member would wait for itself).
-    /// Each member keeps its own options (lease, fencing, owner).
-    pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<Self> {
-        let named: Vec<Lock> = locks.into_iter().collect();
+    /// server twice is an [`Error::InvalidConfig`], since a member would wait for itself;
+    /// so is a read and a write of one read-write lock). Each member keeps its own options
+    /// (lease, fencing, owner).
+    pub fn new(locks: impl IntoIterator<Item = impl Into<Member>>) -> Result<Self> {
+        let named: Vec<Member> = locks.into_iter().map(Into::into).collect();
         if named.is_empty() {
             return Err(Error::InvalidConfig(
                 "a multi-lock needs at least one lock".into(),
@@ -62,25 +69,25 @@ impl MultiLock {
                 named[twice].name()
             ))
         })?;
-        let members: Vec<Lock> = order.into_iter().map(|i| named[i].clone()).collect();
+        let members: Vec<Member> = order.into_iter().map(|i| named[i].clone()).collect();
         Ok(MultiLock {
             members: members.into(),
         })
     }
 
     /// The members, in the order they are taken.
-    pub fn locks(&self) -> &[Lock] {
+    pub fn members(&self) -> &[Member] {
         &self.members
     }
 
     /// A multi-lock whose members all acquire for the explicit owner `owner` (see
-    /// [`Lock::with_owner`]).
+    /// [`Lock::with_owner`](crate::Lock::with_owner)).
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
         let owner = owner.into();
         let members = self
             .members
             .iter()
-            .map(|lock| lock.with_owner(owner.clone()))
+            .map(|member| member.with_owner(&owner))
             .collect::<Result<Vec<_>>>()?;
         Ok(MultiLock {
             members: members.into(),
@@ -125,12 +132,45 @@ impl MultiLock {
     /// Cancel-safe: members taken so far are released.
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<MultiGuard> {
         let got = self.try_acquire_for(wait).await?;
-        let names: Vec<&str> = self.members.iter().map(Lock::name).collect();
+        let names: Vec<&str> = self.members.iter().map(Member::name).collect();
         crate::keys::or_timeout(got, &names.join(","), wait)
     }
 
+    /// Runs `body` holding every member: acquires (waiting without limit), runs the body
+    /// with the guard and releases. If any member is lost meanwhile, the body is stopped
+    /// (its future dropped at its next await point) and the result is
+    /// [`Error::LockLost`] naming that member; a loss found only at the release is
+    /// `LockLost` too.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+    /// use redis_locks::MultiLock;
+    /// let transfer = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let moved = transfer.run(async |_both| 100).await?;
+    /// # let _ = moved; Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future stops the body and releases every member in the
+    /// background.
+    pub async fn run<T>(&self, body: impl AsyncFnOnce(&MultiGuard) -> T) -> Result<T> {
+        let guard = self.acquire().await?;
+        let finished = {
+            let work = body(&guard);
+            tokio::select! {
+                biased;
+                _ = guard.lost() => None,
+                out = work => Some(out),
+            }
+        };
+        match finished {
+            Some(out) => guard.release().await.map(|()| out),
+            None => Err(guard.lost_error()),
+        }
+    }
+
     async fn acquire_until(&self, deadline: Option<Instant>) -> Result<Option<MultiGuard>> {
-        let mut guards: Vec<LockGuard> = Vec::with_capacity(self.members.len());
+        let mut guards: Vec<MemberGuard> = Vec::with_capacity(self.members.len());
         let mut walk = MultiAcquire::new(self.members.len());
         let mut step = walk.start();
         let mut failure = None;
@@ -144,7 +184,7 @@ impl MultiLock {
                     // members are left to their lease).
                     let kept = guards.split_off(keep.min(guards.len()));
                     give_back(guards).await;
-                    kept.into_iter().for_each(LockGuard::detach);
+                    kept.into_iter().for_each(MemberGuard::detach);
                     return match failure {
                         Some(err) => Err(err),
                         None => Ok(None),
@@ -155,11 +195,7 @@ impl MultiLock {
                 None => lock.acquire().await.map(Some),
                 Some(deadline) => {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        lock.try_acquire().await
-                    } else {
-                        lock.try_acquire_for(left).await
-                    }
+                    lock.try_acquire_for(left).await
                 }
             };
             step = match got {
@@ -180,18 +216,18 @@ impl MultiLock {
 /// The order members are taken in: by key, then by the server that holds it (its first
 /// address as resolved at connect, so that `localhost` and `127.0.0.1` sort alike; the
 /// address as written for a cluster or a Sentinel set).
-fn order_key(lock: &Lock) -> (String, String) {
-    let inner = &lock.client().inner;
+fn order_key(member: &Member) -> (String, String) {
+    let inner = &member.client().inner;
     let server = inner
         .resolved
         .first()
         .map_or_else(|| inner.calls.addr.clone(), ToString::to_string);
-    (lock.key().to_owned(), server)
+    (member.key().to_owned(), server)
 }
 
 /// Releases the members taken by an attempt that failed; errors only logged (the
 /// caller gets the attempt's outcome, and a member that cannot be released expires).
-async fn give_back(guards: Vec<LockGuard>) {
+async fn give_back(guards: Vec<MemberGuard>) {
     for guard in guards.into_iter().rev() {
         let name = guard.name().to_owned();
         if let Err(err) = guard.release().await {
@@ -204,7 +240,7 @@ async fn give_back(guards: Vec<LockGuard>) {
 /// lost), one release. Dropping it releases every member in the background.
 #[must_use = "dropping the guard releases every member at once"]
 pub struct MultiGuard {
-    guards: Vec<LockGuard>,
+    guards: Vec<MemberGuard>,
     lost: CancellationToken,
     /// Stops the task that watches the members' lost signals.
     _watch: tokio_util::sync::DropGuard,
@@ -215,7 +251,11 @@ impl std::fmt::Debug for MultiGuard {
         f.debug_struct("MultiGuard")
             .field(
                 "locks",
-                &self.guards.iter().map(LockGuard::name).collect::<Vec<_>>(),
+                &self
+                    .guards
+                    .iter()
+                    .map(MemberGuard::name)
+                    .collect::<Vec<_>>(),
             )
             .field("lost", &self.lost.is_cancelled())
             .finish()
@@ -223,10 +263,10 @@ impl std::fmt::Debug for MultiGuard {
 }
 
 impl MultiGuard {
-    fn new(guards: Vec<LockGuard>) -> Self {
+    fn new(guards: Vec<MemberGuard>) -> Self {
         let lost = CancellationToken::new();
         let stop = CancellationToken::new();
-        let tokens: Vec<CancellationToken> = guards.iter().map(LockGuard::lost_token).collect();
+        let tokens: Vec<CancellationToken> = guards.iter().map(MemberGuard::lost_token).collect();
         let (any_lost, watching) = (lost.clone(), stop.clone());
         let runtime = guards
             .first()
@@ -253,7 +293,7 @@ impl MultiGuard {
     }
 
     /// The members' guards, in the order they were taken.
-    pub fn guards(&self) -> &[LockGuard] {
+    pub fn guards(&self) -> &[MemberGuard] {
         &self.guards
     }
 
@@ -269,17 +309,53 @@ impl MultiGuard {
 
     /// Whether any member is lost (also checks the clock).
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled() || self.guards.iter().any(LockGuard::is_lost)
+        self.lost.is_cancelled() || self.guards.iter().any(MemberGuard::is_lost)
     }
 
     /// Why the first lost member was lost, if one was.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.guards.iter().find_map(LockGuard::lost_reason)
+        self.guards.iter().find_map(MemberGuard::lost_reason)
+    }
+
+    /// `LockLost` naming the first lost member and why (or the first member, if the loss
+    /// was signalled and no member knows its reason yet).
+    fn lost_error(&self) -> Error {
+        let lost = self
+            .guards
+            .iter()
+            .find(|guard| guard.lost_reason().is_some());
+        match lost.or(self.guards.first()) {
+            Some(guard) => Error::LockLost {
+                name: guard.name().to_owned(),
+                reason: guard.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
+            },
+            None => Error::UnexpectedReply("a multi-lock guard without members".into()),
+        }
+    }
+
+    /// Makes every member last at least `lease` from now (see
+    /// [`Guard::extend`](crate::Guard::extend)), in member order. `Ok` only if every
+    /// member was extended; otherwise the first error (for example `LockLost`), after
+    /// trying every member.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: each member's expiry was either lengthened or left as it was.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        let mut first_error = None;
+        for guard in &self.guards {
+            if let Err(err) = guard.extend(lease).await {
+                first_error.get_or_insert(err);
+            }
+        }
+        match first_error {
+            None => Ok(()),
+            Some(err) => Err(err),
+        }
     }
 
     /// The fencing tokens of the members taken with fencing, in member order.
     pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
-        self.guards.iter().map(LockGuard::fencing_token).collect()
+        self.guards.iter().map(MemberGuard::fencing_token).collect()
     }
 
     /// Re-enters every member (a nested critical section over all of them): one more
