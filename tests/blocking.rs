@@ -223,3 +223,138 @@ fn every_kind_blocks_the_same_way() {
     }
     assert_eq!(latch.count().unwrap(), 0);
 }
+
+/// The blocking multi-lock over members of every kind and of two clients (two runtimes):
+/// threads naming them in opposite orders exclude each other and never deadlock; all or
+/// none; re-entry, extend, run; a dropped guard gives every member back.
+#[test]
+fn blocking_multi_lock_over_every_kind_and_two_clients() {
+    use redis_locks::blocking::{Member, MultiLock};
+    let first = RedisServer::start();
+    let second = RedisServer::start();
+    let a = LockClient::connect(&first.url()).unwrap();
+    let b = LockClient::connect(&second.url()).unwrap();
+    let members = |reverse: bool| {
+        let mut members = vec![
+            Member::from(a.lock("bm-lock").unwrap()),
+            Member::Write(b.rw_lock("bm-write").unwrap()),
+            Member::Read(a.rw_lock("bm-read").unwrap()),
+            Member::from(b.fair_lock("bm-fair").unwrap()),
+        ];
+        if reverse {
+            members.reverse();
+        }
+        MultiLock::new(members).unwrap()
+    };
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_inside = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let multi = members(t % 2 == 1);
+            let (inside, max_inside) = (inside.clone(), max_inside.clone());
+            std::thread::spawn(move || {
+                for _ in 0..8 {
+                    let all = multi.acquire().unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_inside.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(2));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    all.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(
+        max_inside.load(Ordering::SeqCst),
+        1,
+        "two threads were inside"
+    );
+
+    let multi = members(false);
+    // All or none: another client's fair hold stops it, and nothing is left taken.
+    let other = LockClient::connect(&second.url()).unwrap();
+    let fair = other.fair_lock("bm-fair").unwrap().acquire().unwrap();
+    assert!(multi.try_acquire().unwrap().is_none());
+    assert!(matches!(
+        multi.acquire_timeout(Duration::from_millis(100)),
+        Err(Error::Timeout { .. })
+    ));
+    a.flush().unwrap();
+    assert!(
+        !a.lock("bm-lock").unwrap().is_locked().unwrap(),
+        "left held"
+    );
+    fair.release().unwrap();
+    let all = multi
+        .try_acquire_for(Duration::from_secs(5))
+        .unwrap()
+        .unwrap();
+    assert_eq!(all.names(), ["bm-fair", "bm-lock", "bm-read", "bm-write"]);
+    let nested = all.reenter().unwrap();
+    nested.release().unwrap();
+    all.extend(Duration::from_secs(60)).unwrap();
+    assert!(!all.is_lost());
+    drop(all);
+    a.flush().unwrap();
+    b.flush().unwrap();
+    assert!(
+        !a.lock("bm-lock").unwrap().is_locked().unwrap(),
+        "the drop released"
+    );
+    assert!(
+        !b.fair_lock("bm-fair").unwrap().is_locked().unwrap(),
+        "the drop released"
+    );
+    assert_eq!(multi.run(|all| all.names().len()).unwrap(), 4);
+}
+
+/// The blocking RedLock over three servers (three clients, three runtimes): held on a
+/// majority with one server dead, refused while another holds it, released.
+#[test]
+fn blocking_redlock_holds_on_a_majority() {
+    use redis_locks::blocking::RedLock;
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let clients: Vec<LockClient> = servers
+        .iter()
+        .map(|server| LockClient::connect(&server.url()).unwrap())
+        .collect();
+    let others: Vec<LockClient> = servers
+        .iter()
+        .map(|server| LockClient::connect(&server.url()).unwrap())
+        .collect();
+    let lock = |clients: &[LockClient]| {
+        RedLock::new(clients.iter().map(|c| c.lock("bred").unwrap())).unwrap()
+    };
+    let mine = lock(&clients);
+    let theirs = lock(&others);
+    assert_eq!(mine.quorum(), 2);
+    let held = mine.acquire().unwrap();
+    assert_eq!(held.held_on(), 3);
+    assert!(theirs.try_acquire().unwrap().is_none());
+    assert!(matches!(
+        theirs.acquire_timeout(Duration::from_millis(200)),
+        Err(Error::Timeout { .. })
+    ));
+    let nested = held.reenter().unwrap();
+    nested.release().unwrap();
+    held.release().unwrap();
+    // One server dead: a majority still grants it, once.
+    servers[2].kill();
+    let held = theirs
+        .try_acquire_for(Duration::from_secs(5))
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.held_on(), 2);
+    assert!(mine.try_acquire().unwrap().is_none());
+    held.release().unwrap();
+    let again = mine.with_retry_delay(Duration::from_millis(20)).unwrap();
+    again
+        .try_acquire()
+        .unwrap()
+        .expect("free again")
+        .release()
+        .unwrap();
+}

@@ -77,8 +77,8 @@ macro_rules! owners {
 /// A blocking read-write lock; see [`crate::RwLock`].
 #[derive(Clone)]
 pub struct RwLock {
-    inner: crate::RwLock,
-    shared: Arc<Shared>,
+    pub(super) inner: crate::RwLock,
+    pub(super) shared: Arc<Shared>,
 }
 
 options!(RwLock);
@@ -173,8 +173,8 @@ impl RwLock {
 /// A blocking fair lock; see [`crate::FairLock`].
 #[derive(Clone)]
 pub struct FairLock {
-    inner: crate::FairLock,
-    shared: Arc<Shared>,
+    pub(super) inner: crate::FairLock,
+    pub(super) shared: Arc<Shared>,
 }
 
 options!(FairLock);

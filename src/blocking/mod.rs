@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), redis_locks::Error> {
-//! use redis_locks::blocking::LockClient;
+//! use redis_locks::blocking::{self, LockClient};
 //! let client = LockClient::connect("redis://127.0.0.1:6379")?;
 //! let lock = client.lock("nightly-export")?;
 //! let guard = lock.acquire()?; // blocks until acquired; renewed by the watchdog
@@ -24,6 +24,9 @@
 //! pool.try_set_permits(4)?;
 //! let permit = pool.acquire(1)?;
 //! permit.release()?;
+//! // And the multi-lock (members of any kind, of any clients) and RedLock.
+//! let both = blocking::MultiLock::new([client.lock("a")?, client.lock("b")?])?.acquire()?;
+//! both.release()?;
 //! # Ok(()) }
 //! ```
 //!
@@ -43,9 +46,11 @@ use crate::watchdog::WatchdogStats;
 
 mod guard;
 mod kinds;
+mod multi;
 
 pub use guard::{FairGuard, Guard, LockGuard, RwGuard, SemaphoreGuard};
 pub use kinds::{CountDownLatch, FairLock, RwLock, Semaphore};
+pub use multi::{Member, MultiGuard, MultiLock, RedGuard, RedLock};
 
 /// The runtime and the async client; dropped together, flushing first.
 struct Shared {

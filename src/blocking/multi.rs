@@ -1,0 +1,407 @@
+//! The blocking multi-lock and RedLock: the async ones, blocking on a member's runtime.
+//!
+//! Their members may belong to several blocking clients (a RedLock's always do: one per
+//! server), each with its own runtime. A call blocks on the first member's runtime; every
+//! member's own calls, renewals and background releases stay on its client's runtime,
+//! which the handle and its guards keep alive (`shared`, one per member).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{FairLock, Lock, RwLock, Shared};
+use crate::error::{Error, LostReason, Result};
+
+/// One member of a blocking [`MultiLock`]; see [`crate::Member`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Member {
+    /// A plain lock.
+    Lock(Lock),
+    /// A read hold of a read-write lock.
+    Read(RwLock),
+    /// The write hold of a read-write lock.
+    Write(RwLock),
+    /// A fair lock.
+    Fair(FairLock),
+}
+
+impl From<Lock> for Member {
+    fn from(lock: Lock) -> Self {
+        Member::Lock(lock)
+    }
+}
+
+impl From<FairLock> for Member {
+    fn from(lock: FairLock) -> Self {
+        Member::Fair(lock)
+    }
+}
+
+impl Member {
+    /// The async member and the runtime its client owns.
+    fn split(self) -> (crate::Member, Arc<Shared>) {
+        match self {
+            Member::Lock(lock) => (crate::Member::Lock(lock.inner), lock.shared),
+            Member::Read(rw) => (crate::Member::Read(rw.inner), rw.shared),
+            Member::Write(rw) => (crate::Member::Write(rw.inner), rw.shared),
+            Member::Fair(fair) => (crate::Member::Fair(fair.inner), fair.shared),
+        }
+    }
+}
+
+/// The runtime every call of a multi-member handle blocks on: the first member's.
+fn first(shared: &[Arc<Shared>]) -> Result<&Shared> {
+    shared
+        .first()
+        .map(Arc::as_ref)
+        .ok_or_else(|| Error::InvalidConfig("a handle without members".into()))
+}
+
+/// A blocking multi-lock; see [`crate::MultiLock`]. Cheap to clone.
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> Result<(), redis_locks::Error> {
+/// use redis_locks::blocking::{Member, MultiLock};
+/// let transfer = MultiLock::new([
+///     Member::from(client.lock("account:17")?),
+///     Member::Write(client.rw_lock("ledger")?),
+/// ])?;
+/// let both = transfer.acquire()?; // both, or none
+/// both.release()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MultiLock {
+    inner: crate::MultiLock,
+    shared: Arc<[Arc<Shared>]>,
+}
+
+impl std::fmt::Debug for MultiLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl MultiLock {
+    /// A multi-lock over `members`; see [`crate::MultiLock::new`].
+    pub fn new(members: impl IntoIterator<Item = impl Into<Member>>) -> Result<Self> {
+        let (members, shared): (Vec<crate::Member>, Vec<Arc<Shared>>) = members
+            .into_iter()
+            .map(|member| member.into().split())
+            .unzip();
+        Ok(MultiLock {
+            inner: crate::MultiLock::new(members)?,
+            shared: shared.into(),
+        })
+    }
+
+    /// Every member for the explicit owner `owner`; see [`crate::MultiLock::with_owner`].
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
+        Ok(MultiLock {
+            inner: self.inner.with_owner(owner)?,
+            shared: self.shared.clone(),
+        })
+    }
+
+    fn guard(&self, guard: crate::MultiGuard) -> MultiGuard {
+        MultiGuard {
+            inner: Some(guard),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Blocks until every member is held; see [`crate::MultiLock::acquire`].
+    pub fn acquire(&self) -> Result<MultiGuard> {
+        let guard = first(&self.shared)?.block_on(self.inner.acquire())??;
+        Ok(self.guard(guard))
+    }
+
+    /// Every member if all are free now; see [`crate::MultiLock::try_acquire`].
+    pub fn try_acquire(&self) -> Result<Option<MultiGuard>> {
+        let guard = first(&self.shared)?.block_on(self.inner.try_acquire())??;
+        Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    /// Every member within `wait` (zero: tries once); see
+    /// [`crate::MultiLock::try_acquire_for`].
+    pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
+        let guard = first(&self.shared)?.block_on(self.inner.try_acquire_for(wait))??;
+        Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    /// See [`crate::MultiLock::acquire_timeout`].
+    pub fn acquire_timeout(&self, wait: Duration) -> Result<MultiGuard> {
+        let guard = first(&self.shared)?.block_on(self.inner.acquire_timeout(wait))??;
+        Ok(self.guard(guard))
+    }
+
+    /// Runs `body` holding every member, then releases them; the outcome of the release
+    /// (`LockLost` if a member was lost meanwhile) is the result's error.
+    pub fn run<T>(&self, body: impl FnOnce(&MultiGuard) -> T) -> Result<T> {
+        let guard = self.acquire()?;
+        let out = body(&guard);
+        guard.release().map(|()| out)
+    }
+}
+
+/// Every member of a blocking [`MultiLock`], held; see [`crate::MultiGuard`]. Dropping it
+/// releases every member in the background (each on its client's runtime), never
+/// blocking.
+#[must_use = "dropping the guard releases every member at once"]
+pub struct MultiGuard {
+    /// `None` once released (only by `release`, which consumes the guard).
+    inner: Option<crate::MultiGuard>,
+    shared: Arc<[Arc<Shared>]>,
+}
+
+impl std::fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner {
+            Some(guard) => guard.fmt(f),
+            None => write!(f, "MultiGuard(released)"),
+        }
+    }
+}
+
+impl MultiGuard {
+    fn get(&self) -> &crate::MultiGuard {
+        self.inner.as_ref().unwrap_or_else(|| unreachable!())
+    }
+
+    /// The members' names, in the order they were taken.
+    pub fn names(&self) -> Vec<&str> {
+        self.get()
+            .guards()
+            .iter()
+            .map(|guard| guard.name())
+            .collect()
+    }
+
+    /// Whether any member is lost; see [`crate::MultiGuard::is_lost`].
+    pub fn is_lost(&self) -> bool {
+        self.get().is_lost()
+    }
+
+    /// Why the first lost member was lost, if one was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.get().lost_reason()
+    }
+
+    /// A token cancelled when any member is lost.
+    pub fn lost_token(&self) -> crate::CancellationToken {
+        self.get().lost_token()
+    }
+
+    /// The members' fencing tokens, in member order.
+    pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
+        self.get().fencing_tokens()
+    }
+
+    /// Re-enters every member; see [`crate::MultiGuard::reenter`].
+    pub fn reenter(&self) -> Result<MultiGuard> {
+        let nested = first(&self.shared)?.block_on(self.get().reenter())??;
+        Ok(MultiGuard {
+            inner: Some(nested),
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// Makes every member last at least `lease` from now; see
+    /// [`crate::MultiGuard::extend`].
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        first(&self.shared)?.block_on(self.get().extend(lease))?
+    }
+
+    /// Releases every member; see [`crate::MultiGuard::release`].
+    pub fn release(mut self) -> Result<()> {
+        // Refuse before taking the guard: a refused call leaves it to its drop.
+        let shared = self.shared.clone();
+        let runtime = first(&shared)?.runtime()?;
+        match self.inner.take() {
+            Some(guard) => runtime.block_on(guard.release()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A blocking RedLock; see [`crate::RedLock`]. Cheap to clone.
+///
+/// ```no_run
+/// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> Result<(), redis_locks::Error> {
+/// use redis_locks::blocking::RedLock;
+/// let locks = servers.iter().map(|c| c.lock("nightly-job")).collect::<Result<Vec<_>, _>>()?;
+/// let job = RedLock::new(locks)?;
+/// let held = job.acquire()?; // on a majority of the servers
+/// held.release()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedLock {
+    inner: crate::RedLock,
+    shared: Arc<[Arc<Shared>]>,
+}
+
+impl std::fmt::Debug for RedLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl RedLock {
+    /// A RedLock over `locks`, one per independent server; see [`crate::RedLock::new`].
+    pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<Self> {
+        let (locks, shared): (Vec<crate::Lock>, Vec<Arc<Shared>>) = locks
+            .into_iter()
+            .map(|lock| (lock.inner, lock.shared))
+            .unzip();
+        Ok(RedLock {
+            inner: crate::RedLock::new(locks)?,
+            shared: shared.into(),
+        })
+    }
+
+    fn with(&self, inner: crate::RedLock) -> Self {
+        RedLock {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// See [`crate::RedLock::with_servers`].
+    pub fn with_servers(&self, total: usize) -> Result<Self> {
+        Ok(self.with(self.inner.clone().with_servers(total)?))
+    }
+
+    /// See [`crate::RedLock::with_retry_delay`].
+    pub fn with_retry_delay(&self, delay: Duration) -> Result<Self> {
+        Ok(self.with(self.inner.clone().with_retry_delay(delay)?))
+    }
+
+    /// See [`crate::RedLock::with_lease`].
+    pub fn with_lease(&self, lease: Duration) -> Result<Self> {
+        Ok(self.with(self.inner.with_lease(lease)?))
+    }
+
+    /// See [`crate::RedLock::with_owner`].
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
+        Ok(self.with(self.inner.with_owner(owner)?))
+    }
+
+    /// How many servers the majority is counted over.
+    pub fn servers(&self) -> usize {
+        self.inner.servers()
+    }
+
+    /// How many servers must hold the lock.
+    pub fn quorum(&self) -> usize {
+        self.inner.quorum()
+    }
+
+    fn guard(&self, guard: crate::RedGuard) -> RedGuard {
+        RedGuard {
+            inner: Some(guard),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Blocks until held on a majority; see [`crate::RedLock::acquire`].
+    pub fn acquire(&self) -> Result<RedGuard> {
+        let guard = first(&self.shared)?.block_on(self.inner.acquire())??;
+        Ok(self.guard(guard))
+    }
+
+    /// Tries once; see [`crate::RedLock::try_acquire`].
+    pub fn try_acquire(&self) -> Result<Option<RedGuard>> {
+        let guard = first(&self.shared)?.block_on(self.inner.try_acquire())??;
+        Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    /// Waits at most `wait` (zero: tries once); see [`crate::RedLock::try_acquire_for`].
+    pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<RedGuard>> {
+        let guard = first(&self.shared)?.block_on(self.inner.try_acquire_for(wait))??;
+        Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    /// See [`crate::RedLock::acquire_timeout`].
+    pub fn acquire_timeout(&self, wait: Duration) -> Result<RedGuard> {
+        let guard = first(&self.shared)?.block_on(self.inner.acquire_timeout(wait))??;
+        Ok(self.guard(guard))
+    }
+}
+
+/// A blocking RedLock hold; see [`crate::RedGuard`]. Dropping it releases every server's
+/// hold in the background, never blocking.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct RedGuard {
+    inner: Option<crate::RedGuard>,
+    shared: Arc<[Arc<Shared>]>,
+}
+
+impl std::fmt::Debug for RedGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner {
+            Some(guard) => guard.fmt(f),
+            None => write!(f, "RedGuard(released)"),
+        }
+    }
+}
+
+impl RedGuard {
+    fn get(&self) -> &crate::RedGuard {
+        self.inner.as_ref().unwrap_or_else(|| unreachable!())
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.get().name()
+    }
+
+    /// On how many servers the lock is held; see [`crate::RedGuard::held_on`].
+    pub fn held_on(&self) -> usize {
+        self.get().held_on()
+    }
+
+    /// The validity the acquire computed; see [`crate::RedGuard::valid_until`].
+    pub fn valid_until(&self) -> Instant {
+        self.get().valid_until()
+    }
+
+    /// Whether fewer than a majority of holds remain.
+    pub fn is_lost(&self) -> bool {
+        self.get().is_lost()
+    }
+
+    /// Why a hold was lost, when the lock is lost.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.get().lost_reason()
+    }
+
+    /// A token cancelled when fewer than a majority of holds remain.
+    pub fn lost_token(&self) -> crate::CancellationToken {
+        self.get().lost_token()
+    }
+
+    /// Holds lost so far.
+    pub fn lost_holds(&self) -> usize {
+        self.get().lost_holds()
+    }
+
+    /// Re-enters on the servers that hold it; see [`crate::RedGuard::reenter`].
+    pub fn reenter(&self) -> Result<RedGuard> {
+        let nested = first(&self.shared)?.block_on(self.get().reenter())??;
+        Ok(RedGuard {
+            inner: Some(nested),
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// Releases every server's hold; see [`crate::RedGuard::release`].
+    pub fn release(mut self) -> Result<()> {
+        let shared = self.shared.clone();
+        let runtime = first(&shared)?.runtime()?;
+        match self.inner.take() {
+            Some(guard) => runtime.block_on(guard.release()),
+            None => Ok(()),
+        }
+    }
+}
