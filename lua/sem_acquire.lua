@@ -4,7 +4,8 @@
 -- KEYS[1]  the semaphore hash  (<prefix>:{<name>}:semaphore)
 -- KEYS[2]  the permits         (<prefix>:{<name>}:permits, a sorted set)
 -- ARGV[1]  permit id           (the request id: unique per acquisition, the same on retries)
--- ARGV[2]  n                   (permits wanted, >= 1)
+-- ARGV[2]  n                   (permits wanted, >= 1; 0: every free permit, at least 1
+--                              (a drain): never waits, never reserves)
 -- ARGV[3]  lease in ms         (each permit's deadline is Redis's now + lease)
 -- ARGV[4]  reserve             ('1': a waiter; if it cannot be served, it reserves the
 --                              next free permits for itself for ARGV[5] ms)
@@ -13,6 +14,7 @@
 -- Returns:
 --   {1, deadline}   granted now (or earlier, by an attempt of this request whose reply was
 --                   lost: the permits are found under its id): deadline is Redis's ms
+--   {1, deadline, n} the same for a drain: n permits were granted (found again on a retry)
 --   {0, wait_ms}    not granted; wait_ms bounds the wait (until the earliest permit
 --                   expires, or the reservation must be renewed)
 --   {0, wait_ms, 1} the same, and the caller is first in line: it holds the reservation
@@ -56,8 +58,17 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', permits, '-inf', now)
+local drain = n == 0
 local mine = redis.call('ZSCORE', permits, id .. ':1')
 if mine then
+  if drain then
+    -- An acquisition's permits are added, renewed and expire together: 1..n, no gap.
+    local k = 1
+    while redis.call('ZSCORE', permits, id .. ':' .. (k + 1)) do
+      k = k + 1
+    end
+    return {1, tonumber(mine), k}
+  end
   return {1, tonumber(mine)}
 end
 local state = redis.call('HMGET', sem, 'size', 'resv', 'resv_n', 'resv_until')
@@ -73,7 +84,10 @@ if state[2] and tonumber(state[4] or '0') > now and state[2] ~= id then
   reserved = tonumber(state[3]) or 0
 end
 local used = redis.call('ZCARD', permits)
-if used + reserved + n <= size then
+if drain then
+  n = size - used - reserved
+end
+if n >= 1 and used + reserved + n <= size then
   local deadline = now + lease
   -- Fails the script, before anything is written, if the ACL would refuse this command
   -- later: the refused command is run now, for the ACL's own error and ACL LOG entry.
@@ -100,6 +114,9 @@ if used + reserved + n <= size then
   if unreserve then
     redis.call('HDEL', sem, 'resv', 'resv_n', 'resv_until')
   end
+  if drain then
+    return {1, deadline, n}
+  end
   return {1, deadline}
 end
 local resv_ms = tonumber(ARGV[5])
@@ -108,7 +125,7 @@ local first = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')
 if first[2] then
   wait = math.min(wait, math.max(tonumber(first[2]) - now, 1))
 end
-if ARGV[4] == '1' and (reserved == 0) then
+if ARGV[4] == '1' and reserved == 0 and not drain then
   redis.call('HSET', sem, 'resv', id, 'resv_n', n, 'resv_until', now + resv_ms)
   return {0, wait, 1}
 end

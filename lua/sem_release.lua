@@ -3,7 +3,8 @@
 -- KEYS[1]  the semaphore hash  (<prefix>:{<name>}:semaphore)
 -- KEYS[2]  the permits         (<prefix>:{<name>}:permits)
 -- ARGV[1]  permit id
--- ARGV[2]  n                   (permits of that acquisition)
+-- ARGV[2]  n                   (permits of that acquisition; -1: however many it has, for
+--                              a drain whose grant was never read)
 -- ARGV[3]  wake-up channel     (<prefix>:{<name>}:semaphore:db<n>:released)
 -- ARGV[4]  publish how         ('1': SPUBLISH, a sharded channel on a cluster; else PUBLISH)
 -- ARGV[5]  reservation to drop ('1': the caller was waiting and gives up: drop its
@@ -31,7 +32,7 @@ if skind ~= 'hash' and skind ~= 'none' then
   return -2
 end
 local n = tonumber(ARGV[2])
-local held = n > 0 and redis.call('ZSCORE', permits, ARGV[1] .. ':1')
+local held = n ~= 0 and redis.call('ZSCORE', permits, ARGV[1] .. ':1')
 local unreserve = ARGV[5] == '1' and redis.call('HGET', sem, 'resv') == ARGV[1]
 if held or unreserve then
   redis.call(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[3], 'released')
@@ -41,7 +42,12 @@ if held and unreserve and not redis.acl_check_cmd('HDEL', sem, 'resv') then
   redis.call('HDEL', sem, 'resv')
 end
 local removed = 0
-if held then
+if held and n < 0 then
+  -- An acquisition's permits are 1..n with no gap: remove until the first one missing.
+  while redis.call('ZREM', permits, ARGV[1] .. ':' .. (removed + 1)) == 1 do
+    removed = removed + 1
+  end
+elseif held then
   for k = 1, n do
     removed = removed + redis.call('ZREM', permits, ARGV[1] .. ':' .. k)
   end

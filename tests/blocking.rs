@@ -206,7 +206,11 @@ fn every_kind_blocks_the_same_way() {
         semaphore.acquire_timeout(1, Duration::ZERO),
         Err(Error::Timeout { .. })
     ));
+    assert!(semaphore.drain_permits().unwrap().is_none(), "none free");
     both.release().unwrap();
+    let drained = semaphore.drain_permits().unwrap().expect("both free");
+    assert_eq!(drained.permits(), 2);
+    drained.release().unwrap();
 
     let latch = client.latch("blocking-latch").unwrap();
     assert!(latch.try_set_count(2).unwrap());

@@ -1263,7 +1263,7 @@ fn sem_set(g: &mut Gen) -> Call {
 }
 
 /// KEYS sem, permits; ARGV permit id (held: a retry; reserving: the waiter's next try),
-/// n, lease, reserve, reservation ms.
+/// n (0: a drain), lease, reserve, reservation ms.
 fn sem_acquire(g: &mut Gen) -> Call {
     let held = g.ids(&g.k.permits);
     let reserving: Vec<String> = g.field(&g.k.sem, "resv").into_iter().collect();
@@ -1271,7 +1271,8 @@ fn sem_acquire(g: &mut Gen) -> Call {
         (Some(id), _) | (None, Some(id)) => id,
         _ => g.pick(PERMIT_IDS),
     };
-    let n = if g.chance(97) {
+    // 0: a drain (every free permit), also on a retry of a drain.
+    let n = if g.chance(85) {
         g.range(1, 3)
     } else {
         "0".into()
@@ -1291,8 +1292,11 @@ fn sem_release(g: &mut Gen) -> Call {
         _ => (g.pick(PERMIT_IDS), false),
     };
     let count = g.count(&g.k.permits, &id);
-    let n = if count > 0 && g.chance(85) {
+    // -1: every permit of the acquisition (a drain's, whose count may be unknown).
+    let n = if count > 0 && g.chance(75) {
         count.to_string()
+    } else if g.chance(40) {
+        "-1".into()
     } else {
         g.range(0, 3)
     };

@@ -529,3 +529,116 @@ async fn permits_are_added_and_taken_away() {
     held.release().await.unwrap();
     second.release().await.unwrap();
 }
+
+/// `drain_permits` (Redisson's `drainPermits`): takes every free permit at once as one
+/// acquisition, leaves a waiter's reservation alone, `None` when none is free; its
+/// permits are renewed together, handed over by id and given back together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_takes_every_free_permit_at_once() {
+    let server = RedisServer::start();
+    let client = server.client(Duration::from_millis(600)).await;
+    let other = server.client(30 * SEC).await;
+    let semaphore = client.semaphore("sem-drain").unwrap();
+    assert!(matches!(
+        semaphore.drain_permits().await,
+        Err(Error::InvalidConfig(_))
+    ));
+    semaphore.set_permits(5).await.unwrap();
+    let two = other
+        .semaphore("sem-drain")
+        .unwrap()
+        .acquire(2)
+        .await
+        .unwrap();
+    let drained = semaphore
+        .drain_permits()
+        .await
+        .unwrap()
+        .expect("3 were free");
+    assert_eq!(drained.permits(), 3);
+    let state = semaphore.state().await.unwrap();
+    assert_eq!((state.in_use, state.available()), (5, 0));
+    assert!(
+        semaphore.drain_permits().await.unwrap().is_none(),
+        "none free"
+    );
+    assert!(semaphore.try_acquire(1).await.unwrap().is_none());
+    // Renewed together by the watchdog (a 600 ms lease, five of them).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!drained.is_lost());
+    assert_eq!(semaphore.state().await.unwrap().in_use, 5);
+    drained.release().await.unwrap();
+    assert_eq!(semaphore.state().await.unwrap().in_use, 2);
+
+    // A waiter for 3 reserves the next free permits: a drain leaves them to it.
+    let waiting = {
+        let semaphore = other.semaphore("sem-drain").unwrap();
+        tokio::spawn(async move { semaphore.acquire(4).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(semaphore.state().await.unwrap().reserved, 4);
+    assert!(
+        semaphore.drain_permits().await.unwrap().is_none(),
+        "the drain took permits kept for the waiter"
+    );
+    two.release().await.unwrap();
+    let four = tokio::time::timeout(10 * SEC, waiting)
+        .await
+        .expect("the waiter was served")
+        .unwrap()
+        .unwrap();
+    let one = semaphore.drain_permits().await.unwrap().expect("1 left");
+    assert_eq!(one.permits(), 1);
+    four.release().await.unwrap();
+
+    // Handed over by id: the receiver gives back what the drain took.
+    let id = one.id().to_owned();
+    one.detach();
+    assert!(
+        other
+            .semaphore("sem-drain")
+            .unwrap()
+            .release_permits(&id, 1)
+            .await
+            .unwrap()
+    );
+    assert_eq!(semaphore.state().await.unwrap().in_use, 0);
+
+    // Wrong type.
+    let mut conn = server.conn().await;
+    let _: () = redis::AsyncCommands::set(&mut conn, semaphore.key(), "x")
+        .await
+        .unwrap();
+    assert!(matches!(
+        semaphore.drain_permits().await,
+        Err(Error::WrongType { .. })
+    ));
+}
+
+/// A drain whose reply is lost: the retry finds the permits its first copy took and
+/// says how many, so the guard gives back exactly those, once.
+#[tokio::test]
+async fn a_drain_whose_reply_is_lost_takes_its_permits_once() {
+    let server = RedisServer::start();
+    let proxy = proxy::FaultProxy::start(server.port).await;
+    let through = proxy::proxied_client(&proxy, 30 * SEC, SEC).await;
+    let direct = server.client(30 * SEC).await;
+    let theirs = direct.semaphore("drain-once").unwrap();
+    theirs.set_permits(4).await.unwrap();
+    let held = theirs.acquire(1).await.unwrap();
+    let semaphore = through.semaphore("drain-once").unwrap();
+    semaphore.acquire(1).await.unwrap().release().await.unwrap();
+    let sha = proxy::script_sha(redis_locks::protocol::ScriptId::SemAcquire.source());
+    proxy.cut_after_request_containing(&sha);
+    let drained = tokio::time::timeout(20 * SEC, semaphore.drain_permits())
+        .await
+        .expect("the drain returned")
+        .expect("a drain through a lost reply")
+        .expect("3 were free");
+    assert_eq!(proxy.cuts(), 1, "the reply was not cut");
+    assert_eq!(drained.permits(), 3);
+    assert_eq!(theirs.state().await.unwrap().in_use, 4);
+    drained.release().await.unwrap();
+    assert_eq!(theirs.state().await.unwrap().in_use, 1);
+    held.release().await.unwrap();
+}

@@ -298,6 +298,12 @@ impl Semaphore {
         self.shared.block_on(self.inner.state())?
     }
 
+    /// Takes every free permit at once; see [`crate::Semaphore::drain_permits`].
+    pub fn drain_permits(&self) -> Result<Option<SemaphoreGuard>> {
+        let guard = self.shared.block_on(self.inner.drain_permits())??;
+        Ok(guard.map(|guard| self.guard(guard)))
+    }
+
     /// Gives back permits by id, without their guard; see
     /// [`crate::Semaphore::release_permits`].
     pub fn release_permits(&self, id: &str, n: u32) -> Result<bool> {

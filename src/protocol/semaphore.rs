@@ -30,6 +30,8 @@ impl SemaphoreKeys {
 pub enum SemAcquired {
     /// Granted; the permits' deadline in Redis's milliseconds.
     Granted,
+    /// A drain (every free permit) granted this many permits.
+    Drained(u32),
     /// Not granted; wait at most this long before trying again.
     Wait(Millis),
     /// Not granted, but first in line: the next free permits are kept for this waiter
@@ -48,7 +50,7 @@ pub enum SemAcquired {
 pub fn attempted(found: SemAcquired, name: &str, n: u32) -> super::attempted::Attempted {
     use super::attempted::Attempted;
     match found {
-        SemAcquired::Granted => Attempted::Granted(None),
+        SemAcquired::Granted | SemAcquired::Drained(_) => Attempted::Granted(None),
         SemAcquired::Wait(ms) => Attempted::Wait(ms),
         SemAcquired::FirstInLine(ms) => Attempted::FirstInLine(ms),
         SemAcquired::NotASemaphore(what) => Attempted::NotALock(what),
@@ -61,7 +63,58 @@ pub fn attempted(found: SemAcquired, name: &str, n: u32) -> super::attempted::At
     }
 }
 
-/// `sem_acquire.lua` for the acquisition `id` of `n` permits.
+/// How many permits one acquisition asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Asked {
+    /// Exactly this many (at least 1).
+    Exactly(u32),
+    /// Every permit free at the grant, at least 1 (a drain): Redis decides how many.
+    EveryFree,
+}
+
+impl Asked {
+    /// The `n` of its `sem_acquire.lua` call (0: a drain).
+    pub fn n(self) -> u32 {
+        match self {
+            Asked::Exactly(n) => n,
+            Asked::EveryFree => 0,
+        }
+    }
+
+    /// How many permits a reply says were granted: `Ok(None)` for a reply that is not a
+    /// grant; an error for a grant of the other shape (a count for an exact ask, or no
+    /// count for a drain: the reply of some other script version).
+    pub fn granted(self, found: &SemAcquired) -> Result<Option<u32>, String> {
+        match (self, found) {
+            (Asked::Exactly(n), SemAcquired::Granted) => Ok(Some(n)),
+            (Asked::EveryFree, SemAcquired::Drained(n)) => Ok(Some(*n)),
+            (_, SemAcquired::Granted | SemAcquired::Drained(_)) => Err(format!(
+                "sem_acquire: a grant of another shape than asked ({self:?}): {found:?}"
+            )),
+            _ => Ok(None),
+        }
+    }
+
+    /// `sem_release.lua` giving back acquisition `id` (its permits when `hold_too`; its
+    /// reservation when `leaving`). A drain's permits are given back however many there
+    /// are: its grant may never have been read (a lost reply), so its count is unknown.
+    pub fn give_back_call(
+        self,
+        keys: &SemaphoreKeys,
+        id: &Arc<str>,
+        hold_too: bool,
+        leaving: bool,
+    ) -> Call {
+        match (self, hold_too) {
+            (Asked::EveryFree, true) => release_count_call(keys, id, "-1".into(), leaving),
+            (Asked::Exactly(n), true) => release_call(keys, id, n, leaving),
+            (_, false) => release_call(keys, id, 0, leaving),
+        }
+    }
+}
+
+/// `sem_acquire.lua` for the acquisition `id` of `n` permits (0: a drain, every free
+/// permit, at least 1; never waits, so `reserve` is ignored).
 pub fn acquire_call(
     keys: &SemaphoreKeys,
     id: &Arc<str>,
@@ -90,6 +143,9 @@ pub fn decode_acquire(reply: &Reply) -> Result<SemAcquired, String> {
     };
     match items.as_slice() {
         [Reply::Int(1), Reply::Int(_)] => Ok(SemAcquired::Granted),
+        [Reply::Int(1), Reply::Int(_), Reply::Int(n)] if *n >= 1 => {
+            Ok(SemAcquired::Drained(u32::try_from(*n).unwrap_or(u32::MAX)))
+        }
         [Reply::Int(0), Reply::Int(_)] if planted::is(Defect::SemWaitReadAsGrant) => {
             Ok(SemAcquired::Granted)
         }
@@ -110,12 +166,21 @@ pub fn decode_acquire(reply: &Reply) -> Result<SemAcquired, String> {
 /// `sem_release.lua`: give back acquisition `id` of `n` permits (and, with
 /// `drop_reservation`, the reservation it may hold as a waiter).
 pub fn release_call(keys: &SemaphoreKeys, id: &Arc<str>, n: u32, drop_reservation: bool) -> Call {
+    release_count_call(keys, id, n.to_string().into(), drop_reservation)
+}
+
+fn release_count_call(
+    keys: &SemaphoreKeys,
+    id: &Arc<str>,
+    n: Arc<str>,
+    drop_reservation: bool,
+) -> Call {
     Call {
         script: ScriptId::SemRelease,
         keys: vec![keys.hash.clone(), keys.permits.clone()],
         args: vec![
             id.clone(),
-            n.to_string().into(),
+            n,
             keys.channel.clone(),
             keys.publish_flag(),
             if drop_reservation { "1" } else { "0" }.into(),

@@ -25,20 +25,15 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::guard::{Guard, GuardKind, sealed};
-use crate::held::{self, Attempt, SetKind};
+use crate::held::{self, Attempt};
 use crate::keys;
-use crate::protocol::attempted::Attempted;
-use crate::protocol::semaphore::{
-    SemaphoreKeys, acquire_call, add_call, attempted, decode_acquire, release_call, set_call,
-    state_call,
-};
-use crate::protocol::wait::{WaitPolicy, WaitTiming};
-use crate::protocol::{Call, Reply};
+use crate::protocol::Reply;
+use crate::protocol::semaphore::{SemaphoreKeys, add_call, set_call, state_call};
 use crate::watchdog::LeaseMode;
 
-/// How long a waiter's reservation lasts without being renewed by its next attempt: a
-/// waiter that died or gave up stops holding permits back after this long.
-const RESERVATION: Duration = Duration::from_secs(2);
+mod permits;
+
+use permits::{Count, Permits};
 
 /// A semaphore whose permits expire. Cheap to clone. Obtain one with
 /// [`LockClient::semaphore`].
@@ -281,7 +276,7 @@ impl Semaphore {
         }
         let permits = Permits {
             semaphore: self.clone(),
-            n,
+            count: Count::exactly(n),
         };
         crate::held::give_back(&permits, &Arc::from(id), true, false).await
     }
@@ -367,6 +362,47 @@ impl Semaphore {
         self.acquire_until(n, Some(wait)).await
     }
 
+    /// Takes every permit free now, at least one, as one acquisition (Redisson's
+    /// `drainPermits`): `None` when none is free. Never waits, and leaves alone the
+    /// permits kept for a waiter's reservation. The guard's [`permits`](Guard::permits)
+    /// says how many it took; they are renewed, lost and given back together like any
+    /// acquisition's, or handed over by [`id`](Guard::id) ([`release_permits`]).
+    /// Unlike Redisson's drained permits, these are leased: a holder that dies gives
+    /// them back when its lease ends.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> Result<(), redis_locks::Error> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// if let Some(all) = pool.drain_permits().await? {
+    ///     println!("took the {} free permits for maintenance", all.permits());
+    ///     all.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors: [`Error::InvalidConfig`] when no size is set; [`Error::WrongType`];
+    /// [`Error::Redis`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: permits taken by an attempt whose caller has gone are given back.
+    ///
+    /// [`release_permits`]: Semaphore::release_permits
+    pub async fn drain_permits(&self) -> Result<Option<SemaphoreGuard>> {
+        let id: Arc<str> = self.client.inner.calls.next_request_id().into();
+        let attempt = Attempt {
+            hold: id.clone(),
+            owner: id,
+            waits: false,
+            explicit_owner: false,
+            joins: None,
+        };
+        let permits = Permits {
+            semaphore: self.clone(),
+            count: Count::every_free(),
+        };
+        held::acquire_until(&permits, attempt, Some(Duration::ZERO)).await
+    }
+
     async fn acquire_until(
         &self,
         n: u32,
@@ -388,7 +424,7 @@ impl Semaphore {
         };
         let permits = Permits {
             semaphore: self.clone(),
-            n,
+            count: Count::exactly(n),
         };
         held::acquire_until(&permits, attempt, wait).await
     }
@@ -398,80 +434,6 @@ impl Semaphore {
             key: self.keys.hash.to_string(),
             found: "keys that are not a semaphore".into(),
         }
-    }
-}
-
-/// An acquisition of `n` permits of a semaphore, as the shared machinery sees it: a hold
-/// of `n` members `<id>:1..n` of the permits set.
-#[derive(Clone)]
-struct Permits {
-    semaphore: Semaphore,
-    n: u32,
-}
-
-impl SetKind for Permits {
-    const KIND: &'static str = "semaphore";
-    type Handle = Semaphore;
-
-    fn guarded(&self) -> (Semaphore, u32) {
-        (self.semaphore.clone(), self.n)
-    }
-
-    fn client(&self) -> &LockClient {
-        &self.semaphore.client
-    }
-
-    fn name(&self) -> &Arc<str> {
-        &self.semaphore.name
-    }
-
-    fn lease_mode(&self) -> LeaseMode {
-        self.semaphore.mode
-    }
-
-    fn set_key(&self) -> &Arc<str> {
-        &self.semaphore.keys.permits
-    }
-
-    fn channel(&self, _attempt: &Attempt) -> Arc<str> {
-        self.semaphore.keys.channel.clone()
-    }
-
-    fn wait_policy(&self, timing: WaitTiming) -> WaitPolicy {
-        WaitPolicy::semaphore(timing)
-    }
-
-    fn members(&self) -> u32 {
-        self.n
-    }
-
-    /// `sem_acquire.lua`, retried through lost replies with the same permit id (the
-    /// script finds permits an earlier copy took); a waiter reserves.
-    fn attempt_call(&self, attempt: &Attempt) -> Call {
-        acquire_call(
-            &self.semaphore.keys,
-            &attempt.hold,
-            self.n,
-            self.lease_ms(),
-            attempt.waits,
-            RESERVATION.as_millis() as u64,
-        )
-    }
-
-    fn decode(&self, reply: &Reply) -> std::result::Result<Attempted, String> {
-        let found = decode_acquire(reply)?;
-        Ok(attempted(found, &self.semaphore.name, self.n))
-    }
-
-    /// `sem_release.lua`: gives back the acquisition's permits (when `hold_too`) and, when
-    /// `leaving`, the reservation it may hold as a waiter.
-    fn give_back_call(&self, hold: &Arc<str>, hold_too: bool, leaving: bool) -> Call {
-        let n = if hold_too { self.n } else { 0 };
-        release_call(&self.semaphore.keys, hold, n, leaving)
-    }
-
-    fn wrong_type(&self, _found: String) -> Error {
-        self.semaphore.wrong_type()
     }
 }
 
