@@ -376,7 +376,8 @@ impl Core {
             self.acquired_at.elapsed(),
             "released",
         );
-        let span = tracing::debug_span!("redis_locks::release", lock = %self.name);
+        let span =
+            tracing::debug_span!("redis_locks::release", kind = self.entry.kind, lock = %self.name);
         let found =
             tracing::Instrument::instrument(self.release_detached(give_up_at, rearm), span).await?;
         let fixed = matches!(self.mode, LeaseMode::Fixed(_));

@@ -10,9 +10,14 @@
 //! * `redis_locks_hold_seconds{kind, end}`: from acquisition to `released` or `dropped`
 //! * `redis_locks_lost_total{kind, reason}`: `owner_field_gone`,
 //!   `lease_expired_unconfirmed`, `lease_elapsed`, `unlocked`
+//! * `redis_locks_renewals_total{kind}`: holds renewed (or, for a fixed lease, checked)
+//!   by the watchdog and found still held
 //! * `redis_locks_renewal_seconds`: one watchdog tick, first call to last reply
 //! * `redis_locks_renewal_failures_total`: renew calls that failed or timed out
 //! * `redis_locks_waiters{kind}`: callers currently waiting (gauge)
+//!
+//! Spans: `redis_locks::acquire` and `redis_locks::release`, each with the fields `kind` and
+//! `lock`, around every kind's acquisition and release.
 //!
 //! Without a `tracing` subscriber and without the `metrics` feature (or without a recorder)
 //! each call costs a few atomic loads; `./scripts/bench.sh` S1 measures it.
@@ -97,6 +102,14 @@ pub(crate) fn renewal_tick(took: Duration, locks: u64, calls: u64) {
     );
     #[cfg(feature = "metrics")]
     metrics::histogram!("redis_locks_renewal_seconds").record(took.as_secs_f64());
+}
+
+/// One renew call's reply found `holds` holds of `kind` still held (renewed or checked).
+pub(crate) fn renewed(kind: &'static str, holds: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redis_locks_renewals_total", "kind" => kind).increment(holds);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind, holds);
 }
 
 /// A renew call failed (it is retried at the next tick).

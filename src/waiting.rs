@@ -162,7 +162,7 @@ pub(crate) async fn acquire<A: Attempts>(
 ) -> Result<Option<A::Won>> {
     use tracing::Instrument;
     let started = tokio::time::Instant::now();
-    let span = tracing::debug_span!("redis_locks::acquire", lock = %name);
+    let span = tracing::debug_span!("redis_locks::acquire", kind, lock = %name);
     let outcome = run_counted(inner, channel, policy, wait, attempts, Some(kind))
         .instrument(span)
         .await;

@@ -525,6 +525,14 @@ async fn helper_tracing_spans_and_events() {
         .expect("the loss was not told");
     let owner = lost.owner().to_owned();
     let _ = lost.release().await;
+    // Every kind's acquisition and release has the same spans, with its kind.
+    let rw = client.rw_lock("traced-rw").unwrap();
+    rw.write().await.unwrap().release().await.unwrap();
+    let fair = client.fair_lock("traced-fair").unwrap();
+    fair.acquire().await.unwrap().release().await.unwrap();
+    let semaphore = client.semaphore("traced-semaphore").unwrap();
+    semaphore.set_permits(1).await.unwrap();
+    semaphore.acquire(1).await.unwrap().release().await.unwrap();
 
     let spans = records.spans.lock().unwrap().clone();
     let events = records.events.lock().unwrap().clone();
@@ -543,6 +551,23 @@ async fn helper_tracing_spans_and_events() {
         "no release span: {}",
         show()
     );
+    for (kind, lock) in [
+        ("lock", "traced"),
+        ("rwlock", "traced-rw"),
+        ("fair", "traced-fair"),
+        ("semaphore", "traced-semaphore"),
+    ] {
+        for span in ["redis_locks::acquire", "redis_locks::release"] {
+            assert!(
+                has(
+                    &spans,
+                    &[span, &format!("kind={kind}"), &format!("lock={lock}")]
+                ),
+                "no {span} span for the {kind}: {}",
+                show()
+            );
+        }
+    }
     for outcome in ["acquired", "timeout"] {
         assert!(
             has(

@@ -203,4 +203,22 @@ async fn every_event_is_counted_with_its_labels() {
     );
     assert_eq!(get("redis_locks_waiters{kind=lock}"), 0.0);
     assert!(get("redis_locks_renewal_seconds{}") >= 1.0);
+
+    // Renewals are counted per kind: one hold of each, through a few watchdog ticks
+    // (a 300 ms lease is renewed every 100 ms).
+    let holds = (
+        lock.acquire().await.unwrap(),
+        rw.read().await.unwrap(),
+        fair.acquire().await.unwrap(),
+        semaphore.acquire(1).await.unwrap(),
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for kind in ["lock", "rwlock", "fair", "semaphore"] {
+        assert!(
+            get(&format!("redis_locks_renewals_total{{kind={kind}}}")) >= 2.0,
+            "{kind}: {:#?}",
+            values.lock().unwrap()
+        );
+    }
+    drop(holds);
 }

@@ -462,6 +462,8 @@ fn settle(
     };
     let (mut renewed, mut checked) = (0, 0);
     let mut elsewhere = Vec::new();
+    // Counted per kind, then reported once per kind: a batch holds a few kinds at most.
+    let mut by_kind: Vec<(&'static str, u64)> = Vec::new();
     for ((entry, item), status) in batch.entries.iter().zip(&batch.items).zip(status) {
         match status {
             Renewed::Gone => registry.gone(entry),
@@ -473,8 +475,15 @@ fn settle(
                 } else {
                     checked += 1;
                 }
+                match by_kind.iter_mut().find(|(kind, _)| *kind == entry.kind) {
+                    Some((_, count)) => *count += 1,
+                    None => by_kind.push((entry.kind, 1)),
+                }
             }
         }
+    }
+    for (kind, holds) in by_kind {
+        crate::observe::renewed(kind, holds);
     }
     c.renewed.fetch_add(renewed, Ordering::Relaxed);
     c.checked.fetch_add(checked, Ordering::Relaxed);
