@@ -502,7 +502,25 @@ async fn run_and_extend_over_every_kind() {
         all.extend(Duration::ZERO).await,
         Err(Error::InvalidDuration { .. })
     ));
+    assert!(all.remaining_lease() > Duration::from_secs(10));
     all.release().await.unwrap();
+    // detach: every member stays held until its lease ends.
+    multi.acquire().await.unwrap().detach();
+    assert!(
+        client
+            .fair_lock("re-fair")
+            .unwrap()
+            .is_locked()
+            .await
+            .unwrap()
+    );
+    assert!(
+        common::eventually(5 * SEC, || async {
+            !client.lock("re-plain").unwrap().is_locked().await.unwrap()
+        })
+        .await,
+        "the detached members did not expire"
+    );
 
     let value = multi.run(async |held| held.guards().len()).await.unwrap();
     assert_eq!(value, 3);

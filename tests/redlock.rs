@@ -1093,3 +1093,99 @@ async fn with_a_dead_member_a_wait_ends_by_its_deadline() {
     ));
     drop(holder);
 }
+
+/// The RedLock's state and the guard's remaining capabilities (issue 23's table):
+/// `is_locked` / `remaining_ttl` on a majority (a dead server counts for neither side,
+/// and an undecided answer is the servers' error), `extend` of a fixed lease (valid_until
+/// moves on; refused without a majority), `remaining_lease`, `detach`, and the scoped
+/// `run` stopped when the lock is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_extend_detach_and_run() {
+    let mut servers = start_servers(3);
+    let clients = clients_for(&urls(&servers), 3 * SEC).await;
+    let others = clients_for(&urls(&servers), 3 * SEC).await;
+    let lock = redlock(&clients, "red-state");
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(lock.remaining_ttl().await.unwrap(), None);
+    // Held on one server of three by someone else: not locked (no majority).
+    let minority = others[0]
+        .lock("red-state")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    minority.release().await.unwrap();
+
+    let fixed = lock.with_lease(2 * SEC).unwrap();
+    let guard = fixed.acquire().await.unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    let ttl = lock.remaining_ttl().await.unwrap().unwrap();
+    assert!(ttl <= 2 * SEC && ttl > SEC, "{ttl:?}");
+    let before = guard.valid_until();
+    assert!(guard.remaining_lease() > SEC);
+    guard.extend(20 * SEC).await.unwrap();
+    assert!(
+        guard.valid_until() > before + 10 * SEC,
+        "valid_until did not move"
+    );
+    assert!(
+        guard.remaining_lease() > 10 * SEC,
+        "{:?}",
+        guard.remaining_lease()
+    );
+    assert!(lock.remaining_ttl().await.unwrap().unwrap() > 10 * SEC);
+    assert!(matches!(
+        guard.extend(Duration::ZERO).await,
+        Err(Error::InvalidDuration { .. })
+    ));
+    // One server dead: still locked on the majority, and extended on it.
+    servers[2].kill();
+    assert!(lock.is_locked().await.unwrap());
+    guard.extend(30 * SEC).await.unwrap();
+    // Two dead: the one answer left cannot decide; the servers' error says why.
+    servers[1].kill();
+    assert!(
+        lock.is_locked().await.is_err(),
+        "undecided must be an error"
+    );
+    let extended = guard.extend(40 * SEC).await;
+    assert!(
+        extended.is_err(),
+        "extended without a majority: {extended:?}"
+    );
+    drop(guard);
+    servers[1].restart();
+    servers[2].restart();
+
+    // detach: the holds stay until their leases end.
+    let clients = clients_for(&urls(&servers), 3 * SEC).await;
+    let lock = redlock(&clients, "red-detach").with_lease(SEC).unwrap();
+    lock.acquire().await.unwrap().detach();
+    assert!(
+        lock.is_locked().await.unwrap(),
+        "detach gave the holds back"
+    );
+    assert!(
+        eventually(5 * SEC, || async { !lock.is_locked().await.unwrap() }).await,
+        "the detached holds did not expire"
+    );
+
+    // run: the body's value; stopped with LockLost once a majority of holds is gone.
+    let lock = redlock(&clients, "red-run");
+    assert_eq!(lock.run(async |held| held.held_on()).await.unwrap(), 3);
+    let operators: Vec<Lock> = clients.iter().map(|c| c.lock("red-run").unwrap()).collect();
+    let stopped = lock
+        .run(async |_held| {
+            for operator in &operators[..2] {
+                operator.force_unlock().await.unwrap();
+            }
+            tokio::time::sleep(30 * SEC).await;
+            "finished"
+        })
+        .await;
+    assert!(
+        matches!(stopped, Err(Error::LockLost { .. })),
+        "{stopped:?}"
+    );
+}

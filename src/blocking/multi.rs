@@ -197,6 +197,18 @@ impl MultiGuard {
         self.get().fencing_tokens()
     }
 
+    /// The shortest lease left of the members'; see [`crate::MultiGuard::remaining_lease`].
+    pub fn remaining_lease(&self) -> Duration {
+        self.get().remaining_lease()
+    }
+
+    /// Leaves every member held until its lease ends; see [`crate::MultiGuard::detach`].
+    pub fn detach(mut self) {
+        if let Some(guard) = self.inner.take() {
+            guard.detach();
+        }
+    }
+
     /// Re-enters every member; see [`crate::MultiGuard::reenter`].
     pub fn reenter(&self) -> Result<MultiGuard> {
         let nested = first(&self.shared)?.block_on(self.get().reenter())??;
@@ -297,6 +309,24 @@ impl RedLock {
         self.inner.quorum()
     }
 
+    /// Whether someone holds it on a majority; see [`crate::RedLock::is_locked`].
+    pub fn is_locked(&self) -> Result<bool> {
+        first(&self.shared)?.block_on(self.inner.is_locked())?
+    }
+
+    /// The lease left on a majority; see [`crate::RedLock::remaining_ttl`].
+    pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        first(&self.shared)?.block_on(self.inner.remaining_ttl())?
+    }
+
+    /// Runs `body` holding the lock, then releases it; the outcome of the release
+    /// (`LockLost` if the lock was lost meanwhile) is the result's error.
+    pub fn run<T>(&self, body: impl FnOnce(&RedGuard) -> T) -> Result<T> {
+        let guard = self.acquire()?;
+        let out = body(&guard);
+        guard.release().map(|()| out)
+    }
+
     fn guard(&self, guard: crate::RedGuard) -> RedGuard {
         RedGuard {
             inner: Some(guard),
@@ -384,6 +414,24 @@ impl RedGuard {
     /// Holds lost so far.
     pub fn lost_holds(&self) -> usize {
         self.get().lost_holds()
+    }
+
+    /// The lease left on a majority; see [`crate::RedGuard::remaining_lease`].
+    pub fn remaining_lease(&self) -> Duration {
+        self.get().remaining_lease()
+    }
+
+    /// Leaves every server's hold until its lease ends; see [`crate::RedGuard::detach`].
+    pub fn detach(mut self) {
+        if let Some(guard) = self.inner.take() {
+            guard.detach();
+        }
+    }
+
+    /// Makes the lock last at least `lease` from now on a majority; see
+    /// [`crate::RedGuard::extend`].
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        first(&self.shared)?.block_on(self.get().extend(lease))?
     }
 
     /// Re-enters on the servers that hold it; see [`crate::RedGuard::reenter`].

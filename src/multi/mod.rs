@@ -297,6 +297,24 @@ impl MultiGuard {
         &self.guards
     }
 
+    /// The lease left on every member, as last confirmed by Redis: the shortest of the
+    /// members' (zero once one is lost).
+    pub fn remaining_lease(&self) -> Duration {
+        self.guards
+            .iter()
+            .map(MemberGuard::remaining_lease)
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// Stops tracking every member without giving it back (see
+    /// [`Guard::detach`](crate::Guard::detach)): the holds stay until their leases end.
+    pub fn detach(mut self) {
+        std::mem::take(&mut self.guards)
+            .into_iter()
+            .for_each(MemberGuard::detach);
+    }
+
     /// Resolves when any member is lost. Cancel-safe.
     pub fn lost(&self) -> WaitForCancellationFuture<'_> {
         self.lost.cancelled()

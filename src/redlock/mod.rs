@@ -21,11 +21,14 @@ use crate::waiting::{Attempts, Outcome};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
-
-use crate::error::{Error, LostReason, Result};
+use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::lock::LockGuard;
+
+mod guard;
+
+pub use guard::RedGuard;
+use guard::give_back;
 
 /// The default longest random pause between two attempts.
 pub const REDLOCK_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -204,6 +207,91 @@ impl RedLock {
         crate::keys::or_timeout(got, self.members[0].name(), wait)
     }
 
+    /// Runs `body` holding the lock: acquires (waiting without limit), runs the body with
+    /// the guard and releases. If the lock is lost meanwhile (fewer than a majority of
+    /// holds remain), the body is stopped (its future dropped at its next await point)
+    /// and the result is [`Error::LockLost`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future stops the body and releases every hold in the
+    /// background.
+    pub async fn run<T>(&self, body: impl AsyncFnOnce(&RedGuard) -> T) -> Result<T> {
+        let guard = self.acquire().await?;
+        let finished = {
+            let work = body(&guard);
+            tokio::select! {
+                biased;
+                _ = guard.lost() => None,
+                out = work => Some(out),
+            }
+        };
+        match finished {
+            Some(out) => guard.release().await.map(|()| out),
+            None => Err(Error::LockLost {
+                name: guard.name().to_owned(),
+                reason: guard
+                    .lost_reason()
+                    .unwrap_or(crate::LostReason::OwnerFieldGone),
+            }),
+        }
+    }
+
+    /// Whether someone holds the lock on a majority of the servers (asked of every server
+    /// at once). A server that cannot answer counts for neither side: when the answers
+    /// leave it undecided, the first server's error.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.remaining_ttls().await?.is_some())
+    }
+
+    /// The lease left on a majority of the servers: the longest that at least a majority
+    /// still have (`None` when fewer than a majority hold it). Asked of every server at
+    /// once; a server that cannot answer counts for neither side, and when the answers
+    /// leave it undecided the result is the first server's error.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: read-only.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.remaining_ttls().await
+    }
+
+    async fn remaining_ttls(&self) -> Result<Option<Duration>> {
+        let answers = crate::join::join_all(
+            self.members
+                .iter()
+                .map(|lock| lock.remaining_ttl())
+                .collect(),
+        )
+        .await;
+        let quorum = self.quorum();
+        let mut held: Vec<Duration> = Vec::new();
+        let (mut free, mut first_error) = (0, None);
+        for answer in answers {
+            match answer {
+                Ok(Some(left)) => held.push(left),
+                Ok(None) => free += 1,
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        held.sort_unstable_by(|a, b| b.cmp(a));
+        if let Some(left) = held.get(quorum - 1) {
+            return Ok(Some(*left));
+        }
+        // Not held on a majority of those that answered: free for sure only if too few
+        // are left (failed or never connected) to make a majority with the holders.
+        if self.servers - free < quorum {
+            return Ok(None);
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(None),
+        }
+    }
+
     /// The lease every hold was taken with: the fixed lease, or the watchdog timeout.
     fn lease_of(lock: &Lock) -> Duration {
         Duration::from_millis(lock.lease_ms())
@@ -317,7 +405,7 @@ impl RedLock {
             return Ok(RedGuard::new(
                 self.members[0].name().to_owned(),
                 holds,
-                quorum,
+                self.servers,
                 now + Duration::from_millis(validity_ms),
             ));
         }
@@ -402,238 +490,5 @@ impl Attempts for QuorumAttempts<'_> {
                 .map(|lock| lock.client().inner.hub.listen(&lock.keys.channel))
                 .collect(),
         )
-    }
-}
-
-/// Gives back the holds of an attempt that did not reach a majority (concurrently).
-async fn give_back(holds: Vec<Option<LockGuard>>) {
-    crate::join::join_all(
-        holds
-            .into_iter()
-            .flatten()
-            .map(|guard| async move {
-                let name = guard.name().to_owned();
-                if let Err(err) = guard.release().await {
-                    tracing::debug!(lock = %name, error = %err, "RedLock: giving back a hold failed");
-                }
-            })
-            .collect(),
-    )
-    .await;
-}
-
-/// A RedLock held on a majority. One lost signal: it fires when fewer than a majority of
-/// its holds remain (each server's watchdog renews its own hold, and tells its loss).
-/// Dropping it releases every hold in the background.
-#[must_use = "dropping the guard releases the lock at once"]
-pub struct RedGuard {
-    name: String,
-    /// One slot per server: the hold there, if the acquire got one.
-    holds: Vec<Option<LockGuard>>,
-    quorum: usize,
-    valid_until: Instant,
-    lost: CancellationToken,
-    _watch: tokio_util::sync::DropGuard,
-}
-
-impl std::fmt::Debug for RedGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedGuard")
-            .field("name", &self.name)
-            .field("held_on", &self.held_on())
-            .field("servers", &self.holds.len())
-            .field("lost", &self.lost.is_cancelled())
-            .finish()
-    }
-}
-
-impl RedGuard {
-    fn new(
-        name: String,
-        holds: Vec<Option<LockGuard>>,
-        quorum: usize,
-        valid_until: Instant,
-    ) -> Self {
-        let lost = CancellationToken::new();
-        let stop = CancellationToken::new();
-        holds
-            .iter()
-            .flatten()
-            .for_each(LockGuard::mark_quorum_member);
-        let tokens: Vec<CancellationToken> =
-            holds.iter().flatten().map(LockGuard::lost_token).collect();
-        // Lost once fewer than `quorum` holds remain.
-        let fatal = redlock::losses_tolerated(tokens.len(), quorum);
-        let runtime = holds
-            .iter()
-            .flatten()
-            .next()
-            .map(|guard| guard.client().inner.runtime.clone());
-        let (fire, watching) = (lost.clone(), stop.clone());
-        let lock = name.clone();
-        let watch = async move {
-            let losses = crate::join::first_n(
-                tokens.into_iter().map(|t| t.cancelled_owned()).collect(),
-                fatal,
-            );
-            tokio::select! {
-                _ = losses => {
-                    // The members' own losses were logged at debug: this is the loss.
-                    tracing::warn!(lock = %lock, "RedLock lost: fewer than a majority of its holds remain");
-                    fire.cancel();
-                }
-                _ = watching.cancelled() => {}
-            }
-        };
-        match tokio::runtime::Handle::try_current().ok().or(runtime) {
-            Some(handle) => {
-                handle.spawn(watch);
-            }
-            None => lost.cancel(),
-        }
-        RedGuard {
-            name,
-            holds,
-            quorum,
-            valid_until,
-            lost,
-            _watch: stop.drop_guard(),
-        }
-    }
-
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// On how many servers the lock is held (not yet known lost).
-    pub fn held_on(&self) -> usize {
-        self.holds
-            .iter()
-            .flatten()
-            .filter(|guard| !guard.is_lost())
-            .count()
-    }
-
-    /// The servers' holds, one slot per server in the order given (`None` where the
-    /// acquire got no hold).
-    pub fn holds(&self) -> &[Option<LockGuard>] {
-        &self.holds
-    }
-
-    /// The validity the acquire computed (`lease − time spent − drift`), counted from
-    /// the acquire's start: with fixed leases, the lock must not be relied on after this.
-    /// With watchdog leases the servers' renewals extend it, and [`RedGuard::lost`] is
-    /// the signal to watch.
-    pub fn valid_until(&self) -> Instant {
-        self.valid_until
-    }
-
-    /// Resolves when fewer than a majority of holds remain. Cancel-safe.
-    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.lost.cancelled()
-    }
-
-    /// A token cancelled when fewer than a majority of holds remain.
-    pub fn lost_token(&self) -> CancellationToken {
-        self.lost.child_token()
-    }
-
-    /// Whether fewer than a majority of holds remain (also checks the clock).
-    pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled() || self.held_on() < self.quorum
-    }
-
-    /// Why a hold was lost, from the first lost one, when the lock is lost.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        if !self.is_lost() {
-            return None;
-        }
-        self.holds.iter().flatten().find_map(LockGuard::lost_reason)
-    }
-
-    /// Holds lost so far (the guard is lost once fewer than a majority remain).
-    pub fn lost_holds(&self) -> usize {
-        self.holds
-            .iter()
-            .flatten()
-            .filter(|guard| guard.is_lost())
-            .count()
-    }
-
-    /// Re-enters the lock on every server where it is held (a nested critical section).
-    /// Never waits; fails with [`Error::LockLost`] if a majority cannot be re-entered.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: re-entries made so far are released.
-    pub async fn reenter(&self) -> Result<RedGuard> {
-        let mut nested: Vec<Option<LockGuard>> = Vec::with_capacity(self.holds.len());
-        for hold in &self.holds {
-            nested.push(match hold {
-                Some(guard) => guard.reenter().await.ok(),
-                None => None,
-            });
-        }
-        if nested.iter().flatten().count() < self.quorum {
-            give_back(nested).await;
-            return Err(Error::LockLost {
-                name: self.name.clone(),
-                reason: self.lost_reason().unwrap_or(LostReason::OwnerFieldGone),
-            });
-        }
-        Ok(RedGuard::new(
-            self.name.clone(),
-            nested,
-            self.quorum,
-            self.valid_until,
-        ))
-    }
-
-    /// Releases the lock on every server. `Ok` when a majority of holds were given back
-    /// while held; otherwise `Err(LockLost)` (the lock had been lost).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: every hold is still given back exactly once (each member's release
-    /// finishes in the background, as every guard's release does). Only the outcome is
-    /// lost.
-    pub async fn release(mut self) -> Result<()> {
-        let holds = std::mem::take(&mut self.holds);
-        let outcomes = crate::join::join_all(
-            holds
-                .into_iter()
-                .flatten()
-                .map(LockGuard::release)
-                .collect(),
-        )
-        .await;
-        let held = outcomes.len();
-        let (mut released, mut lost_n, mut lost, mut other) = (0, 0, None, None);
-        for outcome in outcomes {
-            match outcome {
-                Ok(()) => released += 1,
-                Err(err @ Error::LockLost { .. }) => {
-                    lost_n += 1;
-                    lost.get_or_insert(err);
-                }
-                Err(err) => {
-                    other.get_or_insert(err);
-                }
-            }
-        }
-        match redlock::released(held, released, lost_n, self.quorum) {
-            redlock::Released::Majority => Ok(()),
-            // Fewer than a majority were still held when the release ran: the lock had
-            // been lost.
-            redlock::Released::Lost => Err(lost.unwrap_or(Error::LockLost {
-                name: self.name.clone(),
-                reason: LostReason::OwnerFieldGone,
-            })),
-            // Servers refused or did not answer: their own error, not an invented loss
-            // (a majority may well still hold the lock until the leases run out).
-            redlock::Released::Failed => Err(other.or(lost).unwrap_or(Error::LockLost {
-                name: self.name.clone(),
-                reason: LostReason::OwnerFieldGone,
-            })),
-        }
     }
 }
