@@ -287,3 +287,35 @@ mod rust_core {
         expect_core(Defect::FairQueueFlagDropped, &["FIFO among live waiters"]);
     }
 }
+
+/// The operator's force-unlock (`force_delete.lua`) reports the holds it found but
+/// deletes none of them.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_force_unlock_that_deletes_nothing_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::ForceDelete,
+        "for i = 1, holds do",
+        "for i = 1, holds - 1 do",
+    );
+    expect(scripts, &["release is true"]);
+}
+
+/// The force-unlock deletes the holds but wakes nobody when it took a single live hold:
+/// the queue's head would wait its whole re-check for a lock that is free.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_force_unlock_that_wakes_nobody_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::ForceDelete,
+        "if live > 0 then",
+        "if live > 1 then",
+    );
+    expect(scripts, &["a dead waiter leaves"]);
+}
