@@ -97,6 +97,24 @@ async fn no_debug_output_or_log_line_carries_an_owner_id() {
     let permit_hold = permit.hold_id().to_owned();
     shown.push(format!("{semaphore:?} {permit:?}"));
 
+    // The multi-lock over every kind, and a RedLock (one server), with the explicit owner.
+    let multi = redis_locks::MultiLock::new([
+        redis_locks::Member::Lock(client.lock("hidden-m1").unwrap()),
+        redis_locks::Member::Write(client.rw_lock("hidden-m2").unwrap()),
+        redis_locks::Member::Fair(client.fair_lock("hidden-m3").unwrap()),
+    ])
+    .unwrap()
+    .with_owner(explicit)
+    .unwrap();
+    let all = multi.acquire().await.unwrap();
+    shown.push(format!("{multi:?} {all:?} {:?}", all.guards()));
+    let red = redis_locks::RedLock::new([client.lock("hidden-red").unwrap()])
+        .unwrap()
+        .with_owner(explicit)
+        .unwrap();
+    let red_guard = red.acquire().await.unwrap();
+    shown.push(format!("{red:?} {red_guard:?} {:?}", red_guard.holds()));
+
     let secrets = [
         client_id.as_str(),
         owner.as_str(),
@@ -128,6 +146,8 @@ async fn no_debug_output_or_log_line_carries_an_owner_id() {
     let _ = write.release().await;
     let _ = fair_guard.release().await;
     let _ = permit.release().await;
+    let _ = all.release().await;
+    let _ = red_guard.release().await;
     client.flush().await;
 
     let logged = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
