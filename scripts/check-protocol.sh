@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 cargo test --release --locked --test protocol_check
 # The read-write lock's checker (rw_*.lua, sem_renew.lua): default depth 12, ~40 s.
 cargo test --release --locked --test rw_check
-# The count-down latch's checker (latch_*.lua, restarts and BUSY): default depth 18, ~10 s.
+# The count-down latch's checker (latch_*.lua, restarts, BUSY, late count-downs): default depth 18, ~10 s.
 cargo test --release --locked --test latch_check
 # The semaphore's checker (sem_*.lua, late requests): default depth 12, ~45 s.
 cargo test --release --locked --test sem_check

@@ -65,6 +65,24 @@ fn a_retry_that_counts_again_is_caught() {
     expect(scripts, &["counted once", "opens exactly at zero"]);
 }
 
+/// The same defect, with no lost reply and no restart: a stray count-down that ran late,
+/// and the copy its client re-sent after timing out, count twice. Late copies alone
+/// expose it (the late-count-down configuration without its lost reply).
+#[test]
+fn a_retry_that_counts_again_is_caught_by_late_count_downs_alone() {
+    let scripts = Scripts::real().planted(
+        ScriptId::LatchCountDown,
+        "if state[2] == ARGV[2] then\n  return count\nend",
+        "",
+    );
+    let mut strays =
+        config("latch: two clients, late count-downs (strays), a delete, a lost reply");
+    strays.faults = 0;
+    let world = World::new(scripts, Driver::Library);
+    let found = checker::counterexample::<Latch>(&world, &[strays], DEFAULT_DEPTH, MAX_STATES);
+    checker::expect_found(found, &["counted once", "opens exactly at zero"]);
+}
+
 /// A latch that opens one count-down early.
 #[test]
 fn an_early_opening_is_caught() {

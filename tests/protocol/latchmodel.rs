@@ -30,6 +30,18 @@
 //! re-send is not touched. A copy re-sent after the restart finds no latch: the script
 //! counts nothing, writes nothing and answers 0, which is true (the latch is open).
 //!
+//! Late count-downs (configurations with `timeouts`): a count-down sent and not yet run
+//! times out (`Failure::TimedOut`, what the library's call sender reports after the
+//! response timeout); its `Resend` pauses and re-sends it, and the copy it gave up on stays
+//! on the connection, a *stray*. A stray runs late (`ExecuteStray`), after any steps of the
+//! other clients (a delete, a new closing, other count-downs), but before the client's
+//! re-sent copy (one connection keeps its requests in order), or never (`DropStray`: its
+//! connection went away before Redis read it). A restart drops every stray with its
+//! connection. A stray's reply reaches nobody (its sender gave up on it). The exactly-once
+//! record must make the re-sent copy harmless after a stray that counted, and a stray that
+//! runs after the latch was closed again counts in that closing (its caller is in doubt,
+//! as after a lost reply: the same documented limit).
+//!
 //! What the properties say with data loss. "Opens exactly at zero": a closed latch
 //! becomes open only by the count-down that finds count 1 (the last one), by a delete, or
 //! by a restart (its data lost); a set, a copy of an applied count-down or anything else
@@ -70,7 +82,7 @@ pub const PROPERTIES: [&str; 4] = [
 ];
 
 /// What the configurations must reach (each its own list: [`must_reach`]).
-pub const MILESTONES: [&str; 11] = [
+pub const MILESTONES: [&str; 14] = [
     "opened by counting down",
     "a retried count-down counted once",
     "a count-down of an open latch",
@@ -84,6 +96,10 @@ pub const MILESTONES: [&str; 11] = [
     "a count-down cut off by a restart found the latch open",
     "closed again after a restart and opened by counting down",
     "a count-down in doubt counted again in the next closing (the documented limit)",
+    // Late count-downs (strays).
+    "a stray count-down ran after its client gave up",
+    "a stray count-down counted in a closing made after its client gave up",
+    "a count-down whose stray never ran was counted by its re-sent copy",
 ];
 
 pub use crate::lua::Scripts;
@@ -127,6 +143,9 @@ pub struct Config {
     pub busy: u8,
     /// Restarts that lose all data, in all.
     pub restarts: u8,
+    /// Count-downs that time out before they run (their copy stays on the connection, a
+    /// stray), in all.
+    pub timeouts: u8,
 }
 
 pub fn configs() -> Vec<Config> {
@@ -141,6 +160,7 @@ pub fn configs() -> Vec<Config> {
             clobbers: 0,
             busy: 0,
             restarts: 0,
+            timeouts: 0,
         },
         Config {
             name: "latch: three clients, a delete",
@@ -152,6 +172,7 @@ pub fn configs() -> Vec<Config> {
             clobbers: 1,
             busy: 0,
             restarts: 0,
+            timeouts: 0,
         },
         Config {
             name: "latch: two clients, a restart with data loss, BUSY/LOADING, a lost reply",
@@ -163,6 +184,7 @@ pub fn configs() -> Vec<Config> {
             clobbers: 0,
             busy: 2,
             restarts: 1,
+            timeouts: 0,
         },
         Config {
             name: "latch: three clients, a restart, BUSY, a delete",
@@ -174,6 +196,31 @@ pub fn configs() -> Vec<Config> {
             clobbers: 0,
             busy: 1,
             restarts: 1,
+            timeouts: 0,
+        },
+        Config {
+            name: "latch: two clients, late count-downs (strays), a delete, a lost reply",
+            clients: 2,
+            count_downs: 4,
+            sets: 2,
+            deletes: 1,
+            faults: 1,
+            clobbers: 0,
+            busy: 0,
+            restarts: 0,
+            timeouts: 2,
+        },
+        Config {
+            name: "latch: two clients, late count-downs (strays), a restart",
+            clients: 2,
+            count_downs: 3,
+            sets: 2,
+            deletes: 0,
+            faults: 0,
+            clobbers: 0,
+            busy: 0,
+            restarts: 1,
+            timeouts: 1,
         },
     ]
 }
@@ -197,6 +244,21 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a count-down cut off by a restart found the latch open",
             "closed again after a restart and opened by counting down",
             "a count-down in doubt counted again in the next closing (the documented limit)",
+        ],
+        "latch: two clients, late count-downs (strays), a delete, a lost reply" => vec![
+            "opened by counting down",
+            "a retried count-down counted once",
+            "closed again after opening",
+            "a stray count-down ran after its client gave up",
+            "a stray count-down counted in a closing made after its client gave up",
+            "a count-down whose stray never ran was counted by its re-sent copy",
+            "a count-down in doubt counted again in the next closing (the documented limit)",
+        ],
+        "latch: two clients, late count-downs (strays), a restart" => vec![
+            "opened by counting down",
+            "a restart opened a closed latch",
+            "a stray count-down ran after its client gave up",
+            "a count-down whose stray never ran was counted by its re-sent copy",
         ],
         "latch: three clients, a restart, BUSY, a delete" => vec![
             "opened by counting down",
@@ -253,12 +315,24 @@ pub struct CountDown {
     pub cut_off: bool,
     /// A copy counted in a closing of the latch that is gone since.
     pub counted_in_gone: bool,
+    /// A stray copy of it never ran (its connection went away).
+    pub stray_dropped: bool,
+}
+
+/// A copy of a count-down its client gave up on (timed out), still on the connection.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Stray {
+    pub call: Call,
+    /// The latch was closed again (a set) after the client gave up on it.
+    pub closed_since: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {
     pub ids: RequestIds,
     pub flight: Option<CountDown>,
+    /// Copies it gave up on, oldest first: each runs, if at all, before its next request.
+    pub strays: Vec<Stray>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -272,6 +346,7 @@ pub struct State {
     pub clobbers: u8,
     pub busy: u8,
     pub restarts: u8,
+    pub timeouts: u8,
     /// Redis restarted at least once (a transient refusal is then `LOADING`).
     pub restarted: bool,
     /// Count-down requests applied (counted) in the latch's current closing; empty once
@@ -300,6 +375,13 @@ pub enum Step {
     /// Redis restarts and loses all data; every connection drops.
     Restart,
     Resume(usize),
+    /// A client's count-down, sent and not yet run, times out: the copy stays on the
+    /// connection (a stray) and the client's `Resend` decides what follows.
+    TimeOut(usize),
+    /// A client's oldest stray runs (late, but before anything it sent after).
+    ExecuteStray(usize),
+    /// A client's oldest stray never runs (its connection went away).
+    DropStray(usize),
 }
 
 #[derive(Default)]
@@ -370,6 +452,7 @@ impl State {
                 .map(|i| Client {
                     ids: RequestIds::new(format!("c{i}")),
                     flight: None,
+                    strays: Vec::new(),
                 })
                 .collect(),
             count_downs: config.count_downs,
@@ -379,6 +462,7 @@ impl State {
             clobbers: config.clobbers,
             busy: config.busy,
             restarts: config.restarts,
+            timeouts: config.timeouts,
             restarted: false,
             applied: Vec::new(),
             opened: false,
@@ -388,6 +472,11 @@ impl State {
     pub fn steps(&self) -> Vec<Step> {
         let mut steps = Vec::new();
         for (c, client) in self.clients.iter().enumerate() {
+            let strays = !client.strays.is_empty();
+            if strays {
+                steps.push(Step::ExecuteStray(c));
+                steps.push(Step::DropStray(c));
+            }
             match &client.flight {
                 None => {
                     if self.sets > 0 {
@@ -401,12 +490,17 @@ impl State {
                     }
                 }
                 Some(CountDown { sleeping: true, .. }) => steps.push(Step::Resume(c)),
-                Some(CountDown { ran: None, .. }) => {
+                // Its connection runs (or loses) the strays before it.
+                Some(CountDown { ran: None, .. }) if !strays => {
                     steps.push(Step::Run(c));
                     if self.busy > 0 {
                         steps.push(Step::Busy(c));
                     }
+                    if self.timeouts > 0 {
+                        steps.push(Step::TimeOut(c));
+                    }
                 }
+                Some(CountDown { ran: None, .. }) => {}
                 Some(CountDown { ran: Some(_), .. }) => {
                     steps.push(Step::Deliver(c));
                     if self.faults > 0 {
@@ -458,6 +552,9 @@ impl State {
                             fx.reach("closed again after opening");
                         }
                         self.applied.clear();
+                        for client in &mut self.clients {
+                            client.strays.iter_mut().for_each(|s| s.closed_since = true);
+                        }
                     }
                     Ok(LatchReply::Done(false)) if before == Some(0) => fx.fail(
                         "reports are true",
@@ -523,6 +620,7 @@ impl State {
                     loading: false,
                     cut_off: false,
                     counted_in_gone: false,
+                    stray_dropped: false,
                 });
             }
             Step::Run(c) => self.run(c, world, &mut fx),
@@ -582,6 +680,15 @@ impl State {
                 self.ks.flush_all();
                 self.restarted = true;
                 self.closing_gone();
+                // Every connection drops: a stray never runs.
+                for client in &mut self.clients {
+                    if !client.strays.is_empty()
+                        && let Some(flight) = &mut client.flight
+                    {
+                        flight.stray_dropped = true;
+                    }
+                    client.strays.clear();
+                }
                 for c in 0..self.clients.len() {
                     // Every connection drops: what is on the wire (a request not yet run,
                     // a reply not yet delivered) is lost, and the client cannot tell which.
@@ -592,6 +699,34 @@ impl State {
                             flight.cut_off = true;
                         }
                     }
+                }
+            }
+            Step::TimeOut(c) => {
+                self.timeouts -= 1;
+                let flight = self.clients[c].flight.as_ref().expect("a count-down");
+                let call = flight.call.clone().expect("a call on the wire");
+                self.clients[c].strays.push(Stray {
+                    call,
+                    closed_since: false,
+                });
+                self.fail_call(c, Failure::TimedOut, world, &mut fx);
+            }
+            Step::ExecuteStray(c) => {
+                let stray = self.clients[c].strays.remove(0);
+                fx.reach("a stray count-down ran after its client gave up");
+                let before = count_in(&self.ks);
+                // Its reply reaches nobody: the client gave up on it.
+                let (_, after) = self.run_copy(c, &stray.call, world, &mut fx);
+                if stray.closed_since && matches!((before, after), (Some(b), Some(a)) if a < b) {
+                    fx.reach(
+                        "a stray count-down counted in a closing made after its client gave up",
+                    );
+                }
+            }
+            Step::DropStray(c) => {
+                self.clients[c].strays.remove(0);
+                if let Some(flight) = &mut self.clients[c].flight {
+                    flight.stray_dropped = true;
                 }
             }
             Step::Resume(c) => {
@@ -607,7 +742,10 @@ impl State {
         // a restart (its data lost).
         if let Some(n @ 1..) = count_before
             && count_in(&self.ks) == Some(0)
-            && !matches!(step, Step::Run(_) | Step::Delete(_) | Step::Restart)
+            && !matches!(
+                step,
+                Step::Run(_) | Step::ExecuteStray(_) | Step::Delete(_) | Step::Restart
+            )
         {
             fx.fail(
                 "opens exactly at zero",
@@ -662,11 +800,26 @@ impl State {
     }
 
     fn run(&mut self, c: usize, world: &World, fx: &mut Effects) {
-        let flight = self.clients[c].flight.clone().expect("a count-down");
+        let flight = self.clients[c].flight.as_ref().expect("a count-down");
         let call = flight.call.clone().expect("a call to run");
+        let ran = self.run_copy(c, &call, world, fx);
+        let flight = self.clients[c].flight.as_mut().expect("a count-down");
+        flight.ran = Some(ran);
+    }
+
+    /// Runs a copy `call` of client `c`'s count-down (sent now, or a stray) and checks
+    /// what it did: the reply and the count right after it.
+    fn run_copy(
+        &mut self,
+        c: usize,
+        call: &Call,
+        world: &World,
+        fx: &mut Effects,
+    ) -> (Reply, Option<u64>) {
+        let flight = self.clients[c].flight.clone().expect("a count-down");
         let before = count_in(&self.ks);
         let foreign = self.ks.get_str(b"p:{l}:latch", 0).map(<[u8]>::to_vec);
-        let reply = world.run(&call, &mut self.ks);
+        let reply = world.run(call, &mut self.ks);
         let after = count_in(&self.ks);
         let first = !self.applied.contains(&flight.request);
         if flight.loading {
@@ -705,6 +858,9 @@ impl State {
                 }
                 if flight.busied {
                     fx.reach("a count-down re-sent after BUSY counted once");
+                }
+                if flight.stray_dropped && self.clients[c].strays.is_empty() {
+                    fx.reach("a count-down whose stray never ran was counted by its re-sent copy");
                 }
                 self.applied.push(flight.request.clone());
                 if a == 0 {
@@ -754,8 +910,7 @@ impl State {
                 format!("the latch is not a latch: {before:?} -> {after:?}"),
             ),
         }
-        let flight = self.clients[c].flight.as_mut().expect("a count-down");
-        flight.ran = Some((reply, after));
+        (reply, after)
     }
 
     fn check(&self, fx: &mut Effects) {
@@ -806,6 +961,12 @@ impl State {
     pub fn describe(&self) -> String {
         let mut out = format!("latch: {:?}", count_in(&self.ks));
         for (c, client) in self.clients.iter().enumerate() {
+            if !client.strays.is_empty() {
+                out.push_str(&format!(
+                    " | client {c}: {} stray copies",
+                    client.strays.len()
+                ));
+            }
             if let Some(flight) = &client.flight {
                 out.push_str(&format!(
                     " | client {c}: count-down {} {}",
