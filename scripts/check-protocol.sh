@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --release --locked --test protocol_check
-# The read-write lock's checker (rw_*.lua, sem_renew.lua): default depth 12, ~40 s.
+# The read-write lock's checker (rw_*.lua, sem_renew.lua, late requests): default depth 12, ~60 s.
 cargo test --release --locked --test rw_check
 # The count-down latch's checker (latch_*.lua, restarts, BUSY, late count-downs): default depth 18, ~10 s.
 cargo test --release --locked --test latch_check

@@ -2,7 +2,9 @@
 //! known defect in a copy of a real script and asserts that the checker finds a
 //! counterexample to the property the defect breaks. The fencing and upgrade teeth plant
 //! defects that only the fenced, explicit-owner and re-entry steps reach (the other
-//! configurations never ask for a token, name an owner or join a hold).
+//! configurations never ask for a token, name an owner or join a hold); the dropped-acquire
+//! teeth plant defects that only the late-request configurations reach (the others never
+//! drop an acquire).
 
 #[path = "protocol/checker.rs"]
 mod checker;
@@ -189,6 +191,107 @@ fn an_upgrade_that_waits_is_caught() {
     );
 }
 
+/// The configurations with late requests (timeouts, dropped acquires).
+fn late_configs() -> Vec<rwmodel::Config> {
+    let configs = rwmodel::configs().into_iter();
+    let late: Vec<rwmodel::Config> = configs.filter(|c| c.timeouts + c.drops > 0).collect();
+    assert!(!late.is_empty());
+    late
+}
+
+/// The steps of a counterexample's replay spec (`<config>:<path>`), replayed with
+/// `scripts`.
+fn replayed(replay: &str, scripts: Scripts) -> (rwmodel::Config, Vec<rwmodel::Step>) {
+    let (name, path) = replay.rsplit_once(':').expect("a replay spec");
+    let path = checker::parse_path(path).expect("a path");
+    let mut configs = rwmodel::configs().into_iter();
+    let config = configs
+        .find(|c| c.name == name)
+        .expect("a default configuration");
+    let world = rwmodel::World::new(scripts);
+    let mut state = rwmodel::State::initial(&config);
+    let mut steps = Vec::new();
+    for &index in &path {
+        let step = state.steps()[index as usize].clone();
+        state.apply(&step, &world);
+        println!("  {step:?} -> {}", state.describe());
+        steps.push(step);
+    }
+    (config, steps)
+}
+
+/// A renewal that reads a hold whose deadline passed but which is still in the set
+/// (another hold keeps the key) as current: it tells no loss of it and moves it past its
+/// end. A late renewal (sent while the hold was live, run after it expired: a stray) names
+/// such a hold, and so does the watchdog's first tick for a grant whose reply came after
+/// the hold's deadline (the clock moved while it was on its way): found by the first
+/// configuration already, without late requests.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_renewal_that_revives_an_expired_hold_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRenew,
+        "if type(score) ~= 'string' or tonumber(score) <= now then",
+        "if type(score) ~= 'string' then",
+    );
+    expect(scripts, 10, &["losses are told"]);
+}
+
+/// A give-back of a dropped acquire (`leaving`: the waiting loop's, with the reservation)
+/// that drops only the reservation, as if an acquire without its grant could hold nothing:
+/// a copy of its attempt that ran unseen, or that is still on the connection and runs late,
+/// took a hold that nobody gives back. Only a dropped acquire gives back a hold while
+/// leaving (a waiting writer that leaves after its `Wait` reply holds nothing: a copy of
+/// its attempt that took one would have been granted), so every configuration without
+/// late requests passes at the default bound, and the first one with them catches it, on
+/// a path that drops an acquire. Not with strays only: a copy that ran and lost its reply
+/// to the drop leaves the same orphan (`Run` before `Drop`).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_leave_that_keeps_the_hold_of_a_dropped_acquire_is_caught() {
+    let scripts = Scripts::real()
+        .planted(
+            ScriptId::RwRelease,
+            "if ARGV[2] == 'w' then\n  set = W",
+            "if ARGV[2] == 'w' and ARGV[6] ~= '1' then\n  set = W",
+        )
+        .planted(
+            ScriptId::RwRelease,
+            "elseif ARGV[2] == 'r' then\n  set = R",
+            "elseif ARGV[2] == 'r' and ARGV[6] ~= '1' then\n  set = R",
+        );
+    let world = rwmodel::World::new(scripts.clone());
+    let mut passed = Vec::new();
+    for config in rwmodel::configs() {
+        let configs = std::slice::from_ref(&config);
+        let found = checker::counterexample::<rwmodel::Rw>(&world, configs, CHECK_DEPTH, 3_000_000);
+        let Some((property, message, replay)) = found else {
+            passed.push(config.name);
+            continue;
+        };
+        println!("{property}: {message}; {replay}; passed before: {passed:?}");
+        assert_eq!(property, "no orphans, no garbage", "{message}; {replay}");
+        assert!(
+            config.timeouts + config.drops > 0,
+            "caught without late requests: {replay}"
+        );
+        let earlier = rwmodel::configs().into_iter().take(passed.len());
+        assert!(earlier.into_iter().all(|c| c.timeouts + c.drops == 0));
+        // The trace: an acquire was dropped.
+        let (_, steps) = replayed(&replay, scripts);
+        let drops = steps.iter().filter(|s| matches!(s, rwmodel::Step::Drop(_)));
+        assert!(drops.count() > 0, "no acquire was dropped: {replay}");
+        return;
+    }
+    panic!("the checker found no counterexample (passed: {passed:?})");
+}
+
 /// Sanity: the real scripts pass at the same bounds.
 #[test]
 #[cfg_attr(
@@ -260,6 +363,29 @@ mod rust_core {
             Defect::RwWaitReadAsGrant,
             &["never a writer with another holder", "belief is true"],
         );
+    }
+
+    /// An acquire dropped with its attempt in flight that gives back only what earlier
+    /// attempts left (the core's `Wait::give_back_if_dropped` forgetting the attempt in
+    /// flight): the hold that attempt took unseen, or takes late as a stray, is an orphan.
+    /// Only the configurations with late requests drop acquires; the trace drops one.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_dropped_acquire_that_forgets_its_attempt_in_flight_is_caught() {
+        plant(Some(Defect::DropForgetsAttemptInFlight));
+        let found = counterexample_in(late_configs(), Scripts::real(), DEFAULT_DEPTH);
+        let replay = found.as_ref().map(|(_, _, replay)| replay.clone());
+        let steps = replay
+            .as_ref()
+            .map(|replay| replayed(replay, Scripts::real()).1);
+        plant(None);
+        checker::expect_found(found, &["no orphans, no garbage"]);
+        let drops = steps.unwrap_or_default().into_iter();
+        let drops = drops.filter(|s| matches!(s, rwmodel::Step::Drop(_)));
+        assert!(drops.count() > 0, "no acquire was dropped");
     }
 
     /// The configurations with restarts, force-unlocks and `BUSY` catch a give-back that

@@ -80,6 +80,10 @@ pub enum Defect {
     /// A waiter that leaves (its attempt after a wake-up failed for good, or its wait ran
     /// out) keeps the wake-up: the next local waiter sleeps on.
     WaitDropsWakeUp,
+    /// An acquire dropped with its attempt in flight gives back only what earlier attempts
+    /// left (`Wait::give_back_if_dropped` forgets the attempt in flight): a hold that
+    /// attempt took unseen, or takes late, is an orphan (found by `tests/rw_teeth.rs`).
+    DropForgetsAttemptInFlight,
     /// A set-kind acquisition's next attempt, after one that gave up with its outcome
     /// unknown, confirms a grant from its own first send: the earlier attempt's copy may
     /// have taken the hold, earlier (found by `tests/sem_teeth.rs`).

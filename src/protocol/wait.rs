@@ -309,7 +309,8 @@ impl Wait {
     /// Whether an acquire dropped now (its caller went away) must give back what its
     /// attempts may have left: an attempt in flight may have taken a hold.
     pub fn give_back_if_dropped(&self) -> bool {
-        self.policy.gives_back && (self.claim || self.in_flight)
+        let in_flight = self.in_flight && !planted::is(Defect::DropForgetsAttemptInFlight);
+        self.policy.gives_back && (self.claim || in_flight)
     }
 
     /// Whether an acquire dropped now must hand on a wake-up it received and did not use.

@@ -33,9 +33,10 @@
 //!
 //! Assumptions (as the reentrant lock's checker): one lock, one Redis; the clock only
 //! moves when no call is waiting to execute (a request executes at its send time), except
-//! for a restart; a request whose reply was lost is re-sent as it was (same hold id, same
-//! send time for the lease estimate, as `held::acquire_until` keeps `sent_at`), and the
-//! copy given up on never runs after the retry. A `BUSY`/`LOADING` reply (one step makes
+//! for a restart and a late request (below); a request whose reply was lost is re-sent as
+//! it was (same hold id, same send time for the lease estimate, as `held::acquire_until`
+//! keeps `sent_at`), and the copy given up on never runs after the retry (but for late
+//! requests: a copy given up on before it ran may run late). A `BUSY`/`LOADING` reply (one step makes
 //! Redis refuse the next call that reaches it, whoever sends it) means the call did not
 //! run: the library's `Resend` sleeps and sends it again (as for `Failure::Transient`), a
 //! renewal waits for the next tick. A restart takes at least 1 ms, loses every key and
@@ -50,6 +51,40 @@
 //! rests on Redis's clock in µs passing the last token, a clock the model moves in whole
 //! ms and not at all for a force-unlock) is not checked. Wake-ups are not followed, nobody
 //! listens (only the force-unlock's are checked, as published).
+//!
+//! Late requests (configurations with `timeouts` or `drops`, as the fair lock's and the
+//! semaphore's models): a call sent and not yet run may get no reply within the response
+//! timeout (`TimeOut`: `Failure::TimedOut`), and a caller may drop an acquire (or a
+//! re-entry) whose attempt is in flight (`Drop`: the runtime's `Acquiring::drop`). Either
+//! way the copy on the wire is late (a *stray*): it may still run (`ExecuteStray`),
+//! possibly after the clock moved, or never (`DropStray`: its connection went away before
+//! Redis read it). Every read-write call (attempts, give-backs, renewals) goes on the
+//! client's one multiplexed command connection, which a timeout does not drop, and so does
+//! every re-sent copy: a stray runs, if at all, before anything its client sends after it
+//! (TCP keeps a connection's requests in order). A call sent behind strays waits for them
+//! (it runs once they ran or were lost, the clock still), and a client's strays run in the
+//! order they were sent. What the client then does is its core's decision: a timed-out
+//! attempt or give-back goes on as its `Resend` decides (re-sent after a pause; in one
+//! configuration, `attempt_give_up: 0`, an attempt gives up at its first failure, and its
+//! waiting loop, `Wait::attempted` with the failure `held` reports, after
+//! `Failure::after_earlier_loss`, ends the acquire and says whether to give back); a
+//! timed-out renewal is not re-sent (the next tick renews); a dropped acquire gives back
+//! (`held::give_back(hold_too = true, leaving = true)`, on the same connection, so after
+//! its stray) exactly when `Wait::give_back_if_dropped` says so (for the read-write lock
+//! always, since an attempt is in flight). A stray runs with every check a run on time
+//! gets (a stray renewal's reply, which nobody reads, must still be true; a stray copy of
+//! a release counts in what its give-back reports); it is not "in flight": a hold it
+//! leaves must be given back by what its client does next (the re-sent copy's grant
+//! becomes a guard, the give-back of a dropped or failed acquire takes it out), or it is
+//! an orphan. What Redis runs is mostly what a lost reply's copy could have run, but
+//! later; new are the client's decisions (give back or not, which send a grant is
+//! confirmed from, what a give-back reports) while a copy it gave up on has not run yet.
+//! Late requests meet the other faults in configurations of their own: a restart drops
+//! every stray with its connection; a `BUSY` refuses a copy whose re-sent copy may then
+//! time out and run late (a stray that reaches Redis while it refuses is one that never
+//! runs: `DropStray`); a force-unlock leaves the strays on their connections, so one sent
+//! before it may run after it. They are not combined with racing renewals (a client's
+//! strays precede whatever it has in flight).
 //!
 //! What a restart or a force-unlock excludes, and why (as for the fair lock): a hold taken
 //! out of Redis behind its holders' backs (it was live when the keys went) is *doomed*.
@@ -66,11 +101,15 @@
 //! counter's loss (above), a write asked through a read guard (`RwGuard::write` refuses it
 //! without a call), the give-back of a refused attempt's leftovers (an `{3}` writes
 //! nothing), waiting readers and wake-ups, a writer that waits for its reservation across
-//! asks (a waiting writer reserves once and leaves), fixed leases, clock drift between
-//! client and Redis, and a call that runs after its machine gave up on it. A client's
+//! asks (a waiting writer reserves once and leaves), an acquire attempted again after an
+//! attempt that gave up (the model's acquire ends at its first attempt's failure, as the
+//! waiting loop ends a first attempt on any failure but a transient one: no configuration
+//! whose attempts give up has `BUSY`), fixed leases, and clock drift between client and
+//! Redis. A client's
 //! owner is fixed (the library gives a handle without an explicit owner a fresh owner per
 //! acquisition: the model's repeated acquires by one client stand for re-entries by one
-//! owner), and outside `racing_renewals` a client has one call in flight at a time.
+//! owner), and outside `racing_renewals` a client has one call in flight at a time (its
+//! strays are not in flight).
 #![allow(dead_code)]
 
 use std::collections::{BTreeSet, HashSet};
@@ -81,9 +120,10 @@ use redis_locks::protocol::force::{self, ForceDeleted};
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::release::{Found as Reading, Told, told};
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
-use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
+use redis_locks::protocol::resend::{GaveUp, GivenBack, Resend, given_back};
 use redis_locks::protocol::rwlock::{RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call};
 use redis_locks::protocol::semaphore::renew_call;
+use redis_locks::protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
 use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::checker::{Model, Stepped};
@@ -100,7 +140,7 @@ pub const RESERVATION: Millis = 150;
 const START: Millis = 1_000_000;
 
 /// The properties, checked in every state. "Losses are told": a renewal tells the truth
-/// about each hold, and a guard's release is told "released" (`release::told`) only if
+/// about each hold (a late one too, whose reply nobody reads), and a guard's release is told "released" (`release::told`) only if
 /// some copy of it took the hold out; "release is true" holds an operator's force-unlock
 /// too (every hold out, their number reported, both channels woken when it took a live
 /// one). The first two leave out the beliefs in holds a
@@ -134,10 +174,11 @@ pub const PROPERTIES: [&str; 10] = [
 ];
 
 /// What runs reach (each configuration names those it must reach, else it is vacuous):
-/// the first six need neither restarts, force-unlocks nor `BUSY`; the last five do.
-/// The last seven belong to the fenced, explicit-owner, re-entry and racing-renewal
-/// configurations.
-pub const MILESTONES: [&str; 18] = [
+/// the first six need neither restarts, force-unlocks nor `BUSY`; the next five do; the
+/// next seven belong to the fenced, explicit-owner, re-entry and racing-renewal
+/// configurations; the last twelve to late requests: [`STRAY_MILESTONES`], then four with
+/// a restart, `BUSY` or a force-unlock, and an attempt that gives up.
+pub const MILESTONES: [&str; 30] = [
     "a write granted",
     "two owners reading at once",
     "a retried acquire found its hold",
@@ -156,6 +197,30 @@ pub const MILESTONES: [&str; 18] = [
     "an upgrade was refused",
     "two handles of one owner held together",
     "a renewal ran while the owner's attempt was in flight",
+    "a stray acquire ran after its client gave up",
+    "a stray acquire took the lock after its client gave up",
+    "a stray acquire ran before its re-sent copy",
+    "a dropped acquire's hold was given back",
+    "a stray release copy ran",
+    "a stray renewal ran",
+    "a stray renewal named a gone hold",
+    "a restart dropped a stray",
+    "a stray ran after a restart",
+    "a stray copy of a call refused as BUSY ran",
+    "a stray sent before a force-unlock ran after it",
+    "an attempt that gave up gave back",
+];
+
+/// The milestones of late requests (out of reach without `timeouts` and `drops`): the
+/// first seven need neither restarts, `BUSY` nor force-unlocks, the last four do.
+pub const STRAY_MILESTONES: [&str; 7] = [
+    MILESTONES[18],
+    MILESTONES[19],
+    MILESTONES[20],
+    MILESTONES[21],
+    MILESTONES[22],
+    MILESTONES[23],
+    MILESTONES[24],
 ];
 
 pub use crate::lua::Scripts;
@@ -191,6 +256,15 @@ pub struct Config {
     pub restarts: u8,
     pub force_unlocks: u8,
     pub busy: u8,
+    /// Late requests (see the header): calls sent that get no reply within the response
+    /// timeout before they ran, and acquires their callers drop while an attempt is in
+    /// flight, in all.
+    pub timeouts: u8,
+    pub drops: u8,
+    /// How long an attempt re-sends its call before it gives up (the library: three
+    /// response timeouts, `resend::attempt_give_up_at`); [`GIVE_UP_AFTER`] is beyond every
+    /// configuration's clock, 0 gives up at the first failure.
+    pub attempt_give_up: Millis,
 }
 
 pub fn keys() -> RwKeys {
@@ -209,6 +283,48 @@ pub struct Guard {
 /// How long an attempt or a give-back keeps re-sending (the model's faults run out long
 /// before).
 pub const GIVE_UP_AFTER: Millis = 10 * LEASE;
+/// The waiting loop's timing (only its give-back decision for a dropped acquire is asked).
+const TIMING: WaitTiming = WaitTiming {
+    tolerance: GIVE_UP_AFTER,
+    response: LEASE,
+};
+
+/// The library's waiting loop of an acquire (`RwLock::acquire_until` through
+/// `held::acquire_until`, `WaitPolicy::read_write`) with `request`'s attempt in flight:
+/// started (a waiter subscribes first: the read-write policy listens before its first
+/// attempt) and attempting. The model asks it what an acquire dropped now gives back, and
+/// how an attempt that gave up ends (the model's acquires are in their first attempt: a
+/// waiting writer leaves after its first refusal).
+fn waiting_loop(request: &RwAcquire, now: Millis) -> Wait {
+    let policy = WaitPolicy::read_write(request.kind == RwKind::Read, TIMING);
+    let limit = if request.waits { None } else { Some(0) };
+    let mut wait = Wait::new(policy, now, limit);
+    let mut step = wait.start(now);
+    if let WaitStep::Subscribe { .. } = step {
+        step = wait.subscribed_at(now);
+    }
+    assert_eq!(step, WaitStep::Attempt, "the waiting loop attempts");
+    wait
+}
+
+/// The give-back of an acquire that ends without a grant, `held::give_back(hold_too =
+/// true, leaving = true)`: its hold, if a copy of its attempt took one, and its
+/// reservation, re-sent by the library's own [`Resend`].
+fn leave(request: &RwAcquire, now: Millis, keys: &RwKeys) -> InFlight {
+    let mut resend = Resend::new(
+        release_call(keys, &request.hold, Some(request.kind), true),
+        now + GIVE_UP_AFTER,
+    );
+    let call = start_resend(&mut resend, now);
+    let op = Op::Release {
+        hold: request.hold.clone(),
+        kind: request.kind,
+        leaving: true,
+        resend,
+        noticed: None,
+    };
+    InFlight::new(op, call)
+}
 
 /// The core's view of a model client: the model clock, no randomness, no request ids
 /// (a re-sent call carries its own).
@@ -297,6 +413,54 @@ impl InFlight {
     }
 }
 
+/// A late request (see the header): a copy its client heard nothing of within the response
+/// timeout, or the copy of an attempt whose caller dropped the acquire, still on the
+/// client's one connection. It runs, if at all, before anything the client sent after it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Stray {
+    pub call: Call,
+    /// What the copy's operation was when it was sent (for the checks of its run).
+    pub op: Op,
+    /// Its acquire ended without it (the caller dropped it): nothing of the client waits
+    /// for it any more.
+    pub given_up: bool,
+    /// A force-unlock ran while it waited on the connection (for its milestone).
+    pub forced: bool,
+}
+
+/// A renewal's reply against what Redis had when it ran (`live`, by item): "current" of a
+/// gone hold leaves a loss untold, "gone" of a live one is a false report ("losses are
+/// told": a renewal tells the truth about each hold). The statuses in `order`, as
+/// `decode_renew` reads them.
+fn check_renewal(
+    items: &[RenewItem],
+    order: &[usize],
+    reply: &Reply,
+    live: &[bool],
+    fx: &mut Effects,
+) -> Option<Vec<Renewed>> {
+    let status = match decode_renew(reply, items.len()) {
+        Ok(status) => status,
+        Err(err) => {
+            fx.fail("losses are told", err);
+            return None;
+        }
+    };
+    for (status, &i) in status.iter().zip(order) {
+        if (*status == Renewed::Gone) == live[i] {
+            fx.fail(
+                "losses are told",
+                format!(
+                    "renewal said {status:?} of {} that was {}",
+                    show(items[i].hold.as_bytes()),
+                    if live[i] { "live" } else { "gone" }
+                ),
+            );
+        }
+    }
+    Some(status)
+}
+
 /// Starts a re-sent call at `now`: the call the machine asks for.
 fn start_resend(resend: &mut Resend, now: Millis) -> Option<Call> {
     match resend.start(&mut ModelEnv(now), &mut ()) {
@@ -314,6 +478,9 @@ pub struct Client {
     pub flight: Option<InFlight>,
     /// The watchdog's renewal in flight.
     pub tick: Option<InFlight>,
+    /// Late requests on the client's connection, oldest first: each runs, if at all,
+    /// before anything the client sends after it (a call sent behind them waits).
+    pub strays: Vec<Stray>,
 }
 
 impl Client {
@@ -331,6 +498,82 @@ impl Client {
 
     fn idle(&self) -> bool {
         self.flight.is_none() && self.tick.is_none()
+    }
+
+    /// The library's machine on a `failure` of the call in slot `s` (a lost reply, a
+    /// restart, a response timeout): a `Resend` re-sends after a pause, or gives up (an
+    /// attempt: see [`Client::attempt_gave_up`]); the watchdog does not re-send a renewal
+    /// (the next tick renews). `Ok(true)`: an attempt gave up and gave back; `Err`: a
+    /// re-send gave up where the model does not follow it.
+    fn failed(
+        &mut self,
+        s: usize,
+        now: Millis,
+        failure: Failure,
+        keys: &RwKeys,
+    ) -> Result<bool, String> {
+        let slot = self.slot(s);
+        let flight = slot.as_mut().expect("a call in flight");
+        let next = match &mut flight.op {
+            Op::Renew { .. } => {
+                *slot = None;
+                return Ok(false);
+            }
+            Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
+                resend.on_failure(&mut ModelEnv(now), &mut (), failure)
+            }
+        };
+        match (next, &flight.op) {
+            (Next::SleepUntil(_), _) => {
+                flight.ran = None;
+                flight.retried = true;
+                flight.sleeping = true;
+                Ok(false)
+            }
+            (Next::Done(Err(gave_up)), Op::Acquire { request, .. }) => {
+                let request = request.clone();
+                *slot = None;
+                self.attempt_gave_up(&request, gave_up, now, keys)
+            }
+            (other, _) => Err(format!(
+                "the re-send gave up within the model's bound: {other:?}"
+            )),
+        }
+    }
+
+    /// An attempt whose re-send gave up (`held` reports the failure, `after_loss` as the
+    /// core's `Failure::after_earlier_loss` counts it): its waiting loop decides
+    /// (`Wait::attempted`), and the acquire ends, giving back what its copies may have taken
+    /// when the loop says so. Its copies still on the connection are given up on.
+    fn attempt_gave_up(
+        &mut self,
+        request: &RwAcquire,
+        gave_up: GaveUp,
+        now: Millis,
+        keys: &RwKeys,
+    ) -> Result<bool, String> {
+        for stray in &mut self.strays {
+            if let Op::Acquire { request: r, .. } = &stray.op
+                && r.hold == request.hold
+            {
+                stray.given_up = true;
+            }
+        }
+        let failure = gave_up.failure.after_earlier_loss(gave_up.after_loss);
+        let mut wait = waiting_loop(request, now);
+        match wait.attempted(now, Tried::Failed(failure), false, 0) {
+            WaitStep::Done(
+                WaitEnd::Failed { give_back, .. } | WaitEnd::TimedOut { give_back, .. },
+            ) => {
+                if give_back {
+                    self.flight = Some(leave(request, now, keys));
+                }
+                Ok(give_back)
+            }
+            other => Err(format!(
+                "the waiting loop goes on after a failed attempt (not modelled): {other:?}"
+            )),
+        }
     }
 }
 
@@ -358,6 +601,9 @@ pub struct State {
     pub explicit: bool,
     pub fenced: bool,
     pub racing_renewals: bool,
+    pub timeouts: u8,
+    pub drops: u8,
+    pub attempt_give_up: Millis,
     /// The highest fencing token a fresh write got (what Redis's counter says).
     pub last_token: u64,
     /// Hold ids taken out of Redis behind their holders' backs (a restart or a
@@ -396,6 +642,18 @@ pub enum Step {
     /// deletes the write and read sets and wakes readers and writers; the writer-waiting
     /// reservation and the fencing counter stay).
     ForceUnlock,
+    /// Client and slot: the call sent and not yet run gets no reply within the response
+    /// timeout (`Failure::TimedOut`): the copy stays on the connection, a stray, and the
+    /// library's machine decides what next (a `Resend` re-sends; a renewal is not re-sent).
+    TimeOut(usize, usize),
+    /// The caller drops an acquire whose attempt is in flight (`Acquiring::drop`): a copy
+    /// not yet run stays on the connection, a stray, and the give-back follows it when the
+    /// core's `Wait::give_back_if_dropped` says so.
+    Drop(usize),
+    /// A client's oldest stray runs (late, but before anything it sent after).
+    ExecuteStray(usize),
+    /// A client's oldest stray never runs (its connection went away before Redis read it).
+    DropStray(usize),
 }
 
 /// A step's outcome: milestones reached and the first violation.
@@ -490,6 +748,7 @@ impl State {
                     guards: Vec::new(),
                     flight: None,
                     tick: None,
+                    strays: Vec::new(),
                 })
                 .collect(),
             acquires: config.acquires,
@@ -505,6 +764,9 @@ impl State {
             explicit: config.explicit,
             fenced: config.fenced,
             racing_renewals: config.racing_renewals,
+            timeouts: config.timeouts,
+            drops: config.drops,
+            attempt_give_up: config.attempt_give_up,
             last_token: 0,
             doomed: BTreeSet::new(),
         }
@@ -542,13 +804,32 @@ impl State {
             if tick_free && self.renewals > 0 && client.guards.iter().any(|g| g.state.is_active()) {
                 steps.push(Step::Renew(c));
             }
+            let stray = !client.strays.is_empty();
+            if stray {
+                steps.push(Step::ExecuteStray(c));
+                steps.push(Step::DropStray(c));
+            }
+            if self.drops > 0
+                && let Some(InFlight {
+                    op: Op::Acquire { .. },
+                    ..
+                }) = &client.flight
+            {
+                steps.push(Step::Drop(c));
+            }
             for s in [USER, TICK] {
                 match client.slot_ref(s) {
                     None => {}
                     Some(InFlight { sleeping: true, .. }) => steps.push(Step::Resume(c)),
                     Some(InFlight { ran: None, .. }) => {
                         waiting_to_run = true;
-                        steps.push(Step::Run(c, s));
+                        // It runs when it reaches Redis: behind its connection's strays.
+                        if !stray {
+                            steps.push(Step::Run(c, s));
+                        }
+                        if self.timeouts > 0 {
+                            steps.push(Step::TimeOut(c, s));
+                        }
                     }
                     Some(InFlight { ran: Some(_), .. }) => {
                         steps.push(Step::Deliver(c, s));
@@ -569,9 +850,10 @@ impl State {
         if self.restarts > 0 || self.force_unlocks > 0 {
             let keys_there = !self.ks.keys(self.now).is_empty();
             let on_its_way = (self.clients.iter()).any(|c| {
-                [&c.flight, &c.tick]
-                    .iter()
-                    .any(|f| f.as_ref().is_some_and(|f| !f.sleeping))
+                !c.strays.is_empty()
+                    || [&c.flight, &c.tick]
+                        .iter()
+                        .any(|f| f.as_ref().is_some_and(|f| !f.sleeping))
             });
             if self.restarts > 0 && (keys_there || on_its_way) {
                 steps.push(Step::Restart);
@@ -601,7 +883,8 @@ impl State {
                     joins: None,
                     reservation_ms: RESERVATION,
                 };
-                let mut resend = Resend::new(request.call(keys), self.now + GIVE_UP_AFTER);
+                let give_up_at = self.now + self.attempt_give_up;
+                let mut resend = Resend::new(request.call(keys), give_up_at);
                 let call = start_resend(&mut resend, self.now);
                 let op = Op::Acquire {
                     request,
@@ -628,7 +911,8 @@ impl State {
                     reservation_ms: RESERVATION,
                 };
                 let through = Some((guard.state.hold().clone(), guard.kind));
-                let mut resend = Resend::new(request.call(keys), self.now + GIVE_UP_AFTER);
+                let give_up_at = self.now + self.attempt_give_up;
+                let mut resend = Resend::new(request.call(keys), give_up_at);
                 let call = start_resend(&mut resend, self.now);
                 let op = Op::Acquire {
                     request,
@@ -686,28 +970,9 @@ impl State {
             Step::Deliver(c, s) => self.deliver(c, s, &mut fx),
             Step::LoseReply(c, s) => {
                 self.faults -= 1;
-                let client = &mut self.clients[c];
-                let flight = client.slot(s).as_mut().expect("a call in flight");
-                let now = self.now;
-                let next = match &mut flight.op {
-                    // The watchdog does not re-send a renewal: the next tick renews.
-                    Op::Renew { .. } => None,
-                    Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
-                        Some(resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost))
-                    }
-                };
-                match next {
-                    Some(Next::SleepUntil(_)) => {
-                        flight.ran = None;
-                        flight.retried = true;
-                        flight.sleeping = true;
-                    }
-                    None => *client.slot(s) = None,
-                    Some(other) => fx.fail(
-                        "one hold per acquisition",
-                        format!("the re-send gave up within the model's bound: {other:?}"),
-                    ),
-                }
+                let keys = &world.keys;
+                let failed = self.clients[c].failed(s, self.now, Failure::Lost, keys);
+                self.gave_up(failed, &mut fx);
             }
             Step::Resume(c) => {
                 let now = self.now;
@@ -743,31 +1008,22 @@ impl State {
                 // run yet is the same as one that ran just before and lost its reply: the
                 // restart empties the keyspace either way).
                 let now = self.now;
+                let mut failures = Vec::new();
                 for client in &mut self.clients {
-                    for s in [USER, TICK] {
-                        let slot = client.slot(s);
-                        let Some(flight) = slot.as_mut().filter(|f| !f.sleeping) else {
-                            continue;
-                        };
-                        let next = match &mut flight.op {
-                            Op::Renew { .. } => None,
-                            Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
-                                Some(resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost))
-                            }
-                        };
-                        match next {
-                            None => *slot = None,
-                            Some(Next::SleepUntil(_)) => {
-                                flight.ran = None;
-                                flight.retried = true;
-                                flight.sleeping = true;
-                            }
-                            Some(other) => fx.fail(
-                                "one hold per acquisition",
-                                format!("the re-send gave up within the model's bound: {other:?}"),
-                            ),
-                        }
+                    // Its connection dropped: a stray never runs.
+                    if !client.strays.is_empty() {
+                        fx.reach("a restart dropped a stray");
                     }
+                    client.strays.clear();
+                    for s in [USER, TICK] {
+                        if client.slot_ref(s).as_ref().is_none_or(|f| f.sleeping) {
+                            continue;
+                        }
+                        failures.push(client.failed(s, now, Failure::Lost, keys));
+                    }
+                }
+                for failed in failures {
+                    self.gave_up(failed, &mut fx);
                 }
                 // A restart takes at least a millisecond.
                 self.advance_to(now + 1);
@@ -783,6 +1039,66 @@ impl State {
                 let call = force::rwlock_call(keys);
                 let (reply, published) = world.run_published(&call, &mut self.ks, self.now);
                 self.forced(keys, live, &reply, &published, &mut fx);
+                // Strays stay on their connections, and may run after it.
+                for client in &mut self.clients {
+                    client.strays.iter_mut().for_each(|s| s.forced = true);
+                }
+            }
+            Step::TimeOut(c, s) => {
+                self.timeouts -= 1;
+                let now = self.now;
+                let client = &mut self.clients[c];
+                let flight = client.slot_ref(s).as_ref().expect("a call in flight");
+                let call = match &flight.op {
+                    Op::Renew { items, .. } => renew_call(LEASE, items, &vec![1; items.len()]).0,
+                    _ => flight.call.clone().expect("a call sent"),
+                };
+                let op = flight.op.clone();
+                client.strays.push(Stray {
+                    call,
+                    op,
+                    given_up: false,
+                    forced: false,
+                });
+                let failed = client.failed(s, now, Failure::TimedOut, keys);
+                self.gave_up(failed, &mut fx);
+            }
+            Step::Drop(c) => {
+                self.drops -= 1;
+                let now = self.now;
+                let client = &mut self.clients[c];
+                let flight = client.flight.take().expect("an acquire in flight");
+                let Op::Acquire { request, .. } = &flight.op else {
+                    unreachable!("only an acquire is dropped")
+                };
+                // A copy on the wire stays there: a stray, which runs, if at all, before
+                // the give-back (sent after it on the same connection). The reply of a copy
+                // that ran is dropped with the acquire.
+                if flight.ran.is_none() && !flight.sleeping {
+                    client.strays.push(Stray {
+                        call: flight.call.clone().expect("a call sent"),
+                        op: flight.op.clone(),
+                        given_up: false,
+                        forced: false,
+                    });
+                }
+                for stray in &mut client.strays {
+                    if let Op::Acquire { request: r, .. } = &stray.op
+                        && r.hold == request.hold
+                    {
+                        stray.given_up = true;
+                    }
+                }
+                // The runtime's `Acquiring::drop`: its waiting loop, with this attempt in
+                // flight, says whether to give back (`give_back_in_background`:
+                // `held::give_back(hold_too = true, leaving = true)`).
+                if waiting_loop(request, now).give_back_if_dropped() {
+                    client.flight = Some(leave(request, now, keys));
+                }
+            }
+            Step::ExecuteStray(c) => self.execute_stray(c, world, &mut fx),
+            Step::DropStray(c) => {
+                self.clients[c].strays.remove(0);
             }
         }
         self.forget_doomed();
@@ -870,13 +1186,14 @@ impl State {
         let named = |hold: &Arc<str>| {
             clients.iter().any(|c| {
                 c.guards.iter().any(|g| g.state.hold() == hold)
-                    || [&c.flight, &c.tick].iter().any(|f| {
-                        f.as_ref().is_some_and(|f| match &f.op {
+                    || ([&c.flight, &c.tick].into_iter())
+                        .filter_map(|f| f.as_ref().map(|f| &f.op))
+                        .chain(c.strays.iter().map(|s| &s.op))
+                        .any(|op| match op {
                             Op::Acquire { request, .. } => request.hold == *hold,
                             Op::Release { hold: h, .. } => h == hold,
                             Op::Renew { items, .. } => items.iter().any(|i| i.hold == *hold),
                         })
-                    })
             })
         };
         self.doomed.retain(named);
@@ -905,10 +1222,16 @@ impl State {
         }
     }
 
+    /// What a client's machine made of a failure ([`Client::failed`]), as effects.
+    fn gave_up(&self, failed: Result<bool, String>, fx: &mut Effects) {
+        match failed {
+            Ok(true) => fx.reach("an attempt that gave up gave back"),
+            Ok(false) => {}
+            Err(message) => fx.fail("one hold per acquisition", message),
+        }
+    }
+
     fn run(&mut self, c: usize, s: usize, world: &World, fx: &mut Effects) {
-        let keys = &world.keys;
-        let now = self.now;
-        let before = live_members(&self.ks, keys, now);
         let flight = self.clients[c].slot(s).clone().expect("a call in flight");
         if s == TICK
             && matches!(
@@ -921,18 +1244,35 @@ impl State {
         {
             fx.reach("a renewal ran while the owner's attempt was in flight");
         }
-        let (call, own) = match &flight.op {
-            Op::Acquire { .. } => (flight.call.clone().expect("a call to run"), None),
-            Op::Release { hold, .. } => (
-                flight.call.clone().expect("a call to run"),
-                Some(member_of(hold)),
-            ),
-            Op::Renew { items, .. } => {
-                let sizes = vec![1; items.len()];
-                (renew_call(LEASE, items, &sizes).0, None)
-            }
+        let call = match &flight.op {
+            Op::Acquire { .. } | Op::Release { .. } => flight.call.clone().expect("a call to run"),
+            Op::Renew { items, .. } => renew_call(LEASE, items, &vec![1; items.len()]).0,
         };
-        let reply = world.run(&call, &mut self.ks, now);
+        let (reply, found) = self.execute(c, &call, &flight.op, world, fx);
+        let flight = self.clients[c].slot(s).as_mut().expect("a call in flight");
+        flight.removed |= found == (Found::Release { removed: true });
+        flight.ran = Some((reply, found));
+    }
+
+    /// Runs client `c`'s `call` of `op` (its flight's, or a stray's: nobody reads a
+    /// stray's reply, but its run gets every check a run on time gets): the reply and what
+    /// the run found.
+    fn execute(
+        &mut self,
+        c: usize,
+        call: &Call,
+        op: &Op,
+        world: &World,
+        fx: &mut Effects,
+    ) -> (Reply, Found) {
+        let keys = &world.keys;
+        let now = self.now;
+        let before = live_members(&self.ks, keys, now);
+        let own = match op {
+            Op::Release { hold, .. } => Some(member_of(hold)),
+            _ => None,
+        };
+        let reply = world.run(call, &mut self.ks, now);
         let after = live_members(&self.ks, keys, now);
         // Nothing but the caller's own release takes a live hold out or shortens one.
         for (member, kind, score) in &before {
@@ -955,7 +1295,7 @@ impl State {
         let present = |list: &[(Vec<u8>, RwKind, f64)], member: &[u8]| {
             list.iter().any(|(m, _, _)| m == member)
         };
-        let found = match &flight.op {
+        let found = match op {
             Op::Acquire {
                 request, through, ..
             } => Found::Acquire {
@@ -978,7 +1318,11 @@ impl State {
                     .collect(),
             },
         };
-        if let Op::Acquire { request, .. } = &flight.op {
+        if let (Op::Release { leaving: true, .. }, Found::Release { removed: true }) = (op, &found)
+        {
+            fx.reach("a dropped acquire's hold was given back");
+        }
+        if let Op::Acquire { request, .. } = op {
             let member = member_of(&request.hold);
             if !present(&before, &member) && present(&after, &member) {
                 // A fresh grant: whatever a wipe took of this id before is history.
@@ -986,9 +1330,63 @@ impl State {
             }
             self.check_attempt(request, &found, &before, &reply, fx);
         }
-        let flight = self.clients[c].slot(s).as_mut().expect("a call in flight");
-        flight.removed |= found == (Found::Release { removed: true });
-        flight.ran = Some((reply, found));
+        (reply, found)
+    }
+
+    /// Client `c`'s oldest stray runs: with every check a run on time gets, and what it did
+    /// counted where the client still waits for its operation (a release's re-sent copy
+    /// reports what any copy did).
+    fn execute_stray(&mut self, c: usize, world: &World, fx: &mut Effects) {
+        let stray = self.clients[c].strays.remove(0);
+        if stray.forced {
+            fx.reach("a stray sent before a force-unlock ran after it");
+        }
+        // Whether `op` is the operation the stray is a copy of.
+        let same = |op: &Op| match (op, &stray.op) {
+            (Op::Acquire { request: a, .. }, Op::Acquire { request: b, .. }) => a.hold == b.hold,
+            (Op::Release { hold: a, .. }, Op::Release { hold: b, .. }) => a == b,
+            _ => false,
+        };
+        // The operation the stray is a copy of had a copy refused as BUSY before.
+        let flight = self.clients[c].flight.as_ref();
+        if flight.is_some_and(|f| f.busied && same(&f.op)) {
+            fx.reach("a stray copy of a call refused as BUSY ran");
+        }
+        let (reply, found) = self.execute(c, &stray.call, &stray.op, world, fx);
+        let now = self.now;
+        let live = live_members(&self.ks, &world.keys, now);
+        let flight = self.clients[c].flight.as_mut();
+        match (&stray.op, found) {
+            (Op::Acquire { request, .. }, Found::Acquire { existed, .. }) if stray.given_up => {
+                fx.reach("a stray acquire ran after its client gave up");
+                let member = member_of(&request.hold);
+                if !existed && live.iter().any(|(m, _, _)| *m == member) {
+                    fx.reach("a stray acquire took the lock after its client gave up");
+                }
+            }
+            (Op::Acquire { .. }, _) => {
+                if flight.is_some_and(|f| same(&f.op)) {
+                    fx.reach("a stray acquire ran before its re-sent copy");
+                }
+            }
+            (Op::Release { .. }, Found::Release { removed }) => {
+                fx.reach("a stray release copy ran");
+                // What its give-back reports must count the copies that ran late.
+                if let Some(flight) = flight.filter(|f| same(&f.op)) {
+                    flight.removed |= removed;
+                }
+            }
+            (Op::Renew { items, order, .. }, Found::Renew { live }) => {
+                fx.reach("a stray renewal ran");
+                if live.contains(&false) {
+                    fx.reach("a stray renewal named a gone hold");
+                }
+                // Nobody reads it, but the script must tell the truth all the same (only a
+                // late renewal can name a hold that expired meanwhile).
+                check_renewal(items, order, &reply, &live, fx);
+            }
+            _ => unreachable!("a run finds what its operation looks for"),
+        }
     }
 
     /// What an attempt's run answered, read by the library's decoder, against what Redis
@@ -1192,21 +1590,7 @@ impl State {
                 Ok(RwAcquired::Wait(_)) if request.waits => {
                     // A waiting writer that gives up: give back what the attempt may hold
                     // (its reservation), as `held::Cleanup` does.
-                    let mut resend = Resend::new(
-                        release_call(&keys(), &request.hold, Some(request.kind), true),
-                        now + GIVE_UP_AFTER,
-                    );
-                    let call = start_resend(&mut resend, now);
-                    self.clients[c].flight = Some(InFlight::new(
-                        Op::Release {
-                            hold: request.hold.clone(),
-                            kind: request.kind,
-                            leaving: true,
-                            resend,
-                            noticed: None,
-                        },
-                        call,
-                    ));
+                    self.clients[c].flight = Some(leave(&request, now, &keys()));
                 }
                 // The library's `Error::WouldDeadlock`: nothing was written (checked where it
                 // ran); a re-entry that waits is told its hold is lost (`RwGuard::join`).
@@ -1220,7 +1604,6 @@ impl State {
             },
             Op::Release {
                 hold,
-                leaving,
                 resend,
                 noticed,
                 ..
@@ -1228,8 +1611,10 @@ impl State {
                 if flight.retried {
                     fx.reach("a retried release");
                 }
-                // What the library reports, read by its own `given_back`, must be true.
-                let given = given_back(&resent(resend), !leaving);
+                // What the library reports, read by its own `given_back`, must be true
+                // (every give-back of the read-write lock names its hold: `hold_too`, as
+                // `held::give_back_found` reads it, a leaving waiter's too).
+                let given = given_back(&resent(resend), true);
                 // What the guard's caller is told (`Held::release`, by the core's `told`):
                 // "released" only if a copy of this release took the hold out, so a hold
                 // lost before (expired, or wiped by a restart or a force-unlock) is told.
@@ -1295,26 +1680,11 @@ impl State {
                 let Found::Renew { live } = found else {
                     unreachable!()
                 };
-                let status = match decode_renew(&reply, items.len()) {
-                    Ok(status) => status,
-                    Err(err) => {
-                        fx.fail("losses are told", err);
-                        return;
-                    }
+                let Some(status) = check_renewal(&items, &order, &reply, &live, fx) else {
+                    return;
                 };
                 for (position, status) in status.iter().enumerate() {
                     let item = &items[order[position]];
-                    let was_live = live[order[position]];
-                    if (*status == Renewed::Gone) == was_live {
-                        fx.fail(
-                            "losses are told",
-                            format!(
-                                "renewal said {status:?} of {} that was {}",
-                                show(item.hold.as_bytes()),
-                                if was_live { "live" } else { "gone" }
-                            ),
-                        );
-                    }
                     let client = &mut self.clients[c];
                     let Some(guard) = client
                         .guards
@@ -1438,7 +1808,8 @@ impl State {
                 );
             }
         }
-        // No orphans: with nothing in flight, every live hold is some guard's.
+        // No orphans: with nothing in flight (a stray is not), every live hold is some
+        // guard's.
         if self.clients.iter().all(Client::idle) {
             for (member, kind, _) in &live {
                 let owned = self.clients.iter().any(|c| {
@@ -1554,10 +1925,35 @@ impl State {
                 };
                 let stage = match &flight.ran {
                     None if flight.sleeping => "asleep before a re-send".to_string(),
+                    None if !client.strays.is_empty() => "sent behind strays".to_string(),
                     None => "sent".to_string(),
                     Some((reply, _)) => format!("ran -> {reply:?}"),
                 };
                 out += &format!(" [{what} {stage}]");
+            }
+            for stray in &client.strays {
+                let what = match &stray.op {
+                    Op::Acquire { request, .. } => {
+                        format!(
+                            "acquire {:?} {}",
+                            request.kind,
+                            show(request.hold.as_bytes())
+                        )
+                    }
+                    Op::Release { hold, leaving, .. } => format!(
+                        "{} {}",
+                        if *leaving { "leave" } else { "release" },
+                        show(hold.as_bytes())
+                    ),
+                    Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+                };
+                let given_up = if stray.given_up { ", given up" } else { "" };
+                let forced = if stray.forced {
+                    ", sent before a force-unlock"
+                } else {
+                    ""
+                };
+                out += &format!(" stray({what}{given_up}{forced})");
             }
         }
         out
@@ -1583,8 +1979,12 @@ impl Model for Rw {
     fn steps(state: &State, _config: &Config) -> Vec<Step> {
         state.steps()
     }
-    fn apply(state: &mut State, step: &Step, world: &World, _config: &Config) -> Stepped {
-        let effects = state.apply(step, world);
+    fn apply(state: &mut State, step: &Step, world: &World, config: &Config) -> Stepped {
+        let mut effects = state.apply(step, world);
+        // A restart drops every stray: one that runs after it was sent after it.
+        if matches!(step, Step::ExecuteStray(_)) && state.restarts < config.restarts {
+            effects.reach("a stray ran after a restart");
+        }
         Stepped {
             milestones: effects.milestones,
             violations: effects.violation.into_iter().collect(),
@@ -1613,6 +2013,9 @@ pub fn configs() -> Vec<Config> {
             fenced: false,
             reentries: 0,
             racing_renewals: false,
+            timeouts: 0,
+            drops: 0,
+            attempt_give_up: GIVE_UP_AFTER,
         },
         Config {
             name: "rw: two owners, waiting writers, faults",
@@ -1629,6 +2032,9 @@ pub fn configs() -> Vec<Config> {
             fenced: false,
             reentries: 0,
             racing_renewals: false,
+            timeouts: 0,
+            drops: 0,
+            attempt_give_up: GIVE_UP_AFTER,
         },
         Config {
             name: RESTART,
@@ -1645,6 +2051,9 @@ pub fn configs() -> Vec<Config> {
             fenced: false,
             reentries: 0,
             racing_renewals: false,
+            timeouts: 0,
+            drops: 0,
+            attempt_give_up: GIVE_UP_AFTER,
         },
         Config {
             name: FORCE_UNLOCK,
@@ -1661,6 +2070,9 @@ pub fn configs() -> Vec<Config> {
             fenced: false,
             reentries: 0,
             racing_renewals: false,
+            timeouts: 0,
+            drops: 0,
+            attempt_give_up: GIVE_UP_AFTER,
         },
         Config {
             name: FENCED_REENTRY,
@@ -1677,6 +2089,9 @@ pub fn configs() -> Vec<Config> {
             fenced: true,
             reentries: 2,
             racing_renewals: false,
+            timeouts: 0,
+            drops: 0,
+            attempt_give_up: GIVE_UP_AFTER,
         },
         Config {
             name: EXPLICIT,
@@ -1693,6 +2108,9 @@ pub fn configs() -> Vec<Config> {
             fenced: true,
             reentries: 1,
             racing_renewals: false,
+            timeouts: 0,
+            drops: 0,
+            attempt_give_up: GIVE_UP_AFTER,
         },
         Config {
             name: RACING,
@@ -1709,6 +2127,66 @@ pub fn configs() -> Vec<Config> {
             fenced: false,
             reentries: 0,
             racing_renewals: true,
+            timeouts: 0,
+            drops: 0,
+            attempt_give_up: GIVE_UP_AFTER,
+        },
+        Config {
+            name: LATE,
+            owners: vec!["a", "b"],
+            acquires: 3,
+            advances: 2,
+            faults: 0,
+            renewals: 1,
+            waiting_writers: true,
+            restarts: 0,
+            force_unlocks: 0,
+            busy: 0,
+            explicit: false,
+            fenced: false,
+            reentries: 0,
+            racing_renewals: false,
+            timeouts: 1,
+            drops: 1,
+            attempt_give_up: GIVE_UP_AFTER,
+        },
+        Config {
+            name: LATE_WIPE,
+            owners: vec!["a", "b"],
+            acquires: 2,
+            advances: 1,
+            faults: 0,
+            renewals: 1,
+            waiting_writers: false,
+            restarts: 1,
+            force_unlocks: 0,
+            busy: 1,
+            explicit: false,
+            fenced: false,
+            reentries: 0,
+            racing_renewals: false,
+            timeouts: 1,
+            drops: 1,
+            attempt_give_up: GIVE_UP_AFTER,
+        },
+        Config {
+            name: LATE_FORCE,
+            owners: vec!["a", "b"],
+            acquires: 3,
+            advances: 1,
+            faults: 0,
+            renewals: 1,
+            waiting_writers: true,
+            restarts: 0,
+            force_unlocks: 1,
+            busy: 0,
+            explicit: false,
+            fenced: false,
+            reentries: 0,
+            racing_renewals: false,
+            timeouts: 1,
+            drops: 1,
+            attempt_give_up: 0,
         },
     ]
 }
@@ -1719,6 +2197,10 @@ const FENCED_REENTRY: &str = "rw: fenced writes, re-entry through guards, a lost
 const EXPLICIT: &str =
     "rw: one explicit owner on two clients and a third, fenced, waiting writers, a lost reply";
 const RACING: &str = "rw: renewals race their owner's own calls";
+const LATE: &str = "rw: two owners, late requests: timeouts, a dropped acquire, renewal";
+const LATE_WIPE: &str = "rw: two owners, late requests, a restart and BUSY";
+const LATE_FORCE: &str =
+    "rw: two owners, late requests, attempts that give up at once, a force-unlock";
 
 /// The milestones each default configuration must reach at the default bound: the first
 /// two configurations the first six milestones; the restart and force-unlock ones those
@@ -1755,6 +2237,32 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a write granted",
             "a renewal kept a hold past its first lease",
             "a renewal ran while the owner's attempt was in flight",
+        ],
+        // A timed-out copy is re-sent: the re-sent copy may find what the stray took.
+        LATE => [
+            vec![
+                "a write granted",
+                "a retried acquire found its hold",
+                "a retried release",
+            ],
+            STRAY_MILESTONES.to_vec(),
+        ]
+        .concat(),
+        LATE_WIPE => vec![
+            "a restart dropped a stray",
+            "a stray ran after a restart",
+            "a stray copy of a call refused as BUSY ran",
+            "a call refused as BUSY ran when re-sent",
+            "a holder was told its wiped hold is lost",
+            "a stray acquire ran after its client gave up",
+        ],
+        LATE_FORCE => vec![
+            "an attempt that gave up gave back",
+            "a stray sent before a force-unlock ran after it",
+            "a force-unlock while a reader held",
+            "a holder was told its wiped hold is lost",
+            "a wiped holder and a new one both believed",
+            "a stray acquire ran after its client gave up",
         ],
         _ => MILESTONES[..6].to_vec(),
     }
