@@ -271,14 +271,7 @@ impl<K: GuardKind> Guard<K> {
     /// await point) and the result is [`Error::LockLost`]; a loss found only at the
     /// release is `LockLost` too.
     pub(crate) async fn scoped<T>(self, body: impl AsyncFnOnce(&Self) -> T) -> Result<T> {
-        let finished = {
-            let work = body(&self);
-            tokio::select! {
-                biased;
-                _ = self.lost() => None,
-                out = work => Some(out),
-            }
-        };
+        let finished = unless_lost(self.lost(), body(&self)).await;
         match finished {
             Some(out) => self.release().await.map(|()| out),
             None => {
@@ -496,5 +489,19 @@ impl Drop for Core {
                 ),
             }
         });
+    }
+}
+
+/// Runs `work` (a scoped body) unless `lost` resolves first: `None` then, and `work` is
+/// dropped at its next await point. Every scoped `run` (a guard's, a multi-lock's, a
+/// RedLock's) stops its body this way.
+pub(crate) async fn unless_lost<T>(
+    lost: impl Future<Output = ()>,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        _ = lost => None,
+        out = work => Some(out),
     }
 }

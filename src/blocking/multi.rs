@@ -57,6 +57,114 @@ fn first(shared: &[Arc<Shared>]) -> Result<&Shared> {
         .ok_or_else(|| Error::InvalidConfig("a handle without members".into()))
 }
 
+/// What a blocking handle over several clients does the same way for its guard `$guard`
+/// (the async one's `$async`): wrap a guard, acquire in the four ways, and the scoped run.
+macro_rules! acquiring {
+    ($guard:ident, $async:literal) => {
+        fn guard(&self, guard: crate::$guard) -> $guard {
+            $guard {
+                inner: Some(guard),
+                shared: self.shared.clone(),
+            }
+        }
+
+        #[doc = concat!("Blocks until held; see [`crate::", $async, "::acquire`].")]
+        pub fn acquire(&self) -> Result<$guard> {
+            let guard = first(&self.shared)?.block_on(self.inner.acquire())??;
+            Ok(self.guard(guard))
+        }
+
+        #[doc = concat!("Tries once; see [`crate::", $async, "::try_acquire`].")]
+        pub fn try_acquire(&self) -> Result<Option<$guard>> {
+            let guard = first(&self.shared)?.block_on(self.inner.try_acquire())??;
+            Ok(guard.map(|guard| self.guard(guard)))
+        }
+
+        #[doc = concat!("Waits at most `wait` (zero: tries once); see [`crate::", $async, "::try_acquire_for`].")]
+        pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<$guard>> {
+            let guard = first(&self.shared)?.block_on(self.inner.try_acquire_for(wait))??;
+            Ok(guard.map(|guard| self.guard(guard)))
+        }
+
+        #[doc = concat!("See [`crate::", $async, "::acquire_timeout`].")]
+        pub fn acquire_timeout(&self, wait: Duration) -> Result<$guard> {
+            let guard = first(&self.shared)?.block_on(self.inner.acquire_timeout(wait))??;
+            Ok(self.guard(guard))
+        }
+
+        /// Runs `body` holding it, then releases; the outcome of the release (`LockLost`
+        /// if it was lost meanwhile) is the result's error.
+        pub fn run<T>(&self, body: impl FnOnce(&$guard) -> T) -> Result<T> {
+            let guard = self.acquire()?;
+            let out = body(&guard);
+            guard.release().map(|()| out)
+        }
+    };
+}
+
+/// What the blocking guard `$guard` over several clients' holds does the same way:
+/// re-entry, extension, detach and release, each its async namesake's.
+macro_rules! guarding {
+    ($guard:ident) => {
+        fn get(&self) -> &crate::$guard {
+            // Taken only by `release` and `detach`, which consume the guard.
+            self.inner.as_ref().unwrap_or_else(|| unreachable!())
+        }
+
+        /// A nested hold of every member or server; see the async guard's `reenter`.
+        pub fn reenter(&self) -> Result<$guard> {
+            let nested = first(&self.shared)?.block_on(self.get().reenter())??;
+            Ok($guard {
+                inner: Some(nested),
+                shared: self.shared.clone(),
+            })
+        }
+
+        /// Makes it last at least `lease` from now; see the async guard's `extend`.
+        pub fn extend(&self, lease: Duration) -> Result<()> {
+            first(&self.shared)?.block_on(self.get().extend(lease))?
+        }
+
+        /// How long it is known to last; see the async guard's `remaining_lease`.
+        pub fn remaining_lease(&self) -> Duration {
+            self.get().remaining_lease()
+        }
+
+        /// Leaves the holds until their leases end; see the async guard's `detach`.
+        pub fn detach(mut self) {
+            if let Some(guard) = self.inner.take() {
+                guard.detach();
+            }
+        }
+
+        /// Whether it is lost; see the async guard's `is_lost`.
+        pub fn is_lost(&self) -> bool {
+            self.get().is_lost()
+        }
+
+        /// Why it was lost, if it was.
+        pub fn lost_reason(&self) -> Option<LostReason> {
+            self.get().lost_reason()
+        }
+
+        /// A token cancelled when it is lost.
+        pub fn lost_token(&self) -> crate::CancellationToken {
+            self.get().lost_token()
+        }
+
+        /// Gives every hold back; see the async guard's `release`.
+        pub fn release(mut self) -> Result<()> {
+            // Refuse before taking the guard: a refused call leaves it to its drop.
+            let shared = self.shared.clone();
+            let runtime = first(&shared)?.runtime()?;
+            match self.inner.take() {
+                Some(guard) => runtime.block_on(guard.release()),
+                None => Ok(()),
+            }
+        }
+    };
+}
+
 /// A blocking multi-lock; see [`crate::MultiLock`]. Cheap to clone.
 ///
 /// ```no_run
@@ -103,45 +211,7 @@ impl MultiLock {
         })
     }
 
-    fn guard(&self, guard: crate::MultiGuard) -> MultiGuard {
-        MultiGuard {
-            inner: Some(guard),
-            shared: self.shared.clone(),
-        }
-    }
-
-    /// Blocks until every member is held; see [`crate::MultiLock::acquire`].
-    pub fn acquire(&self) -> Result<MultiGuard> {
-        let guard = first(&self.shared)?.block_on(self.inner.acquire())??;
-        Ok(self.guard(guard))
-    }
-
-    /// Every member if all are free now; see [`crate::MultiLock::try_acquire`].
-    pub fn try_acquire(&self) -> Result<Option<MultiGuard>> {
-        let guard = first(&self.shared)?.block_on(self.inner.try_acquire())??;
-        Ok(guard.map(|guard| self.guard(guard)))
-    }
-
-    /// Every member within `wait` (zero: tries once); see
-    /// [`crate::MultiLock::try_acquire_for`].
-    pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
-        let guard = first(&self.shared)?.block_on(self.inner.try_acquire_for(wait))??;
-        Ok(guard.map(|guard| self.guard(guard)))
-    }
-
-    /// See [`crate::MultiLock::acquire_timeout`].
-    pub fn acquire_timeout(&self, wait: Duration) -> Result<MultiGuard> {
-        let guard = first(&self.shared)?.block_on(self.inner.acquire_timeout(wait))??;
-        Ok(self.guard(guard))
-    }
-
-    /// Runs `body` holding every member, then releases them; the outcome of the release
-    /// (`LockLost` if a member was lost meanwhile) is the result's error.
-    pub fn run<T>(&self, body: impl FnOnce(&MultiGuard) -> T) -> Result<T> {
-        let guard = self.acquire()?;
-        let out = body(&guard);
-        guard.release().map(|()| out)
-    }
+    acquiring!(MultiGuard, "MultiLock");
 }
 
 /// Every member of a blocking [`MultiLock`], held; see [`crate::MultiGuard`]. Dropping it
@@ -164,9 +234,7 @@ impl std::fmt::Debug for MultiGuard {
 }
 
 impl MultiGuard {
-    fn get(&self) -> &crate::MultiGuard {
-        self.inner.as_ref().unwrap_or_else(|| unreachable!())
-    }
+    guarding!(MultiGuard);
 
     /// The members' names, in the order they were taken.
     pub fn names(&self) -> Vec<&str> {
@@ -177,62 +245,9 @@ impl MultiGuard {
             .collect()
     }
 
-    /// Whether any member is lost; see [`crate::MultiGuard::is_lost`].
-    pub fn is_lost(&self) -> bool {
-        self.get().is_lost()
-    }
-
-    /// Why the first lost member was lost, if one was.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.get().lost_reason()
-    }
-
-    /// A token cancelled when any member is lost.
-    pub fn lost_token(&self) -> crate::CancellationToken {
-        self.get().lost_token()
-    }
-
     /// The members' fencing tokens, in member order.
     pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
         self.get().fencing_tokens()
-    }
-
-    /// The shortest lease left of the members'; see [`crate::MultiGuard::remaining_lease`].
-    pub fn remaining_lease(&self) -> Duration {
-        self.get().remaining_lease()
-    }
-
-    /// Leaves every member held until its lease ends; see [`crate::MultiGuard::detach`].
-    pub fn detach(mut self) {
-        if let Some(guard) = self.inner.take() {
-            guard.detach();
-        }
-    }
-
-    /// Re-enters every member; see [`crate::MultiGuard::reenter`].
-    pub fn reenter(&self) -> Result<MultiGuard> {
-        let nested = first(&self.shared)?.block_on(self.get().reenter())??;
-        Ok(MultiGuard {
-            inner: Some(nested),
-            shared: self.shared.clone(),
-        })
-    }
-
-    /// Makes every member last at least `lease` from now; see
-    /// [`crate::MultiGuard::extend`].
-    pub fn extend(&self, lease: Duration) -> Result<()> {
-        first(&self.shared)?.block_on(self.get().extend(lease))?
-    }
-
-    /// Releases every member; see [`crate::MultiGuard::release`].
-    pub fn release(mut self) -> Result<()> {
-        // Refuse before taking the guard: a refused call leaves it to its drop.
-        let shared = self.shared.clone();
-        let runtime = first(&shared)?.runtime()?;
-        match self.inner.take() {
-            Some(guard) => runtime.block_on(guard.release()),
-            None => Ok(()),
-        }
     }
 }
 
@@ -319,44 +334,7 @@ impl RedLock {
         first(&self.shared)?.block_on(self.inner.remaining_ttl())?
     }
 
-    /// Runs `body` holding the lock, then releases it; the outcome of the release
-    /// (`LockLost` if the lock was lost meanwhile) is the result's error.
-    pub fn run<T>(&self, body: impl FnOnce(&RedGuard) -> T) -> Result<T> {
-        let guard = self.acquire()?;
-        let out = body(&guard);
-        guard.release().map(|()| out)
-    }
-
-    fn guard(&self, guard: crate::RedGuard) -> RedGuard {
-        RedGuard {
-            inner: Some(guard),
-            shared: self.shared.clone(),
-        }
-    }
-
-    /// Blocks until held on a majority; see [`crate::RedLock::acquire`].
-    pub fn acquire(&self) -> Result<RedGuard> {
-        let guard = first(&self.shared)?.block_on(self.inner.acquire())??;
-        Ok(self.guard(guard))
-    }
-
-    /// Tries once; see [`crate::RedLock::try_acquire`].
-    pub fn try_acquire(&self) -> Result<Option<RedGuard>> {
-        let guard = first(&self.shared)?.block_on(self.inner.try_acquire())??;
-        Ok(guard.map(|guard| self.guard(guard)))
-    }
-
-    /// Waits at most `wait` (zero: tries once); see [`crate::RedLock::try_acquire_for`].
-    pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<RedGuard>> {
-        let guard = first(&self.shared)?.block_on(self.inner.try_acquire_for(wait))??;
-        Ok(guard.map(|guard| self.guard(guard)))
-    }
-
-    /// See [`crate::RedLock::acquire_timeout`].
-    pub fn acquire_timeout(&self, wait: Duration) -> Result<RedGuard> {
-        let guard = first(&self.shared)?.block_on(self.inner.acquire_timeout(wait))??;
-        Ok(self.guard(guard))
-    }
+    acquiring!(RedGuard, "RedLock");
 }
 
 /// A blocking RedLock hold; see [`crate::RedGuard`]. Dropping it releases every server's
@@ -377,9 +355,7 @@ impl std::fmt::Debug for RedGuard {
 }
 
 impl RedGuard {
-    fn get(&self) -> &crate::RedGuard {
-        self.inner.as_ref().unwrap_or_else(|| unreachable!())
-    }
+    guarding!(RedGuard);
 
     /// The lock's name.
     pub fn name(&self) -> &str {
@@ -396,60 +372,8 @@ impl RedGuard {
         self.get().valid_until()
     }
 
-    /// Whether fewer than a majority of holds remain.
-    pub fn is_lost(&self) -> bool {
-        self.get().is_lost()
-    }
-
-    /// Why a hold was lost, when the lock is lost.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.get().lost_reason()
-    }
-
-    /// A token cancelled when fewer than a majority of holds remain.
-    pub fn lost_token(&self) -> crate::CancellationToken {
-        self.get().lost_token()
-    }
-
     /// Holds lost so far.
     pub fn lost_holds(&self) -> usize {
         self.get().lost_holds()
-    }
-
-    /// The lease left on a majority; see [`crate::RedGuard::remaining_lease`].
-    pub fn remaining_lease(&self) -> Duration {
-        self.get().remaining_lease()
-    }
-
-    /// Leaves every server's hold until its lease ends; see [`crate::RedGuard::detach`].
-    pub fn detach(mut self) {
-        if let Some(guard) = self.inner.take() {
-            guard.detach();
-        }
-    }
-
-    /// Makes the lock last at least `lease` from now on a majority; see
-    /// [`crate::RedGuard::extend`].
-    pub fn extend(&self, lease: Duration) -> Result<()> {
-        first(&self.shared)?.block_on(self.get().extend(lease))?
-    }
-
-    /// Re-enters on the servers that hold it; see [`crate::RedGuard::reenter`].
-    pub fn reenter(&self) -> Result<RedGuard> {
-        let nested = first(&self.shared)?.block_on(self.get().reenter())??;
-        Ok(RedGuard {
-            inner: Some(nested),
-            shared: self.shared.clone(),
-        })
-    }
-
-    /// Releases every server's hold; see [`crate::RedGuard::release`].
-    pub fn release(mut self) -> Result<()> {
-        let shared = self.shared.clone();
-        let runtime = first(&shared)?.runtime()?;
-        match self.inner.take() {
-            Some(guard) => runtime.block_on(guard.release()),
-            None => Ok(()),
-        }
     }
 }

@@ -155,14 +155,7 @@ impl MultiLock {
     /// background.
     pub async fn run<T>(&self, body: impl AsyncFnOnce(&MultiGuard) -> T) -> Result<T> {
         let guard = self.acquire().await?;
-        let finished = {
-            let work = body(&guard);
-            tokio::select! {
-                biased;
-                _ = guard.lost() => None,
-                out = work => Some(out),
-            }
-        };
+        let finished = crate::guard::unless_lost(guard.lost(), body(&guard)).await;
         match finished {
             Some(out) => guard.release().await.map(|()| out),
             None => Err(guard.lost_error()),
