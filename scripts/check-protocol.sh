@@ -13,7 +13,7 @@ cargo test --release --locked --test protocol_check
 cargo test --release --locked --test rw_check
 # The count-down latch's checker (latch_*.lua, restarts, BUSY, late count-downs): default depth 18, ~10 s.
 cargo test --release --locked --test latch_check
-# The semaphore's checker (sem_*.lua, late requests): default depth 12, ~45 s.
+# The semaphore's checker (sem_*.lua, late requests, drains, add_permits, extend): default depth 12, ~60 s.
 cargo test --release --locked --test sem_check
 # The fair lock's checker (fair_*.lua, sem_renew.lua, late requests): default depth 12, ~45 s.
 cargo test --release --locked --test fair_check

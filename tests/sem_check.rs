@@ -1,9 +1,10 @@
 //! The semaphore's protocol checker: explores every interleaving of single and waiting
-//! acquisitions of 1 or 2 permits, give-backs, renewals, lost replies, `BUSY`/`LOADING`
-//! replies, expiry, a waiter's reservation, a Redis restart that loses all data (and the
-//! size set again by an operator), and late requests (a copy that timed out, or whose
-//! acquire its caller dropped, runs later, before the client's next request on its
-//! connection, or never), up to a bound, with the library's own
+//! acquisitions of 1 or 2 permits, drains (every free permit), give-backs, renewals,
+//! extensions (`Guard::extend`), lost replies, `BUSY`/`LOADING` replies, expiry, a
+//! waiter's reservation, a Redis restart that loses all data (and the size set again by an
+//! operator), an operator adding or taking away a permit, and late requests (a copy that
+//! timed out, or whose acquire its caller dropped, runs later, before the client's next
+//! request on its connection, or never), up to a bound, with the library's own
 //! `protocol::semaphore` calls and decoders, its `Resend`, `given_back`, `HoldState` and
 //! `Wait`, and the real `lua/sem_*.lua` (see `tests/protocol/semmodel.rs`), and checks the
 //! properties in every state.

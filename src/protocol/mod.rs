@@ -36,6 +36,7 @@ pub mod acquire;
 pub mod attempt;
 pub mod attempted;
 pub mod backoff;
+pub mod extend;
 pub mod fair;
 pub mod force;
 pub mod hold;

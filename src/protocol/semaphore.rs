@@ -188,6 +188,45 @@ fn release_count_call(
     }
 }
 
+/// What `sem_set.lua` answered (a set, a set-if-unset or an add).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SizeSet {
+    /// Done (for a set-if-unset with a size already set: left as it was): the size
+    /// before (`None`: none was set) and the permits in use then.
+    Done { previous: Option<u64>, in_use: u64 },
+    /// An add refused: it would leave the size outside 1 to 2^53 - 1. Nothing written.
+    OutOfRange { previous: Option<u64> },
+    /// The keys are not a semaphore. Nothing written.
+    NotASemaphore,
+}
+
+/// Reads `sem_set.lua`'s reply.
+pub fn decode_set(reply: &Reply) -> Result<SizeSet, String> {
+    let size = |n: i64| u64::try_from(n).ok();
+    match reply {
+        Reply::Array(items) => match items.as_slice() {
+            [Reply::Int(-2)] => Ok(SizeSet::NotASemaphore),
+            [Reply::Int(-3), Reply::Int(previous)] if *previous >= -1 => Ok(SizeSet::OutOfRange {
+                previous: size(*previous),
+            }),
+            [Reply::Int(previous), Reply::Int(in_use)] if *previous >= -1 && *in_use >= 0 => {
+                Ok(SizeSet::Done {
+                    previous: size(*previous),
+                    in_use: *in_use as u64,
+                })
+            }
+            _ => Err(format!("sem_set: {reply:?}")),
+        },
+        _ => Err(format!("sem_set: {reply:?}")),
+    }
+}
+
+/// The size an add of `delta` to `previous` leaves (what `sem_set.lua` writes: no size
+/// set counts as 0).
+pub fn added(previous: Option<u64>, delta: i64) -> i64 {
+    previous.unwrap_or(0) as i64 + delta
+}
+
 /// `sem_set.lua`.
 pub fn set_call(keys: &SemaphoreKeys, size: u64, only_if_unset: bool) -> Call {
     Call {

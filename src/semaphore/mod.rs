@@ -28,7 +28,9 @@ use crate::guard::{Guard, GuardKind, sealed};
 use crate::held::{self, Attempt};
 use crate::keys;
 use crate::protocol::Reply;
-use crate::protocol::semaphore::{SemaphoreKeys, add_call, set_call, state_call};
+use crate::protocol::semaphore::{
+    SemaphoreKeys, SizeSet, add_call, added, decode_set, set_call, state_call,
+};
 use crate::watchdog::LeaseMode;
 
 mod permits;
@@ -173,20 +175,16 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancelling after the command was sent may leave the permits added.
     pub async fn add_permits(&self, delta: i64) -> Result<u64> {
-        let out_of_range = |previous: i64| {
+        let out_of_range = |previous: Option<u64>| {
             Error::InvalidConfig(format!(
                 "semaphore {:?}: adding {delta} permits to {} would leave a size outside 1 to {}",
                 self.name,
-                if previous < 0 {
-                    "no size".to_owned()
-                } else {
-                    previous.to_string()
-                },
+                previous.map_or_else(|| "no size".to_owned(), |size| size.to_string()),
                 crate::latch::MAX_COUNT
             ))
         };
         if delta.unsigned_abs() > crate::latch::MAX_COUNT {
-            return Err(out_of_range(-1));
+            return Err(out_of_range(None));
         }
         let reply = self
             .client
@@ -194,16 +192,10 @@ impl Semaphore {
             .calls
             .eval(&add_call(&self.keys, delta))
             .await?;
-        match reply {
-            Reply::Array(items) => match items.as_slice() {
-                [Reply::Int(-2)] => Err(self.wrong_type()),
-                [Reply::Int(-3), Reply::Int(previous)] => Err(out_of_range(*previous)),
-                [Reply::Int(previous), Reply::Int(_)] if *previous >= -1 => {
-                    Ok(((*previous).max(0) + delta) as u64)
-                }
-                _ => Err(Error::UnexpectedReply(format!("sem_set.lua: {items:?}"))),
-            },
-            other => Err(Error::UnexpectedReply(format!("sem_set.lua: {other:?}"))),
+        match decode_set(&reply).map_err(Error::UnexpectedReply)? {
+            SizeSet::Done { previous, .. } => Ok(added(previous, delta).max(0) as u64),
+            SizeSet::OutOfRange { previous } => Err(out_of_range(previous)),
+            SizeSet::NotASemaphore => Err(self.wrong_type()),
         }
     }
 
@@ -221,16 +213,12 @@ impl Semaphore {
             .calls
             .eval(&set_call(&self.keys, size, only_if_unset))
             .await?;
-        match reply {
-            Reply::Array(items) => match items.as_slice() {
-                [Reply::Int(-1), Reply::Int(_)] => Ok(None),
-                [Reply::Int(previous), Reply::Int(_)] if *previous >= 0 => {
-                    Ok(Some(*previous as u64))
-                }
-                [Reply::Int(-2)] => Err(self.wrong_type()),
-                _ => Err(Error::UnexpectedReply(format!("sem_set.lua: {items:?}"))),
-            },
-            other => Err(Error::UnexpectedReply(format!("sem_set.lua: {other:?}"))),
+        match decode_set(&reply).map_err(Error::UnexpectedReply)? {
+            SizeSet::Done { previous, .. } => Ok(previous),
+            SizeSet::NotASemaphore => Err(self.wrong_type()),
+            SizeSet::OutOfRange { .. } => Err(Error::UnexpectedReply(format!(
+                "sem_set.lua refused a set: {reply:?}"
+            ))),
         }
     }
 

@@ -16,7 +16,7 @@ use crate::clock::Clock;
 use crate::error::LostReason;
 use crate::protocol::hold::{HoldState, Joining};
 use crate::protocol::release::{self, Leaving};
-use crate::protocol::renew::{RenewItem, Renewed, decode_renew, renew_call};
+use crate::protocol::renew::{Renewed, decode_renew};
 use crate::protocol::{Millis, acquire::Granted};
 
 /// How a hold's lease is maintained.
@@ -28,19 +28,8 @@ pub(crate) enum LeaseMode {
     Fixed(Duration),
 }
 
-/// How a hold is stored in Redis, which decides how the watchdog renews it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HoldShape {
-    /// A lock hash (`lua/acquire.lua`): renewed by `lua/renew.lua`, which checks the
-    /// hold id in the hash.
-    LockHash,
-    /// Members `<id>:1..n` of a sorted set scored by their deadlines (a semaphore
-    /// acquisition of n permits, or with n = 1 a read-write or fair lock hold): renewed by
-    /// `lua/sem_renew.lua`. `key` is then the sorted set and `owner` the id.
-    SetMembers(u32),
-}
+pub(crate) use crate::protocol::extend::HoldShape;
 
-/// Local bookkeeping for one hold held through this client.
 /// The members `<id>:1..members` of the sorted set `key`, held by one acquisition of a
 /// `kind` (as the metrics label it).
 pub(crate) struct SetMembers<'a> {
@@ -50,6 +39,7 @@ pub(crate) struct SetMembers<'a> {
     pub(crate) members: u32,
 }
 
+/// Local bookkeeping for one hold held through this client.
 #[derive(Debug)]
 pub(crate) struct HoldEntry {
     pub(crate) key: Arc<str>,
@@ -78,17 +68,8 @@ impl HoldEntry {
     /// A renewal of just this hold to `lease_ms`: `renew.lua` for a lock hash,
     /// `sem_renew.lua` for set members (both answer with the positions that are gone).
     pub(crate) fn extension(&self, lease_ms: Millis) -> crate::protocol::Call {
-        let item = RenewItem {
-            key: self.key.clone(),
-            hold: self.state.lock().hold().clone(),
-            renew: true,
-        };
-        match self.shape {
-            HoldShape::LockHash => renew_call(lease_ms, vec![item]).0,
-            HoldShape::SetMembers(n) => {
-                crate::protocol::semaphore::renew_call(lease_ms, &[item], &[n]).0
-            }
-        }
+        let hold = self.state.lock().hold().clone();
+        crate::protocol::extend::extension_call(lease_ms, self.key.clone(), hold, self.shape)
     }
 
     /// The extension sent at `sent_at` was answered with `reply`: `Ok(true)` when the hold

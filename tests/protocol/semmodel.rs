@@ -1,36 +1,38 @@
 //! The semaphore's protocol model: clients that take 1 or 2 expirable permits with single
-//! attempts (`try_acquire`) or as waiters that reserve (`acquire`), give them back, renew
-//! them (`lua/sem_renew.lua`, as the watchdog does), lose replies and re-send with the same
-//! permit id, get `BUSY`/`LOADING` and re-send, while the clock moves past leases and
-//! reservations, Redis may restart empty and an operator may take every permit back
-//! (`Semaphore::force_release`). The model holds the world only: every call is
-//! built and every reply read by the library's own `redis_locks::protocol::semaphore`,
-//! re-sent by its `resend::Resend`, judged by its `given_back`, `renew::decode_renew` and
-//! `hold::HoldState`; whether an attempt that can never be granted gives back is its
-//! `wait::Wait`'s decision; every call runs the real `lua/sem_*.lua` (the force-release:
-//! `lua/force_delete.lua`, built by `force::semaphore_call`, read by `force::decode`) in
-//! the embedded Lua
-//! against the keyspace model. The one checker (`tests/protocol/checker.rs`) explores it
-//! breadth-first and checks the properties in every state.
+//! attempts (`try_acquire`) or as waiters that reserve (`acquire`), or every free permit
+//! (`drain_permits`), give them back, renew them (`lua/sem_renew.lua`, as the watchdog does) or
+//! extend them (`Guard::extend`), lose replies and re-send with the same permit id, get
+//! `BUSY`/`LOADING` and re-send, while the clock moves past leases and reservations, Redis may
+//! restart empty and an operator may take every permit back (`Semaphore::force_release`) or add
+//! or take away permits (`Semaphore::add_permits`). The model holds the world only: every call
+//! is built and every reply read by the library's own `redis_locks::protocol::semaphore` (but
+//! the two noted below), re-sent by its `resend::Resend`, judged by its `given_back`,
+//! `renew::decode_renew` and `hold::HoldState`; whether an attempt that can never be granted
+//! gives back is its `wait::Wait`'s decision; every call runs the real `lua/sem_*.lua` (the
+//! force-release: `lua/force_delete.lua`, built by `force::semaphore_call`, read by
+//! `force::decode`) in the embedded Lua against the keyspace model. The one checker
+//! (`tests/protocol/checker.rs`) explores it breadth-first and checks the properties in every
+//! state.
 //!
-//! Assumptions (as the read-write lock's checker): one semaphore, one Redis, no client
-//! crash; the size is set by `lua/sem_set.lua` before anything else and never changed
-//! (shrinking takes no permit back, by design); the clock only moves when no call is
-//! waiting to execute (a request executes at its send time, but a late one: see below); a
-//! request whose reply was lost is re-sent as it was (same permit id, same first send time:
-//! one attempt is one `Resend` of the same call, as `held::SetAttempts::attempt_once` makes
-//! it); a copy given up on (timed out before it ran) may still run late, but only before
-//! the client's next request (see "Late requests" below). A waiter between two attempts
-//! (the runtime `src/waiting.rs` driving the core's `protocol::wait::Wait`) either attempts
-//! again (the same call, a new `Resend`) or stops waiting (its wait ran out, or its caller
-//! dropped it), and then gives back what it may hold with its reservation, as the runtime
-//! does when `Wait` says `give_back`: `held::give_back(hold_too = true, leaving = true)`.
-//! Every lease is the watchdog's, and a renewal whose call fails is not re-sent (the next
-//! tick renews). In the default configurations but one an attempt's re-send never gives up
-//! (the model's faults run out long before its bound); the probes and one configuration
-//! with late requests (at the first failure) give up sooner, and then `held` reports the
-//! error and the attempt's `Wait` decides: a waiter that was refused before rides it out
-//! and attempts again, any other acquire ends and gives back.
+//! Assumptions (as the read-write lock's checker): one semaphore, one Redis, no client crash;
+//! the size is set by `lua/sem_set.lua` before anything else, and changed only by the
+//! operator's `add_permits` (see "Drains, added permits and extensions" below); the clock only
+//! moves when no call is waiting to execute (a request executes at its send time, but a late
+//! one: see below); a request whose reply was lost is re-sent as it was (same permit id, same
+//! first send time: one attempt is one `Resend` of the same call, as
+//! `held::SetAttempts::attempt_once` makes it); a copy given up on (timed out before it ran)
+//! may still run late, but only before the client's next request (see "Late requests" below). A
+//! waiter between two attempts (the runtime `src/waiting.rs` driving the core's
+//! `protocol::wait::Wait`) either attempts again (the same call, a new `Resend`) or stops
+//! waiting (its wait ran out, or its caller dropped it), and then gives back what it may hold
+//! with its reservation, as the runtime does when `Wait` says `give_back`:
+//! `held::give_back(hold_too = true, leaving = true)`. Every lease is the watchdog's (but an
+//! extension's, below), and a renewal whose call fails is not re-sent (the next tick renews).
+//! In the default configurations but one an attempt's re-send never gives up (the model's
+//! faults run out long before its bound); the probes and one configuration with late requests
+//! (at the first failure) give up sooner, and then `held` reports the error and the attempt's
+//! `Wait` decides: a waiter that was refused before rides it out and attempts again, any other
+//! acquire ends and gives back.
 //!
 //! Late requests (configurations with `timeouts` or `drops`): a call sent and not yet run
 //! may get no reply within the response timeout (`TimeOut`: `Failure::TimedOut`), and a
@@ -99,19 +101,55 @@
 //! after it must report them gone, one that ran before it may still report them current
 //! (its reply predates it: the guard stays doomed, and the next renewal tells). A waiter
 //! refused before it may take the permits it freed.
+//!
+//! Drains, added permits and extensions (the last configuration; drains also in the late
+//! requests' configuration that gives up):
+//! * A drain (`Semaphore::drain_permits`, a request of 0 permits in `Config::requests`) is
+//!   an acquisition whose ask is the core's `Asked::EveryFree`: its call is `sem_acquire.lua`
+//!   with `Asked::n` (0), never waiting (like `try_acquire`); how many permits its grant
+//!   gave, and whether the reply's shape fits the ask, is `Asked::granted` (a guard's `n`);
+//!   every give-back (a guard's release, or the waiting loop's of an acquire that ended
+//!   with copies unseen) is `Asked::give_back_call` (for a drain, `sem_release.lua` with
+//!   n = -1: however many its copies took); its renewals carry its granted count, as the
+//!   watchdog's `HoldShape::SetMembers(n)` does. Checked besides: a grant's reply counts
+//!   exactly the permits Redis holds under its id (a drain's retry too), and a grant
+//!   never takes the permits another waiter's live reservation keeps (in use and
+//!   reserved stay within the size). Not modelled: a drain handed over by id
+//!   (`release_permits`), `detach`, and drains after a restart or a force-release (no
+//!   configuration has both).
+//! * `add_permits(delta)` (the `AddPermits` step, +1 or -1, between two calls, as an
+//!   operator's) runs the core's `add_call`; its reply is read by the core's `decode_set`
+//!   and `added`, as `Semaphore::add_permits` reads it: the size it reports must be Redis's, a change wakes the
+//!   waiters, a refusal changes nothing, and no change takes a permit or a reservation.
+//!   The model's size follows Redis. A shrink takes nothing back: "never more permits
+//!   than the size" allows the permits in use at the shrink to stay in use beyond the new
+//!   size until given back or expired (`State::over`, which only falls), and grants no
+//!   new permit while they are the size or more; believed permits are held to the same
+//!   bound. Not modelled: `add_permits` with
+//!   no size (after a restart), and its refusal (no configuration shrinks to 0).
+//! * `Guard::extend` (the `Extend` step of a client with a guard it believes in, as the
+//!   guard checks first): one call, not re-sent (a failure is the caller's error), with
+//!   the lease [`EXTEND_LEASE`], longer than the watchdog's. The call is the core's
+//!   `extend::extension_call` for the acquisition's members (what `HoldEntry::extension`
+//!   sends); its reply is read as
+//!   `HoldEntry::on_extension_reply` reads it: `decode_renew`, then gone:
+//!   `HoldState::on_gone`, current: `HoldState::on_extended`. It runs and is checked as a
+//!   renewal of one acquisition (a lost or timed-out one too: a stray renewal).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
+use redis_locks::protocol::extend::{HoldShape, extension_call};
 use redis_locks::protocol::force::{self, ForceDeleted};
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
 use redis_locks::protocol::resend::{GivenBack, Resend, SendHistory, given_back};
 use redis_locks::protocol::semaphore;
 use redis_locks::protocol::semaphore::{
-    SemAcquired, SemaphoreKeys, acquire_call, decode_acquire, release_call, renew_call, set_call,
+    Asked, SemAcquired, SemaphoreKeys, SizeSet, acquire_call, add_call, added, decode_acquire,
+    decode_set, renew_call, set_call,
 };
 use redis_locks::protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
 use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
@@ -122,6 +160,9 @@ use crate::lua::ScriptRunner;
 
 /// The lease of every acquisition (the watchdog's), in ms.
 pub const LEASE: Millis = 100;
+/// The lease of a guard's `extend` (`Guard::extend`): longer than the watchdog's, so that
+/// an extended guard outlives its first lease without a renewal.
+pub const EXTEND_LEASE: Millis = 2 * LEASE;
 /// How far the clock moves in one step: one step leaves a permit 40 ms, two expire it.
 pub const ADVANCE: Millis = 60;
 /// How long a waiter's reservation lasts: one step leaves it, two end it.
@@ -157,7 +198,7 @@ const GARBAGE: &str = PROPERTIES[6];
 
 /// What each configuration must reach (else the run is vacuous), but those it lists as
 /// out of its reach.
-pub const MILESTONES: [&str; 21] = [
+pub const MILESTONES: [&str; 30] = [
     "a grant of 2 permits",
     "every permit out",
     "a retried acquire found its permits",
@@ -179,7 +220,32 @@ pub const MILESTONES: [&str; 21] = [
     "a force-release took back permits in use",
     "a holder was told its taken-back permits are lost",
     "a waiter got a permit a force-release freed",
+    "a drain took 2 permits",
+    "a drain's reply was lost and its retry found its permits",
+    "a drain left a reservation alone",
+    "a drain's permits were given back whole",
+    "permits added let a waiter in",
+    "a size shrunk below the permits in use",
+    "an extended guard outlived its first lease",
+    "an abandoned drain gave back what its lost copy took",
+    "a renewal kept a drain's 2 permits past their first lease",
 ];
+
+/// The milestones of a drain (`Semaphore::drain_permits`; out of reach without one).
+pub const DRAIN_MILESTONES: [&str; 6] = [
+    MILESTONES[21],
+    MILESTONES[22],
+    MILESTONES[23],
+    MILESTONES[24],
+    MILESTONES[28],
+    MILESTONES[29],
+];
+
+/// The milestones of an operator's `Semaphore::add_permits` (out of reach without one).
+pub const ADD_MILESTONES: [&str; 2] = [MILESTONES[25], MILESTONES[26]];
+
+/// The milestone of a guard's `extend` (out of reach without one).
+pub const EXTEND_MILESTONES: [&str; 1] = [MILESTONES[27]];
 
 /// The milestones of the restart steps (out of reach without one).
 pub const RESTART_MILESTONES: [&str; 4] = [
@@ -211,6 +277,7 @@ pub struct Config {
     /// The size `sem_set.lua` sets before anything else.
     pub size: u64,
     /// What a user may ask for: (permits, waits). A waiter reserves (`reserve = '1'`).
+    /// 0 permits: a drain (`Semaphore::drain_permits`: every free permit, never waits).
     pub requests: Vec<(u32, bool)>,
     /// Budgets in all: attempts (a waiter's next attempt counts), clock advances, lost
     /// replies, renewal calls, `BUSY`/`LOADING` replies, restarts with data loss.
@@ -226,6 +293,10 @@ pub struct Config {
     /// their callers drop while an attempt is in flight.
     pub timeouts: u8,
     pub drops: u8,
+    /// An operator's `Semaphore::add_permits` (`sem_set.lua` mode '2', +1 or -1), and
+    /// guards' `extend` calls (to [`EXTEND_LEASE`]).
+    pub adds: u8,
+    pub extends: u8,
     /// How long one attempt re-sends its call before it gives up (the library: three
     /// response timeouts); [`GIVE_UP_AFTER`] is beyond every configuration's clock.
     pub attempt_give_up: Millis,
@@ -239,6 +310,25 @@ impl Config {
     /// Whether the run must reach milestone `index`.
     pub fn requires(&self, index: usize) -> bool {
         !self.out_of_reach.contains(&MILESTONES[index])
+    }
+
+    /// The longest lease a call of this configuration sets (the permits set's expiry is
+    /// never further away).
+    fn longest_lease(&self) -> Millis {
+        if self.extends > 0 {
+            EXTEND_LEASE
+        } else {
+            LEASE
+        }
+    }
+}
+
+/// What a request of `n` permits asks for (0: a drain).
+fn asked(n: u32) -> Asked {
+    if n == 0 {
+        Asked::EveryFree
+    } else {
+        Asked::Exactly(n)
     }
 }
 
@@ -257,7 +347,12 @@ static KEYS: LazyLock<SemaphoreKeys> = LazyLock::new(keys);
 /// One acquisition a client believes in (a guard).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Guard {
+    /// Its permits: what the core's `Asked::granted` read from the grant.
     pub n: u32,
+    /// What its acquisition asked for (its give-back is `Asked::give_back_call`).
+    pub asked: Asked,
+    /// An `extend` confirmed it (for a milestone).
+    pub extended: bool,
     /// When its grant's first copy was sent: past this plus a lease only renewals count.
     pub granted_at: Millis,
     pub state: HoldState,
@@ -280,7 +375,7 @@ impl Guard {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Request {
     pub id: Arc<str>,
-    pub n: u32,
+    pub asked: Asked,
     pub waits: bool,
     /// The send history of this acquisition's attempts (the library's `SendHistory`,
     /// as `held::SetAttempts` keeps it).
@@ -289,6 +384,8 @@ pub struct Request {
     pub refused: bool,
     /// It was refused before a force-release took back permits in use (for a milestone).
     pub freed: bool,
+    /// It was refused before permits were added (for a milestone).
+    pub added: bool,
 }
 
 impl Request {
@@ -338,7 +435,7 @@ pub enum Op {
     /// reservation), re-sent by [`Resend`] and read by `given_back`.
     Release {
         id: Arc<str>,
-        n: u32,
+        asked: Asked,
         leaving: bool,
         resend: Resend,
     },
@@ -347,6 +444,9 @@ pub enum Op {
         order: Vec<usize>,
         sent_at: Millis,
     },
+    /// A guard's `extend` of acquisition `hold` to [`EXTEND_LEASE`] (one call, not
+    /// re-sent: a failure is the caller's error).
+    Extend { hold: Arc<str>, sent_at: Millis },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -395,7 +495,7 @@ impl InFlight {
 
     /// An attempt of `request` (every attempt of a waiter sends the same call).
     fn attempt(request: Request, world: &Ctx, now: Millis) -> Self {
-        let (id, n, waits) = (&request.id, request.n, request.waits);
+        let (id, n, waits) = (&request.id, request.asked.n(), request.waits);
         let call = acquire_call(&KEYS, id, n, LEASE, waits, RESERVATION);
         let give_up_at = now + world.config.attempt_give_up;
         let mut resend = request.sends.resend(call, give_up_at);
@@ -406,12 +506,20 @@ impl InFlight {
         InFlight::new(Op::Acquire { request, resend }, call)
     }
 
-    /// A give-back of `n` permits of `id`.
-    fn give_back(id: Arc<str>, n: u32, leaving: bool, keys: &SemaphoreKeys, now: Millis) -> Self {
-        let call = release_call(keys, &id, n, leaving);
+    /// A give-back of the permits of `id` (what it `asked` for: the core's
+    /// `Asked::give_back_call`, with `hold_too` as both the guard's release and the
+    /// waiting loop's cleanup call it).
+    fn give_back(
+        id: Arc<str>,
+        asked: Asked,
+        leaving: bool,
+        keys: &SemaphoreKeys,
+        now: Millis,
+    ) -> Self {
+        let call = asked.give_back_call(keys, &id, true, leaving);
         InFlight::resent(call, now + GIVE_UP_AFTER, now, |resend| Op::Release {
             id,
-            n,
+            asked,
             leaving,
             resend,
         })
@@ -422,15 +530,20 @@ impl InFlight {
         match &self.op {
             Op::Acquire { request: r, .. } => Some(Sent::Acquire {
                 id: r.id.clone(),
-                n: r.n,
+                asked: r.asked,
             }),
-            Op::Release { id, n, leaving, .. } => Some(Sent::Release {
+            Op::Release {
+                id, asked, leaving, ..
+            } => Some(Sent::Release {
                 id: id.clone(),
-                n: *n,
+                asked: *asked,
                 leaving: *leaving,
             }),
             Op::Renew { items, order, .. } => Some(Sent::Renew {
                 holds: order.iter().map(|&i| items[i].hold.clone()).collect(),
+            }),
+            Op::Extend { hold, .. } => Some(Sent::Renew {
+                holds: vec![hold.clone()],
             }),
             Op::Waiting { .. } => None,
         }
@@ -441,15 +554,17 @@ impl InFlight {
         self.call.is_some() && self.ran.is_none() && !self.sleeping
     }
 
-    /// The acquisition this client attempts or gives up, if any: its id, its permits,
-    /// and whether it is (or was, leaving) a waiter, which may hold a reservation.
-    fn acquisition(&self) -> Option<(&Arc<str>, u32, bool)> {
+    /// The acquisition this client attempts or gives up, if any: its id, what it asked
+    /// for, and whether it is (or was, leaving) a waiter, which may hold a reservation.
+    fn acquisition(&self) -> Option<(&Arc<str>, Asked, bool)> {
         match &self.op {
             Op::Acquire { request: r, .. } | Op::Waiting { request: r } => {
-                Some((&r.id, r.n, r.waits))
+                Some((&r.id, r.asked, r.waits))
             }
-            Op::Release { id, n, leaving, .. } => Some((id, *n, *leaving)),
-            Op::Renew { .. } => None,
+            Op::Release {
+                id, asked, leaving, ..
+            } => Some((id, *asked, *leaving)),
+            Op::Renew { .. } | Op::Extend { .. } => None,
         }
     }
 }
@@ -460,14 +575,14 @@ impl InFlight {
 pub enum Sent {
     Acquire {
         id: Arc<str>,
-        n: u32,
+        asked: Asked,
     },
     Release {
         id: Arc<str>,
-        n: u32,
+        asked: Asked,
         leaving: bool,
     },
-    /// The hold of each position of the call (`renew_call`'s order).
+    /// The hold of each position of the call (`renew_call`'s order; an `extend`: one).
     Renew {
         holds: Vec<Arc<str>>,
     },
@@ -517,6 +632,14 @@ pub struct State {
     pub force_releases: u8,
     pub timeouts: u8,
     pub drops: u8,
+    pub adds: u8,
+    pub extends: u8,
+    /// The size as Redis has it (set, or changed by `add_permits`): the model follows it.
+    pub size: u64,
+    /// The permits in use when the size last shrank, less those given back or expired
+    /// since: so many may stay in use beyond a smaller size (a shrink takes nothing back),
+    /// and no new permit is granted until they are fewer than the size.
+    pub over: u64,
 }
 
 /// One step.
@@ -556,6 +679,11 @@ pub enum Step {
     ExecuteStray(usize),
     /// A client's oldest stray never runs (its connection went away).
     DropStray(usize),
+    /// An operator adds permits (negative: takes some away) with
+    /// `Semaphore::add_permits`: `sem_set.lua` mode '2', built by the core's `add_call`.
+    AddPermits(i64),
+    /// A client extends its guard `g` (`Guard::extend`) to [`EXTEND_LEASE`].
+    Extend(usize, usize),
 }
 
 /// What a call's run did.
@@ -679,10 +807,28 @@ pub fn reservation(ks: &Keyspace, keys: &SemaphoreKeys, now: Millis) -> Result<R
     }
 }
 
+/// The live reservation at `now`, as `sem_acquire.lua` counts it: its waiter and how many
+/// permits it keeps.
+fn reserved(ks: &Keyspace, keys: &SemaphoreKeys, now: Millis) -> Option<(String, u64)> {
+    let hash = ks.hash(keys.hash.as_bytes(), now)?;
+    let field = |f: &str| hash.get(f.as_bytes()).map(|v| show(v));
+    let until: Millis = field("resv_until")?.parse().ok()?;
+    let n = field("resv_n")?.parse().ok()?;
+    (until > now).then_some((field("resv")?, n))
+}
+
 /// The waiter a reservation keeps permits for at `now`.
 fn live_waiter(resv: &Resv, now: Millis) -> Option<&[u8]> {
     let (id, until) = resv.as_ref()?;
     (*until > now).then_some(id.as_bytes())
+}
+
+/// What an acquisition asked for, for a trace: its permits, or "all" (a drain).
+fn shown(asked: Asked) -> String {
+    match asked {
+        Asked::Exactly(n) => n.to_string(),
+        Asked::EveryFree => "all".into(),
+    }
 }
 
 pub fn show(bytes: &[u8]) -> String {
@@ -717,6 +863,10 @@ impl State {
             force_releases: config.force_releases,
             timeouts: config.timeouts,
             drops: config.drops,
+            adds: config.adds,
+            extends: config.extends,
+            size: config.size,
+            over: 0,
         }
     }
 
@@ -746,6 +896,12 @@ impl State {
                     steps.extend((0..client.guards.len()).map(|g| Step::Release(c, g)));
                     if self.renewals > 0 && client.guards.iter().any(|g| g.state.is_active()) {
                         steps.push(Step::Renew(c));
+                    }
+                    // `Guard::extend` checks first that its hold is not lost.
+                    if self.extends > 0 {
+                        let believed = |(_, g): &(usize, &Guard)| g.believed(self.now);
+                        let guards = client.guards.iter().enumerate().filter(believed);
+                        steps.extend(guards.map(|(g, _)| Step::Extend(c, g)));
                     }
                 }
                 Some(InFlight {
@@ -791,6 +947,9 @@ impl State {
         }
         if size_of(&self.ks, &KEYS, self.now).is_none() {
             steps.push(Step::SetSize);
+        } else if self.adds > 0 {
+            steps.push(Step::AddPermits(1));
+            steps.push(Step::AddPermits(-1));
         }
         steps
     }
@@ -806,11 +965,12 @@ impl State {
                 let client = &mut self.clients[c];
                 let request = Request {
                     id: client.ids.next_id().into(),
-                    n,
+                    asked: asked(n),
                     waits,
                     sends: SendHistory::default(),
                     refused: false,
                     freed: false,
+                    added: false,
                 };
                 client.flight = Some(InFlight::attempt(request, world, now));
             }
@@ -826,14 +986,14 @@ impl State {
                     // The wait ended (or its caller dropped it) after a refusal that
                     // reserved: `Wait` says give back, and the runtime gives back the
                     // permits too (hold_too) and the reservation (leaving).
-                    InFlight::give_back(request.id, request.n, true, keys, now)
+                    InFlight::give_back(request.id, request.asked, true, keys, now)
                 });
             }
             Step::Release(c, g) => {
                 let client = &mut self.clients[c];
                 let guard = client.guards.remove(g);
                 let id = guard.state.hold().clone();
-                client.flight = Some(InFlight::give_back(id, guard.n, false, keys, now));
+                client.flight = Some(InFlight::give_back(id, guard.asked, false, keys, now));
             }
             Step::Renew(c) => {
                 self.renewals -= 1;
@@ -912,6 +1072,7 @@ impl State {
                 if reply != unset {
                     fx.fail(GARBAGE, format!("the size set again: {reply:?}"));
                 }
+                (self.size, self.over) = (world.config.size, 0);
             }
             Step::TimeOut(c) => {
                 self.timeouts -= 1;
@@ -949,8 +1110,8 @@ impl State {
                 // flight, says whether to give back (in the background: on the same
                 // connection, after the stray).
                 if request.wait(now).give_back_if_dropped() {
-                    let (id, n) = (request.id, request.n);
-                    client.flight = Some(InFlight::give_back(id, n, true, keys, now));
+                    let (id, asked) = (request.id, request.asked);
+                    client.flight = Some(InFlight::give_back(id, asked, true, keys, now));
                 }
             }
             Step::ExecuteStray(c) => {
@@ -1000,6 +1161,22 @@ impl State {
                     _ => None,
                 };
             }
+            Step::AddPermits(delta) => {
+                self.adds -= 1;
+                self.add_permits(delta, world, &mut fx);
+            }
+            Step::Extend(c, g) => {
+                self.extends -= 1;
+                let client = &mut self.clients[c];
+                let guard = &client.guards[g];
+                // `Guard::extend`'s call (`HoldEntry::extension`): the core's
+                // `extension_call` for the acquisition's permits.
+                let hold = guard.state.hold().clone();
+                let shape = HoldShape::SetMembers(guard.n);
+                let call = extension_call(EXTEND_LEASE, keys.permits.clone(), hold.clone(), shape);
+                let op = Op::Extend { hold, sent_at: now };
+                client.flight = Some(InFlight::new(op, Some(call)));
+            }
             Step::Advance => {
                 self.advances -= 1;
                 self.now += ADVANCE;
@@ -1009,8 +1186,87 @@ impl State {
                 }
             }
         }
+        // Permits given back or expired since a shrink are no longer allowed beyond the
+        // size.
+        let in_use = live(&members(&self.ks, keys, self.now), self.now).count() as u64;
+        self.over = self.over.min(in_use);
         self.check(world, &mut fx);
         fx
+    }
+
+    /// An operator's `Semaphore::add_permits(delta)`: the core's `add_call`, run at once
+    /// between two calls, its reply read as `Semaphore::add_permits` reads it (the reading
+    /// is not in the core: the model reads it the same way). The size it reports must be
+    /// the one Redis has; a size that grows wakes the waiters (checked as published);
+    /// shrinking takes nothing back: the permits in use beyond the new size stay allowed
+    /// until given back or expired ([`State::over`]).
+    fn add_permits(&mut self, delta: i64, world: &Ctx, fx: &mut Effects) {
+        let (keys, now) = (&*KEYS, self.now);
+        let before = members(&self.ks, keys, now);
+        let resv_before = reservation(&self.ks, keys, now);
+        let in_use = live(&before, now).count() as u64;
+        let call = add_call(keys, delta);
+        let (reply, published) = world.run_published(&call, &mut self.ks, now);
+        // It takes nothing back: every live permit and the reservation stay as they were.
+        let after = members(&self.ks, keys, now);
+        let kept = live(&before, now).all(|(m, s)| after.get(m).is_some_and(|l| *l >= s));
+        if !kept || reservation(&self.ks, keys, now) != resv_before {
+            let names = |set: &BTreeMap<Vec<u8>, f64>| set.keys().map(|m| show(m)).collect();
+            let (before, after): (Vec<String>, Vec<String>) = (names(&before), names(&after));
+            let what = format!("add_permits({delta}) took permits or a reservation");
+            fx.fail(OWN, format!("{what}: {before:?} -> {after:?}"));
+        }
+        let wanted = self.size as i64 + delta;
+        let size = size_of(&self.ks, keys, now);
+        // Read by the core's `decode_set`, as `Semaphore::add_permits` reads it.
+        let (told, woke) = match decode_set(&reply) {
+            Ok(SizeSet::OutOfRange { previous }) => {
+                let told = format!("refused (previous {previous:?})");
+                let right = wanted < 1 && previous == Some(self.size);
+                (told, if right { Some(false) } else { None })
+            }
+            Ok(SizeSet::Done {
+                previous,
+                in_use: used,
+            }) => {
+                let new = added(previous, delta);
+                let told = format!("{new} (previous {previous:?}, {used} in use)");
+                let right = previous == Some(self.size)
+                    && used == in_use
+                    && new >= 1
+                    && size == Some(new.to_string());
+                if right {
+                    self.size = new as u64;
+                    self.over = in_use;
+                }
+                (told, right.then_some(true))
+            }
+            other => (format!("{other:?} ({reply:?})"), None),
+        };
+        let what = format!("add_permits({delta}) of a size {}", self.size);
+        match woke {
+            None => fx.fail(SIZE, format!("{what} told {told}; Redis: {size:?}")),
+            Some(woke) => {
+                let channel = keys.channel.as_bytes().to_vec();
+                if published != woke.then_some(channel).into_iter().collect::<Vec<_>>() {
+                    fx.fail(RELEASE, format!("{what} ({told}) published {published:?}"));
+                }
+            }
+        }
+        if woke == Some(true) && delta > 0 {
+            for client in &mut self.clients {
+                if let Some(InFlight {
+                    op: Op::Acquire { request, .. } | Op::Waiting { request },
+                    ..
+                }) = &mut client.flight
+                {
+                    request.added |= request.refused;
+                }
+            }
+        }
+        if woke == Some(true) && in_use > self.size {
+            fx.reach("a size shrunk below the permits in use");
+        }
     }
 
     /// A call of client `c` got no reply (`failure`): an attempt or a give-back is re-sent
@@ -1025,7 +1281,7 @@ impl State {
             matches!(failure, Failure::Transient(_)),
         );
         let next = match &mut flight.op {
-            Op::Renew { .. } => None,
+            Op::Renew { .. } | Op::Extend { .. } => None,
             Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
                 Some(resend.on_failure(&mut ModelEnv(now), &mut (), failure))
             }
@@ -1078,8 +1334,8 @@ impl State {
             WaitStep::Done(WaitEnd::Failed { give_back, .. })
             | WaitStep::Done(WaitEnd::TimedOut { give_back, .. }) => {
                 *flight = give_back.then(|| {
-                    let (id, n) = (request.id, request.n);
-                    InFlight::give_back(id, n, true, &KEYS, now)
+                    let (id, asked) = (request.id, request.asked);
+                    InFlight::give_back(id, asked, true, &KEYS, now)
                 });
                 give_back
             }
@@ -1124,7 +1380,9 @@ impl State {
                 Op::Acquire { request, .. } if flight.ran.is_some() => {
                     flight.forced = in_redis(&request.id);
                 }
-                Op::Renew { .. } if flight.ran.is_some() => flight.forced = true,
+                Op::Renew { .. } | Op::Extend { .. } if flight.ran.is_some() => {
+                    flight.forced = true
+                }
                 _ => {}
             }
             match &mut flight.op {
@@ -1162,11 +1420,14 @@ impl State {
         }
         let retried = flight.retried;
         let ran = self.execute(c, &call, &sent, world, fx);
-        if let Sent::Acquire { .. } = sent
+        if let Sent::Acquire { asked, .. } = sent
             && ran.found
             && retried
         {
             fx.reach("a retried acquire found its permits");
+            if asked == Asked::EveryFree {
+                fx.reach("a drain's reply was lost and its retry found its permits");
+            }
         }
         let flight = self.clients[c].flight.as_mut().expect("a call in flight");
         if let Sent::Release { .. } = sent {
@@ -1189,6 +1450,7 @@ impl State {
         let (keys, now) = (&*KEYS, self.now);
         let before = members(&self.ks, keys, now);
         let resv_before = reservation(&self.ks, keys, now).unwrap_or(None);
+        let kept_before = reserved(&self.ks, keys, now);
         let reply = world.run(call, &mut self.ks, now);
         let after = members(&self.ks, keys, now);
         let resv_after = reservation(&self.ks, keys, now).unwrap_or(None);
@@ -1217,7 +1479,7 @@ impl State {
         // The checks that need what the run found, against the reply it gave.
         let (mut found, mut changed) = (false, false);
         match sent {
-            Sent::Acquire { id, n } => {
+            Sent::Acquire { id, asked } => {
                 let first = member(id, 1);
                 let existed = live(&before, now).any(|(m, _)| *m == first);
                 let own_set = |set: &BTreeMap<Vec<u8>, f64>| {
@@ -1230,24 +1492,58 @@ impl State {
                 }
                 found = existed;
                 changed = !existed && after.contains_key(&first);
-                // Only a reservation stood between this attempt and enough free permits.
+                // A grant's reply counts the acquisition's permits (a drain's: how many it
+                // took, or on a retry, found).
+                let mine = after.keys().filter(|m| is_own(m)).count() as u32;
+                match (
+                    asked.granted(&decode_acquire(&reply).unwrap_or(SemAcquired::NoSize)),
+                    asked,
+                ) {
+                    (Ok(Some(n)), _) if n != mine => {
+                        let what = format!("{id} granted {n} permits; Redis has {mine}");
+                        fx.fail(TWICE, what);
+                    }
+                    (Ok(Some(2)), Asked::EveryFree) => fx.reach("a drain took 2 permits"),
+                    (Err(err), _) => fx.fail(TWICE, err),
+                    _ => {}
+                }
+                // Another waiter's live reservation keeps its permits: a grant leaves them
+                // free (in use and reserved within the size).
                 let used = live(&before, now).count() as u64;
+                let kept = kept_before.filter(|(w, _)| w.as_bytes() != own);
+                if let Some((waiter, kept)) = &kept
+                    && changed
+                    && live(&after, now).count() as u64 + kept > self.size
+                {
+                    let what = format!("{what} took permits kept for {waiter}'s reservation");
+                    fx.fail(OWN, what);
+                }
+                // Only a reservation stood between this attempt and enough free permits.
                 let held_back = live_waiter(&resv_before, now).is_some_and(|w| w != own);
-                let fits = used + u64::from(*n) <= world.config.size;
+                let fits = used + u64::from(asked.n().max(1)) <= self.size;
                 if !after.contains_key(&first) && held_back && fits {
                     fx.reach("a reservation kept permits for a waiter");
                 }
+                if *asked == Asked::EveryFree && held_back && fits && kept.is_some() {
+                    fx.reach("a drain left a reservation alone");
+                }
             }
-            Sent::Release { id, n, leaving } => {
+            Sent::Release { id, asked, leaving } => {
                 // Members taken out, live or not: `sem_release.lua` does not sweep expired
                 // permits first, so it gives back (and counts) one that expired unswept.
-                let gone = |m: &Vec<u8>| before.contains_key(m) && !after.contains_key(m);
-                let taken = (1..=*n).filter(|&k| gone(&member(id, k))).count();
+                let gone = |m: &&Vec<u8>| is_own(m) && !after.contains_key(*m);
+                let taken = before.keys().filter(gone).count();
                 if reply != Reply::Int(taken as i64) {
                     fx.fail(
                         RELEASE,
                         format!("give-back of {id} said {reply:?}, took {taken}"),
                     );
+                }
+                if *asked == Asked::EveryFree && taken >= 2 && !after.keys().any(|m| is_own(m)) {
+                    fx.reach("a drain's permits were given back whole");
+                }
+                if *asked == Asked::EveryFree && *leaving && taken > 0 {
+                    fx.reach("an abandoned drain gave back what its lost copy took");
                 }
                 changed = taken > 0;
                 let had = resv_before.as_ref().is_some_and(|r| *r.0 == **id);
@@ -1288,10 +1584,18 @@ impl State {
             Op::Acquire {
                 mut request,
                 resend,
-            } => match request.replied(&reply) {
-                Ok(SemAcquired::Granted) => {
-                    if request.n == 2 {
+            } => match request.replied(&reply).and_then(|found| {
+                // How many it was granted: the core's `Asked::granted` (a drain's count
+                // is Redis's).
+                let granted = request.asked.granted(&found)?;
+                Ok((found, granted))
+            }) {
+                Ok((_, Some(n))) => {
+                    if n == 2 {
                         fx.reach("a grant of 2 permits");
+                    }
+                    if request.added {
+                        fx.reach("permits added let a waiter in");
                     }
                     let mut guards = self.clients.iter().flat_map(|c| c.guards.iter());
                     if guards.any(|g| g.doomed && !g.forced && g.believed(now)) {
@@ -1309,35 +1613,39 @@ impl State {
                     let state = HoldState::new(request.id.clone(), sent_at, LEASE, true);
                     // A grant whose permits a force-release took since it ran is doomed.
                     client.guards.push(Guard {
-                        n: request.n,
+                        n,
+                        asked: request.asked,
+                        extended: false,
                         granted_at: sent_at,
                         state,
                         doomed: flight.forced,
                         forced: flight.forced,
                     });
                 }
-                // The size is gone (a restart): a refusal. Whether an earlier copy may have
-                // left something is the core's call (`Attempted::claim_may_remain`), and what
-                // to give back the waiting loop's core decides.
-                Ok(found @ SemAcquired::NoSize) => {
+                // The size is gone (a restart), or now smaller than the permits asked for
+                // (`add_permits`): a refusal. Whether an earlier copy may have left
+                // something is the core's call (`Attempted::claim_may_remain`), and what to
+                // give back the waiting loop's core decides.
+                Ok((found @ (SemAcquired::NoSize | SemAcquired::TooMany(_)), None)) => {
+                    let no_size = found == SemAcquired::NoSize;
                     let after_loss = resent(resend).after_loss;
-                    let attempted = semaphore::attempted(found, "s", request.n);
+                    let attempted = semaphore::attempted(found, "s", request.asked.n());
                     let refused = Tried::Refused {
                         claim_may_remain: attempted.claim_may_remain(after_loss),
                     };
-                    if self.attempt_ended(c, request, refused, fx) {
+                    if self.attempt_ended(c, request, refused, fx) && no_size {
                         fx.reach("an attempt found no size after a restart and gave back");
                     }
                 }
-                Ok(SemAcquired::Wait(_) | SemAcquired::FirstInLine(_)) if request.waits => {
+                Ok((SemAcquired::Wait(_) | SemAcquired::FirstInLine(_), _)) if request.waits => {
                     let request = Request {
                         refused: true,
                         ..request
                     };
                     self.clients[c].flight = Some(InFlight::new(Op::Waiting { request }, None));
                 }
-                Ok(SemAcquired::Wait(_) | SemAcquired::FirstInLine(_)) => {}
-                Ok(other) => fx.fail(TWICE, format!("unexpected acquire reply {other:?}")),
+                Ok((SemAcquired::Wait(_) | SemAcquired::FirstInLine(_), _)) => {}
+                Ok((other, _)) => fx.fail(TWICE, format!("unexpected acquire reply {other:?}")),
                 Err(err) => fx.fail(TWICE, err),
             },
             Op::Release { id, resend, .. } => {
@@ -1402,6 +1710,30 @@ impl State {
                     }
                 }
             }
+            // Read as `HoldEntry::on_extension_reply` reads it: gone, the hold is lost
+            // (`Registry::gone`); current, its expiry is at least the extension's lease
+            // from the send (`HoldState::on_extended`). Checked against Redis when it ran.
+            Op::Extend { hold, sent_at } => {
+                let guards = &mut self.clients[c].guards;
+                let Some(guard) = guards.iter_mut().find(|g| g.state.hold() == &hold) else {
+                    return; // given back since
+                };
+                match decode_renew(&reply, 1).as_deref() {
+                    Ok([Renewed::Gone]) => {
+                        guard.state.on_gone();
+                    }
+                    Ok([_]) => {
+                        guard.state.on_extended(sent_at, EXTEND_LEASE);
+                        guard.extended = true;
+                    }
+                    _ => {} // an error: the caller's (`UnexpectedReply`)
+                }
+                if guard.doomed && guard.state.is_active() && !flight.forced {
+                    let hold = guard.state.hold();
+                    let what = format!("an extension left {hold} believed after a restart");
+                    fx.fail(LOSSES, what);
+                }
+            }
             Op::Waiting { .. } => unreachable!("a waiter has no reply"),
         }
     }
@@ -1413,7 +1745,9 @@ impl State {
         // (1), (2): what clients believe (not given back, not lost, before its deadline),
         // against the size and against Redis; but for the beliefs a restart made untrue
         // (doomed: told by the next renewal, see the header). What Redis holds is checked
-        // against the size with no exception.
+        // against the size with no exception but one: the permits in use when the size
+        // shrank may stay in use beyond it (`over`: a shrink takes nothing back), but none
+        // is granted while they are the size or more.
         let mut believed = 0;
         for (c, client) in self.clients.iter().enumerate() {
             for guard in &client.guards {
@@ -1423,7 +1757,14 @@ impl State {
                 }
                 believed += guard.n as u64;
                 if now >= guard.granted_at + LEASE {
-                    fx.reach("a renewal kept a permit past its first lease");
+                    fx.reach(if guard.extended {
+                        "an extended guard outlived its first lease"
+                    } else {
+                        "a renewal kept a permit past its first lease"
+                    });
+                    if !guard.extended && guard.asked == Asked::EveryFree && guard.n >= 2 {
+                        fx.reach("a renewal kept a drain's 2 permits past their first lease");
+                    }
                 }
                 for k in 1..=guard.n {
                     let m = member(guard.state.hold(), k);
@@ -1438,11 +1779,13 @@ impl State {
             }
         }
         let in_use = live(&all, now).count() as u64;
-        if believed > world.config.size || in_use > world.config.size {
+        let allowed = self.size.max(self.over);
+        if believed > allowed || in_use > allowed {
             let what = format!("believed {believed}, live in Redis {in_use}");
-            fx.fail(SIZE, format!("{what}, of {} permits", world.config.size));
+            let over = format!("{} in use when it shrank", self.over);
+            fx.fail(SIZE, format!("{what}, of {} permits ({over})", self.size));
         }
-        if believed == world.config.size {
+        if believed == self.size {
             fx.reach("every permit out");
         }
         // (3): each acquisition is exactly its members `<id>:1..n`, with one deadline.
@@ -1451,11 +1794,15 @@ impl State {
             for guard in &client.guards {
                 known.insert(guard.state.hold().as_bytes(), guard.n);
             }
-            if let Some((id, n, _)) = client.flight.as_ref().and_then(InFlight::acquisition) {
+            // A drain's count is known once its grant is read (its guard's).
+            let flight = client.flight.as_ref().and_then(InFlight::acquisition);
+            if let Some((id, Asked::Exactly(n), _)) = flight {
                 known.insert(id.as_bytes(), n);
             }
             for stray in &client.strays {
-                if let Sent::Acquire { id, n } | Sent::Release { id, n, .. } = &stray.sent {
+                if let Sent::Acquire { id, asked } | Sent::Release { id, asked, .. } = &stray.sent
+                    && let Asked::Exactly(n) = asked
+                {
                     known.insert(id.as_bytes(), *n);
                 }
             }
@@ -1508,7 +1855,8 @@ impl State {
         }
         // No garbage: only the semaphore's two keys. The hash is configuration, without a
         // TTL (`sem_set.lua`); the permits set has one, never before its latest permit's
-        // deadline and never more than a lease away (`sem_acquire.lua`, `sem_renew.lua`).
+        // deadline and never more than the longest lease away (`sem_acquire.lua`,
+        // `sem_renew.lua`; an extension's is longer).
         // Not "exactly at its latest deadline": `sem_release.lua` leaves the expiry where
         // the permit it gave back had it.
         for key in self.ks.keys(now) {
@@ -1518,7 +1866,7 @@ impl State {
                 let size = hash
                     .and_then(|h| h.get(b"size".as_slice()))
                     .map(|s| show(s));
-                if expiry.is_some() || size != Some(world.config.size.to_string()) {
+                if expiry.is_some() || size != Some(self.size.to_string()) {
                     fx.fail(
                         GARBAGE,
                         format!("the size hash: TTL {expiry:?}, size {size:?}"),
@@ -1526,7 +1874,8 @@ impl State {
                 }
             } else if key == keys.permits.as_bytes() {
                 let latest = all.values().copied().fold(f64::MIN, f64::max);
-                if !expiry.is_some_and(|at| at as f64 >= latest && at <= now + LEASE) {
+                let longest = world.config.longest_lease();
+                if !expiry.is_some_and(|at| at as f64 >= latest && at <= now + longest) {
                     let what = format!("expires at {expiry:?}, latest permit at {latest}");
                     fx.fail(GARBAGE, format!("the permits set {what} (now {now})"));
                 }
@@ -1548,8 +1897,12 @@ impl State {
             .map(|(m, s)| format!("{}@{}", show(m), at(*s)))
             .collect();
         let mut out = format!("t={} redis: permits[{}]", now - START, permits.join(" "));
-        if size_of(&self.ks, keys, now).is_none() {
-            out += " (no size)";
+        match size_of(&self.ks, keys, now) {
+            None => out += " (no size)",
+            Some(size) if self.over > self.size => {
+                out += &format!(" size {size} ({} in use when it shrank)", self.over)
+            }
+            Some(size) => out += &format!(" size {size}"),
         }
         if let Some(expiry) = self.ks.pexpire_at(keys.permits.as_bytes(), now) {
             out += &format!(" expires@{}", expiry.map_or(-1, |t| at(t as f64)));
@@ -1572,8 +1925,10 @@ impl State {
             }
             for stray in &client.strays {
                 let what = match &stray.sent {
-                    Sent::Acquire { id, n } => format!("acquire {id}x{n}"),
-                    Sent::Release { id, n, .. } => format!("give-back {id}x{n}"),
+                    Sent::Acquire { id, asked } => format!("acquire {id}x{}", shown(*asked)),
+                    Sent::Release { id, asked, .. } => {
+                        format!("give-back {id}x{}", shown(*asked))
+                    }
                     Sent::Renew { holds } => format!("renewal of {}", holds.len()),
                 };
                 let whose = if stray.given_up { ", given up" } else { "" };
@@ -1585,14 +1940,20 @@ impl State {
             let what = match &flight.op {
                 Op::Acquire { request: r, .. } => {
                     let waits = if r.waits { " waiting" } else { "" };
-                    format!("acquire {}x{}{waits}", r.id, r.n)
+                    format!("acquire {}x{}{waits}", r.id, shown(r.asked))
                 }
-                Op::Waiting { request: r } => format!("waiter {}x{} between attempts", r.id, r.n),
-                Op::Release { id, n, leaving, .. } => {
+                Op::Waiting { request: r } => {
+                    format!("waiter {}x{} between attempts", r.id, shown(r.asked))
+                }
+                Op::Release {
+                    id, asked, leaving, ..
+                } => {
+                    let n = shown(*asked);
                     let verb = if *leaving { "leave" } else { "release" };
                     format!("{verb} {id}x{n}")
                 }
                 Op::Renew { items, .. } => format!("renew {} acquisitions", items.len()),
+                Op::Extend { hold, .. } => format!("extend {hold}"),
             };
             let stage = match (&flight.op, &flight.ran, flight.sleeping) {
                 (Op::Waiting { .. }, _, _) => String::new(),
@@ -1649,6 +2010,11 @@ pub fn configs() -> Vec<Config> {
     };
     let without_restarts_or_busy = || [restarts_or_busy(), STRAY_MILESTONES.to_vec()].concat();
     let force = || FORCE_MILESTONES.to_vec();
+    // The steps the configurations before the last ones do not take.
+    let later = || {
+        let (drain, add) = (DRAIN_MILESTONES.to_vec(), ADD_MILESTONES.to_vec());
+        [drain, add, EXTEND_MILESTONES.to_vec()].concat()
+    };
     vec![
         Config {
             name: "sem: size 2, 1 or 2 permits, waiters, faults, expiry and renewal",
@@ -1664,8 +2030,10 @@ pub fn configs() -> Vec<Config> {
             force_releases: 0,
             timeouts: 0,
             drops: 0,
+            adds: 0,
+            extends: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: [without_restarts_or_busy(), force()].concat(),
+            out_of_reach: [without_restarts_or_busy(), force(), later()].concat(),
             extra_depth: 0,
         },
         Config {
@@ -1682,11 +2050,14 @@ pub fn configs() -> Vec<Config> {
             force_releases: 0,
             timeouts: 0,
             drops: 0,
+            adds: 0,
+            extends: 0,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: [
                 vec!["a grant of 2 permits"],
                 without_restarts_or_busy(),
                 force(),
+                later(),
             ]
             .concat(),
             extra_depth: 0,
@@ -1705,11 +2076,14 @@ pub fn configs() -> Vec<Config> {
             force_releases: 0,
             timeouts: 0,
             drops: 0,
+            adds: 0,
+            extends: 0,
             attempt_give_up: GIVE_UP_AFTER,
             out_of_reach: [
                 vec!["a grant of 2 permits"],
                 STRAY_MILESTONES.to_vec(),
                 force(),
+                later(),
             ]
             .concat(),
             extra_depth: 0,
@@ -1728,19 +2102,22 @@ pub fn configs() -> Vec<Config> {
             force_releases: 0,
             timeouts: 0,
             drops: 0,
+            adds: 0,
+            extends: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: [STRAY_MILESTONES.to_vec(), force()].concat(),
+            out_of_reach: [STRAY_MILESTONES.to_vec(), force(), later()].concat(),
             extra_depth: 0,
         },
         Config {
             // An attempt gives up at its first timeout or lost reply (the library: after
             // three response timeouts; scaled down so that one fault ends it): a waiter
-            // refused before rides it out, any other acquire gives back, after the stray.
+            // refused before rides it out, any other acquire gives back, after the stray
+            // (a drain's give-back: every permit its copies took, n = -1).
             // No attempt re-sends here: a retried copy is the other configuration's.
             name: "sem: size 1, late requests: an attempt that gives up, a dropped acquire, renewal",
             clients: 2,
             size: 1,
-            requests: vec![(1, false), (1, true)],
+            requests: vec![(1, false), (1, true), (0, false)],
             acquires: 3,
             advances: 2,
             faults: 1,
@@ -1750,6 +2127,8 @@ pub fn configs() -> Vec<Config> {
             force_releases: 0,
             timeouts: 1,
             drops: 1,
+            adds: 0,
+            extends: 0,
             attempt_give_up: 0,
             out_of_reach: [
                 vec![
@@ -1759,6 +2138,15 @@ pub fn configs() -> Vec<Config> {
                 ],
                 restarts_or_busy(),
                 force(),
+                // A drain of 1 that gives up, and none re-sent.
+                vec![
+                    "a drain took 2 permits",
+                    "a drain's reply was lost and its retry found its permits",
+                    "a drain's permits were given back whole",
+                    "a renewal kept a drain's 2 permits past their first lease",
+                ],
+                ADD_MILESTONES.to_vec(),
+                EXTEND_MILESTONES.to_vec(),
             ]
             .concat(),
             extra_depth: 0,
@@ -1777,8 +2165,10 @@ pub fn configs() -> Vec<Config> {
             force_releases: 0,
             timeouts: 1,
             drops: 1,
+            adds: 0,
+            extends: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: [restarts_or_busy(), force()].concat(),
+            out_of_reach: [restarts_or_busy(), force(), later()].concat(),
             extra_depth: 0,
         },
         Config {
@@ -1797,8 +2187,39 @@ pub fn configs() -> Vec<Config> {
             force_releases: 1,
             timeouts: 0,
             drops: 0,
+            adds: 0,
+            extends: 0,
             attempt_give_up: GIVE_UP_AFTER,
-            out_of_reach: without_restarts_or_busy(),
+            out_of_reach: [without_restarts_or_busy(), later()].concat(),
+            extra_depth: 0,
+        },
+        Config {
+            // A drain (`Semaphore::drain_permits`, asked as 0 permits) races single
+            // acquisitions, a waiter for 2 and their give-backs, with a lost reply (a
+            // drain's retry counts its permits again); an operator adds a permit or takes
+            // one away (`add_permits`); a guard is extended (`Guard::extend`).
+            name: "sem: size 2, a drain, a waiter for 2, add_permits, extend, a lost reply",
+            clients: 2,
+            size: 2,
+            requests: vec![(1, false), (2, true), (0, false)],
+            acquires: 3,
+            advances: 2,
+            faults: 1,
+            renewals: 1,
+            busy: 0,
+            restarts: 0,
+            force_releases: 0,
+            timeouts: 0,
+            drops: 0,
+            adds: 1,
+            extends: 1,
+            attempt_give_up: GIVE_UP_AFTER,
+            out_of_reach: [
+                vec!["an abandoned drain gave back what its lost copy took"],
+                without_restarts_or_busy(),
+                force(),
+            ]
+            .concat(),
             extra_depth: 0,
         },
     ]
@@ -1828,6 +2249,8 @@ pub fn probes() -> Vec<Config> {
         force_releases: 0,
         timeouts: 0,
         drops: 0,
+        adds: 0,
+        extends: 0,
         attempt_give_up: 50,
         out_of_reach: MILESTONES.to_vec(),
         extra_depth: 2,
