@@ -20,7 +20,7 @@ cargo test --release --locked --test fair_check
 # RedLock's checker (3 and 2 servers, outages, restarts, drift): default depth 12, ~40 s.
 cargo test --release --locked --test redlock_check
 # The multi-lock's checker (opposite orders, cycles, lost replies, BUSY, restarts): default
-# depth 22, ~25-40 s.
+# depth 22, ~35-45 s (late requests included).
 cargo test --release --locked --test multi_check
 # The waiting loop's checker (protocol::wait, every kind's policy): default depth 10, ~5 s.
 cargo test --release --locked --test wait_check -- --include-ignored

@@ -13,10 +13,13 @@
 //!
 //! Besides users, waits, lost requests and replies and the clock, the configurations with
 //! `busy` have Redis answer calls `BUSY`/`LOADING` (they do not run), those with
-//! `restarts` have a Redis server restart empty, and those with `force_unlocks` have an
+//! `restarts` have a Redis server restart empty, those with `force_unlocks` have an
 //! operator force-unlock one member lock with the real `lua/force_unlock.lua` (see the
 //! module doc of the model for what a restart or a force-unlock excludes from "never two
-//! holders", and why).
+//! holders", and why), and those with `timeouts` have member calls time out before they
+//! ran: late requests (strays) that run before the client's next call on the connection,
+//! or never (see the model's module doc for the one late member hold "all or none" leaves
+//! to its lease, and why).
 
 #[path = "protocol/checker.rs"]
 mod checker;

@@ -4,7 +4,8 @@
 //! these would not be checking anything. The restart teeth also assert that the same
 //! configuration without its restart finds nothing: only the restart step catches them;
 //! the force-unlock teeth, the same of the force-unlock configuration and its
-//! force-unlock.
+//! force-unlock; the late-request teeth, the same of the late-request configurations and
+//! their timeouts.
 
 #[path = "protocol/checker.rs"]
 mod checker;
@@ -95,6 +96,31 @@ fn expect_only_with_force_unlocks(scripts: Scripts) {
         }
     }
     checker::expect_found(caught, &["release is true"]);
+}
+
+/// Asserts that the late-request configurations find a counterexample to one of
+/// `properties` with `scripts` (and whatever defect is planted), and that the same
+/// configurations without their timeouts find none: the defect is one only late requests
+/// (strays) show.
+fn expect_only_with_timeouts(scripts: Scripts, properties: &[&str]) {
+    let mut caught = None;
+    for config in multimodel::configs().into_iter().filter(|c| c.timeouts > 0) {
+        let without = Config {
+            timeouts: 0,
+            ..config.clone()
+        };
+        let report = explore(&without, scripts.clone());
+        assert!(
+            report.violation.is_none(),
+            "{} without timeouts already finds {:?}",
+            config.name,
+            report.violation
+        );
+        if caught.is_none() {
+            caught = found_in(&config, explore(&config, scripts.clone()));
+        }
+    }
+    checker::expect_found(caught, properties);
 }
 
 fn expect(scripts: Scripts, properties: &[&str]) {
@@ -346,6 +372,58 @@ mod rust_core {
             Defect::TransientReadAsPermanent,
             &["BUSY never fails an operation"],
         );
+    }
+
+    /// A member acquire that timed out read as one that did not run (no reconciliation:
+    /// its lane forgets it): its stray, still on the connection, takes the member after
+    /// the walk gave up, and nobody gives it back. Only late requests show it (a lost
+    /// reply is still reconciled), and the late configurations catch it.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_timed_out_member_acquire_read_as_not_run_is_caught_only_with_timeouts() {
+        plant(Some(Defect::TimeoutReadAsNotRun));
+        expect_only_with_timeouts(Scripts::real(), &["all or none"]);
+        plant(None);
+    }
+
+    /// The late configuration (which loses no reply and answers nothing `BUSY`: its only
+    /// failures are timeouts) with `defect` planted finds a counterexample to "all or none".
+    fn expect_late_alone(defect: Defect) {
+        let config = multimodel::by_name(multimodel::LATE).expect("a default configuration");
+        assert_eq!((config.faults, config.busy), (0, 0), "{}", config.name);
+        plant(Some(defect));
+        let found = found_in(&config, explore(&config, Scripts::real()));
+        plant(None);
+        println!("{defect:?}:");
+        checker::expect_found(found, &["all or none"]);
+    }
+
+    /// A lost or timed-out acquire treated as one that did not run (the existing defect):
+    /// the late configuration alone finds it by its timeouts.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_forgotten_lost_acquire_is_caught_by_timeouts_alone() {
+        expect_late_alone(Defect::LostAcquireForgotten);
+    }
+
+    /// Reconciliation that gives up at the first probe that gets no reply (here, one that
+    /// timed out), before a hold the timed-out acquire took must have expired: the late
+    /// configuration alone finds the hold stranded. "All or none" leaves a late member
+    /// hold to its lease only when the lane gave up past its bound (see the model's
+    /// header), so the exception is no loophole for a give-up before it.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_reconciliation_that_gives_up_early_is_caught_by_timeouts_alone() {
+        expect_late_alone(Defect::ReconcileGivesUpEarly);
     }
 
     /// The drift margin added instead of subtracted: a member is believed past the

@@ -167,6 +167,7 @@ pub fn after_failure(failure: &Failure) -> AfterFailure {
         Failure::Lost | Failure::TimedOut if planted::is(Defect::LostAcquireForgotten) => {
             AfterFailure::DidNotRun
         }
+        Failure::TimedOut if planted::is(Defect::TimeoutReadAsNotRun) => AfterFailure::DidNotRun,
         Failure::Lost | Failure::TimedOut => AfterFailure::Reconcile,
         Failure::Permanent(_) => AfterFailure::Fail,
     }

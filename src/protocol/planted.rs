@@ -110,6 +110,10 @@ pub enum Defect {
     /// with one key on two servers are taken in the order they were named, so two
     /// multi-locks naming them in opposite orders can wait for each other in a cycle.
     MultiOrderByKeyOnly,
+    /// An acquire that timed out is read as one that did not run (`after_failure`): no
+    /// reconciliation, so a hold its late copy takes is stranded (found only by the late
+    /// configurations of `tests/multi_teeth.rs`; a lost reply is still reconciled).
+    TimeoutReadAsNotRun,
     // --- transient server error defects (tests/latch_teeth.rs, tests/multi_teeth.rs) go
     // below this line ---
     /// `Failure::from_server_error` classifies every transient code (`BUSY`, `LOADING`,

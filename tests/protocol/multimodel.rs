@@ -67,6 +67,50 @@
 //!   it and whatever is in flight: a call in flight, on that lock or another, runs after
 //!   it (a lost member reply's probe may then find the lost acquire's hold gone). The
 //!   other members stay. Only of a lock Redis has (of a free one it changes nothing).
+//! * Late requests ([`Config::timeouts`], as the plain, fair and read-write locks' models):
+//!   a call sent and not yet run may get no reply within the response timeout (`TimeOut`:
+//!   fed to the core as `Failure::TimedOut`). The copy on the wire is then late (a
+//!   *stray*): it may still run (`ExecuteStray`), possibly after the clock moved, or never
+//!   (`DropStray`: its connection went away before Redis read it); a call that ran before
+//!   its reply timed out is the same as a stray that runs at once (what its client does
+//!   next waits behind it, the clock still). Every member call (an attempt, a probe, a
+//!   give-back, a release, a background round's calls) goes on the client's one
+//!   multiplexed connection to the member's server, which a timeout does not drop: a
+//!   stray runs, if at all, before anything its client sends after it (TCP keeps a
+//!   connection's requests in order), so a call sent behind strays waits for them (`Run`,
+//!   `LoseRequest`, `LoseReply` and `Busy` only once they ran or were dropped, the clock
+//!   still: a connection that drops under it drops them first), and a client's strays run
+//!   in the order they were sent. Only with one server (the late configurations have one:
+//!   across two servers the model would order them needlessly). What the client does on a
+//!   timeout is its core's decision: a member attempt's `AttemptOp` hands a timed-out
+//!   acquire to its lane (`Lane::lost_acquire`, reconciled by the next request of the lane,
+//!   a probe sent behind the stray, or by a background `ReconcileRound`) and ends failed,
+//!   and the waiting loop (`protocol::wait::Wait`, as for a lost reply) ends the member's
+//!   wait on a first attempt (the walk gives back what it took, in reverse) or rides it
+//!   out once the member was refused; a give-back's or release's `ReleaseFlow` re-sends the
+//!   same request (the script applies it at most once, and what the release reports counts
+//!   a stray copy that gave the hold back); a round's probe that times out asks again later
+//!   or, past the lost acquire's lease from when the loss was noticed, stops
+//!   (`Lane::on_probe_failure`). A stray runs with every check a run on time gets; it is
+//!   not "in flight". A restart drops the strays on its server with their connection; a
+//!   force-unlock leaves them (one sent before it may run after it).
+//!
+//!   What a late member acquire can leave, and why it is allowed: the library's lane stops
+//!   asking about a lost acquire once a hold it took "must have expired" (`Reconcile`: the
+//!   loss was noticed at `t`, the lease is `LEASE`, so such a hold is gone after
+//!   `t + LEASE`, on the assumption that the script ran before the loss was noticed). A
+//!   stray breaks that assumption: it may run after the clock moved, and then its hold
+//!   lives until its own run plus the lease. When a background round's probe gets no reply
+//!   (here: it times out too) after the lane's bound, the lane gives up, and a hold the
+//!   stray took (before, or after: it is still on the wire) is nobody's until it expires:
+//!   an orphan bounded by its lease (`PEXPIRE`, counted from the run that took it; a fresh
+//!   acquire of the owner that re-enters it lengthens it to that acquire's lease, no more).
+//!   "All or none" then allows exactly such a hold, made precise: taken by a stray member
+//!   acquire that ran after its timeout was noticed, whose lane's reconciliation gave up
+//!   past its bound (`now > t + LEASE`; a give-up before the bound is a violation as ever),
+//!   and that Redis expires within the lease from now. Every other hold a stray takes must
+//!   be adopted by the owner's next attempt of the member or given back by its lane (the
+//!   probe runs after the stray), so "all or none" holds for it unchanged.
 //!
 //! What a restart or a force-unlock excludes, and why (the rule of the plain lock's model,
 //! `model.rs`): a hold that was live in Redis when its key went is *doomed*. Nothing the library can do
@@ -81,7 +125,9 @@
 //! checks what a release tells the user (`release::told`, as `LockGuard::release` and
 //! `MultiGuard::release` tell it): a member's release says `Ok` only if that release's
 //! request gave the hold back in Redis, so a multi-lock a restart or a force-unlock wiped
-//! is never reported released while held (the release tells the member lost). "All or none" and "no deadlock" hold with no exception (and a
+//! is never reported released while held (the release tells the member lost). "All or
+//! none" (but for the late member hold left to its lease, above) and "no deadlock" hold
+//! with no exception of a restart or a force-unlock (and a
 //! give-back or release may end unreleased only on a permanent error: the clock does not
 //! move while it is in flight, so its lease never runs out under it; and never on a call
 //! the model answered `BUSY`, whatever the library made of it: "BUSY never fails an
@@ -130,7 +176,8 @@ const TIMING: WaitTiming = WaitTiming {
     response: 1_000,
 };
 
-/// The properties, checked in every state. The first leaves out beliefs in holds a restart
+/// The properties, checked in every state. "All or none" allows a late member hold left to
+/// its lease, and only that (see the header). The first leaves out beliefs in holds a restart
 /// or a force-unlock wiped (see the header). The last is checked on every `Busy` step: what the operation
 /// answered `BUSY` did next.
 pub const PROPERTIES: [&str; 6] = [
@@ -144,8 +191,9 @@ pub const PROPERTIES: [&str; 6] = [
 
 /// What the configurations must reach, so that none of them is vacuous. The first eight
 /// need neither `BUSY` nor restarts nor force-unlocks; the next ten need `BUSY` or
-/// restarts, the last four a force-unlock.
-pub const MILESTONES: [&str; 22] = [
+/// restarts, the next four a force-unlock; the last eight late requests (`timeouts`), the
+/// last of them a restart too.
+pub const MILESTONES: [&str; 30] = [
     "a multi-lock held",
     "a waiter took every member after the holder released",
     "gave back a partial acquisition",
@@ -172,6 +220,16 @@ pub const MILESTONES: [&str; 22] = [
     "a multi-lock's release reported a force-unlocked member lost",
     "a waiter took a member a force-unlock freed",
     "a lost member acquire whose hold a force-unlock removed was probed and found nothing",
+    "a stray member acquire ran after its multi-lock gave up",
+    "a stray member acquire took a member after its multi-lock gave up",
+    "a stray member acquire's hold was given back by reconciliation",
+    "a stray member acquire's hold was adopted by a later attempt",
+    "a stray copy of a give-back or release ran",
+    "a waiting member rode out a timed-out attempt",
+    // The one exception "all or none" allows (see the header: an orphan bounded by its
+    // lease); required where it can happen, so that the exception is not vacuous.
+    "a late member hold was left to its lease (its reconciliation gave up before it ran)",
+    "a restart dropped a stray",
 ];
 
 pub use crate::lua::Scripts;
@@ -203,6 +261,9 @@ pub struct Config {
     /// it is on (indices into [`NAMES`] and [`SERVERS`]). Empty: lock `i` is `NAMES[i]`
     /// on the one server.
     pub placed: Vec<(usize, usize)>,
+    /// Calls that get no reply within the response timeout before they ran (late
+    /// requests: strays, see the header), in all. Only with one server.
+    pub timeouts: u8,
 }
 
 /// The default configurations.
@@ -220,6 +281,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             placed: Vec::new(),
+            timeouts: 0,
         },
         Config {
             name: "multi: two clients, opposite orders, lost replies",
@@ -233,6 +295,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             placed: Vec::new(),
+            timeouts: 0,
         },
         Config {
             name: "multi: three clients in a named cycle",
@@ -246,6 +309,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             placed: Vec::new(),
+            timeouts: 0,
         },
         Config {
             name: "multi: two clients, three locks, overlapping sets",
@@ -259,6 +323,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             placed: Vec::new(),
+            timeouts: 0,
         },
         Config {
             // Both locks are `L:{a}`, one on each server (the model keeps the second as
@@ -274,6 +339,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             placed: vec![(0, 0), (0, 1)],
+            timeouts: 0,
         },
         Config {
             // One key on two servers (as above), and one of the servers restarts empty:
@@ -289,6 +355,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 1,
             force_unlocks: 0,
             placed: vec![(0, 0), (0, 1)],
+            timeouts: 0,
         },
         Config {
             // A member attempt, probe, give-back or release answered BUSY/LOADING: the
@@ -304,6 +371,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             placed: Vec::new(),
+            timeouts: 0,
         },
         Config {
             // Redis restarts empty while members are held or being taken.
@@ -318,6 +386,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 1,
             force_unlocks: 0,
             placed: Vec::new(),
+            timeouts: 0,
         },
         Config {
             // All three together: a lost reply's reconciliation across a restart, a probe
@@ -333,6 +402,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 1,
             force_unlocks: 0,
             placed: Vec::new(),
+            timeouts: 0,
         },
         Config {
             // A lost member reply whose probes are answered BUSY: the attempt's own probe,
@@ -349,6 +419,7 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 0,
             placed: Vec::new(),
+            timeouts: 0,
         },
         Config {
             // An operator force-unlocks one member (`lua/force_unlock.lua`) while
@@ -365,9 +436,48 @@ pub fn configs() -> Vec<Config> {
             restarts: 0,
             force_unlocks: 1,
             placed: Vec::new(),
+            timeouts: 0,
+        },
+        Config {
+            // Member calls that time out before they ran: a timed-out attempt ends the
+            // walk (or is ridden out by a waiter), and its stray may take the member
+            // later, to be adopted or given back by the lane; a give-back's or release's
+            // stray runs before its re-sent copy; a probe that times out too.
+            name: LATE,
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 2,
+            give_ups: 0,
+            faults: 0,
+            advances: 2,
+            busy: 0,
+            restarts: 0,
+            force_unlocks: 0,
+            placed: Vec::new(),
+            timeouts: 2,
+        },
+        Config {
+            // A late member call and a restart, which drops the strays with the
+            // connection.
+            name: LATE_RESTART,
+            locks: 2,
+            named: vec![vec![0, 1], vec![1, 0]],
+            acquires: 2,
+            give_ups: 0,
+            faults: 0,
+            advances: 1,
+            busy: 0,
+            restarts: 1,
+            force_unlocks: 0,
+            placed: Vec::new(),
+            timeouts: 1,
         },
     ]
 }
+
+/// The late-request configurations' names.
+pub const LATE: &str = "multi: two clients, opposite orders, late requests";
+pub const LATE_RESTART: &str = "multi: two clients, opposite orders, late requests, a restart";
 
 /// The milestones each default configuration must reach at the default bound: what its
 /// parties, faults and clock steps are there for.
@@ -453,6 +563,26 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a release told the user of a member a restart wiped",
             "a multi-lock taken again after a restart wiped it",
             "a wiped member's holder and a new holder both believed (the documented exception)",
+        ],
+        LATE => vec![
+            "a multi-lock held",
+            "gave back a partial acquisition",
+            "clients named the locks in opposite orders and both completed",
+            "a stray member acquire ran after its multi-lock gave up",
+            "a stray member acquire took a member after its multi-lock gave up",
+            "a stray member acquire's hold was given back by reconciliation",
+            "a stray member acquire's hold was adopted by a later attempt",
+            "a stray copy of a give-back or release ran",
+            "a waiting member rode out a timed-out attempt",
+            "a late member hold was left to its lease (its reconciliation gave up before it ran)",
+        ],
+        LATE_RESTART => vec![
+            "a multi-lock held",
+            "a stray member acquire ran after its multi-lock gave up",
+            "a stray member acquire's hold was given back by reconciliation",
+            "a stray copy of a give-back or release ran",
+            "a restart wiped a held multi-lock",
+            "a restart dropped a stray",
         ],
         _ => Vec::new(),
     }
@@ -636,6 +766,27 @@ struct Client {
     /// acquire took could be in Redis (its send time, when the model lost it, plus its
     /// lease). A probe answered `BUSY` may stop asking only after it.
     lost_until: Vec<Option<Millis>>,
+    /// Late requests on the client's connection, oldest first: each runs, if at all,
+    /// before anything the client sends after it (a call sent behind them waits).
+    strays: Vec<Stray>,
+}
+
+/// A call its client gave up waiting for (it timed out before it ran): it may still run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Stray {
+    lock: usize,
+    call: Call,
+    /// When it timed out (the loss its lane noticed, for an acquire).
+    noticed: Millis,
+    /// The client's `acquires_left` when it timed out: which acquisition sent it.
+    acquisition: u8,
+}
+
+impl Stray {
+    /// A member acquire's request id (`None`: another call).
+    fn acquire_id(&self) -> Option<&Arc<str>> {
+        (self.call.script == ScriptId::Acquire).then(|| &self.call.args[2])
+    }
 }
 
 /// The whole world.
@@ -660,6 +811,13 @@ pub struct State {
     forced: BTreeSet<Arc<str>>,
     /// Per lock, its place in the global order: (key, server).
     order_keys: Arc<[OrderKey]>,
+    timeouts_left: u8,
+    /// Holds that stray member acquires took (their request ids), and whether the stray
+    /// ran after its timeout was noticed (late: the clock had moved).
+    stray_holds: BTreeMap<Arc<str>, bool>,
+    /// Timed-out member acquires (request ids) whose lane's reconciliation gave up past
+    /// its bound (see the header): a hold they took late is left to its lease.
+    given_up: BTreeSet<Arc<str>>,
 }
 
 /// One step of the world.
@@ -689,6 +847,13 @@ pub enum Step {
     /// An operator force-unlocks lock `_` (`lua/force_unlock.lua` runs on its server),
     /// whoever holds it and whatever is in flight.
     ForceUnlock(usize),
+    /// A client's call (not run yet) gets no reply within the response timeout: it
+    /// stays on the connection as a stray.
+    TimeOut(usize),
+    /// A client's oldest stray runs (late, but before anything the client sent after it).
+    ExecuteStray(usize),
+    /// A client's oldest stray never runs (its connection went away before Redis read it).
+    DropStray(usize),
     /// The clock moves to the next instant at which anything changes.
     Advance,
 }
@@ -816,6 +981,7 @@ impl State {
                 completed: false,
                 wiped: false,
                 lost_until: vec![None; config.locks],
+                strays: Vec::new(),
             })
             .collect();
         State {
@@ -838,6 +1004,16 @@ impl State {
                     (lock_keys(name).hash.to_string(), SERVERS[server].to_owned())
                 })
                 .collect(),
+            timeouts_left: {
+                assert!(
+                    config.timeouts == 0 || config.placed.is_empty(),
+                    "{}: late requests with one server only",
+                    config.name
+                );
+                config.timeouts
+            },
+            stray_holds: BTreeMap::new(),
+            given_up: BTreeSet::new(),
         }
     }
 
@@ -882,14 +1058,24 @@ impl State {
     pub fn steps(&self) -> Vec<Step> {
         let mut steps = Vec::new();
         for (i, c) in self.clients.iter().enumerate() {
+            if !c.strays.is_empty() {
+                steps.push(Step::ExecuteStray(i));
+                steps.push(Step::DropStray(i));
+            }
             if c.op.is_some() {
-                steps.push(Step::Run(i));
-                if self.faults_left > 0 {
-                    steps.push(Step::LoseRequest(i));
-                    steps.push(Step::LoseReply(i));
+                // It reaches Redis (or its connection drops) behind its strays.
+                if c.strays.is_empty() {
+                    steps.push(Step::Run(i));
+                    if self.faults_left > 0 {
+                        steps.push(Step::LoseRequest(i));
+                        steps.push(Step::LoseReply(i));
+                    }
+                    if self.busy_left > 0 {
+                        steps.push(Step::Busy(i));
+                    }
                 }
-                if self.busy_left > 0 {
-                    steps.push(Step::Busy(i));
+                if self.timeouts_left > 0 {
+                    steps.push(Step::TimeOut(i));
                 }
                 continue;
             }
@@ -1101,6 +1287,18 @@ impl State {
                         _ => {}
                     }
                 }
+                // Its connections drop: the strays on them never run.
+                let servers: Vec<usize> = (0..self.locks).map(|lock| self.on(lock)).collect();
+                let on = |lock: usize| servers[lock] == server;
+                let mut dropped = false;
+                for client in &mut self.clients {
+                    let before = client.strays.len();
+                    client.strays.retain(|stray| !on(stray.lock));
+                    dropped |= client.strays.len() < before;
+                }
+                if dropped {
+                    fx.reach("a restart dropped a stray");
+                }
                 if wiped.len() == self.locks {
                     self.ks.flush_all();
                 } else {
@@ -1144,6 +1342,33 @@ impl State {
                         format!("a force-unlock left {} in Redis", NAMES[lock]),
                     );
                 }
+            }
+            Step::TimeOut(c) => {
+                self.timeouts_left -= 1;
+                if let Some(op) = self.clients[c].op.take() {
+                    let client = &mut self.clients[c];
+                    client.strays.push(Stray {
+                        lock: op.lock,
+                        call: op.call.clone(),
+                        noticed: self.now,
+                        acquisition: client.acquires_left,
+                    });
+                    self.lost(c, &op);
+                    let acquire = matches!(op.kind, OpKind::Acquire(_));
+                    let lock = op.lock;
+                    self.drive(c, lock, op.kind, Event::Failure(Failure::TimedOut), &mut fx);
+                    if acquire && matches!(self.clients[c].phase, Phase::Waiting(_, l) if l == lock)
+                    {
+                        fx.reach("a waiting member rode out a timed-out attempt");
+                    }
+                }
+            }
+            Step::ExecuteStray(c) => {
+                let stray = self.clients[c].strays.remove(0);
+                self.execute_stray(c, stray, world, &mut fx);
+            }
+            Step::DropStray(c) => {
+                self.clients[c].strays.remove(0);
             }
             Step::Advance => {
                 self.advances_left -= 1;
@@ -1461,8 +1686,24 @@ impl State {
             OpKind::Reconcile { mut round, busied } => {
                 let replied = matches!(event, Event::Reply(_));
                 let before = round.abandoned().cloned();
+                // The lost acquire the lane asks about (the probe names its request id).
+                let asked = lane
+                    .probe(&lock_keys(lock))
+                    .map(|probe| probe.args[1].clone());
                 let fed = feed(&mut round, &mut env, lane, event);
                 let pending = lane.is_pending();
+                // The lane stopped asking about a timed-out acquire (its stray may still
+                // run, or have run late) past its bound: a hold it took is left to its lease
+                // (see the header). Only a give-up past the bound, and only of a stray's
+                // request (a lost reply's hold is gone by then).
+                if let (Err(RoundOutcome::GaveUp), false, Some(id), Some(until)) =
+                    (&fed, pending, &asked, lost_until)
+                    && now > until
+                    && (self.stray_holds.contains_key(id)
+                        || client.strays.iter().any(|s| s.acquire_id() == Some(id)))
+                {
+                    self.given_up.insert(id.clone());
+                }
                 abandoned_on_busy(before, round.abandoned(), fx);
                 if let Some(hold) = round.abandoned() {
                     self.abandoned.insert(hold.clone());
@@ -1474,6 +1715,11 @@ impl State {
                     Ok(call) => {
                         if call.script == ScriptId::Release {
                             fx.reach("a lost member reply resolved by a probe");
+                            if self.stray_holds.contains_key(&call.args[1]) {
+                                fx.reach(
+                                    "a stray member acquire's hold was given back by reconciliation",
+                                );
+                            }
                         }
                         client.op = Some(Op {
                             lock,
@@ -1539,6 +1785,9 @@ impl State {
             } => {
                 if adopted {
                     fx.reach("a lost member reply resolved by a probe");
+                    if self.stray_holds.contains_key(&granted.hold) {
+                        fx.reach("a stray member acquire's hold was adopted by a later attempt");
+                    }
                 }
                 if acq.busied {
                     fx.reach("a member answered BUSY was attempted again and granted once");
@@ -1739,6 +1988,85 @@ impl State {
         reply
     }
 
+    /// Runs a client's stray (its oldest) in Redis now: with the checks of a run on time;
+    /// nobody reads its reply.
+    fn execute_stray(&mut self, c: usize, stray: Stray, world: &World, fx: &mut Effects) {
+        let now = self.now;
+        let owner = self.clients[c].owner.clone();
+        let lock = stray.lock;
+        // The owner's count of `hold` in Redis.
+        let count = |state: &State, hold: &str| -> u64 {
+            state
+                .in_redis(lock)
+                .filter(|r| &*r.hold == hold)
+                .and_then(|r| r.counts.get(&*owner).copied())
+                .unwrap_or(0)
+        };
+        match stray.call.script {
+            ScriptId::Acquire => {
+                let id = stray.acquire_id().expect("an acquire").clone();
+                world.run(&stray.call, &mut self.ks, now);
+                let client = &self.clients[c];
+                // Its acquisition is over: the walk that sent it gave up on the member.
+                let same = client.acquires_left == stray.acquisition
+                    && matches!(client.phase, Phase::Taking(_) | Phase::Waiting(..));
+                if !same {
+                    fx.reach("a stray member acquire ran after its multi-lock gave up");
+                }
+                // A fresh hold: the hold id is the request id.
+                if count(self, &id) > 0 {
+                    if !same {
+                        fx.reach(
+                            "a stray member acquire took a member after its multi-lock gave up",
+                        );
+                    }
+                    let pending = client.lanes[lock]
+                        .probe(&lock_keys(lock))
+                        .is_some_and(|probe| probe.args[1] == id);
+                    if !pending && self.given_up.contains(&id) {
+                        fx.reach(
+                            "a late member hold was left to its lease (its reconciliation gave up before it ran)",
+                        );
+                    }
+                    self.stray_holds.insert(id, now > stray.noticed);
+                }
+            }
+            ScriptId::Release => {
+                let hold = stray.call.args[1].clone();
+                let before = count(self, &hold);
+                world.run(&stray.call, &mut self.ks, now);
+                let after = count(self, &hold);
+                fx.reach("a stray copy of a give-back or release ran");
+                // What the release reports counts the copies that ran late: its re-sent
+                // copy (the same request) is in flight behind it.
+                if let Some(Op {
+                    kind: OpKind::Release { flow, removed, .. },
+                    call,
+                    ..
+                }) = &mut self.clients[c].op
+                    && *call == stray.call
+                    && flow.release().is_some()
+                    && after < before
+                {
+                    *removed = true;
+                }
+            }
+            _ => {
+                world.run(&stray.call, &mut self.ks, now);
+            }
+        }
+    }
+
+    /// Whether a hold in Redis that no guard names is a late member hold left to its lease
+    /// (see the header): taken by a stray member acquire that ran after its timeout was
+    /// noticed, whose lane's reconciliation gave up past its bound, and expired by Redis
+    /// within the lease from now.
+    fn left_to_lease(&self, r: &InRedis) -> bool {
+        self.given_up.contains(&r.hold)
+            && self.stray_holds.get(&r.hold) == Some(&true)
+            && r.expires_at.is_some_and(|at| at <= self.now + LEASE)
+    }
+
     /// A give-back of the members `order` just ended: Redis holds none of them for the
     /// client's owner, except a hold whose give-back or reconciliation gave up (it
     /// expires with its lease) and one that a lost acquire may have taken and that the
@@ -1750,6 +2078,7 @@ impl State {
                 && r.counts.contains_key(&*client.owner)
                 && !self.abandoned.contains(&r.hold)
                 && !client.lanes[lock].is_pending()
+                && !self.left_to_lease(&r)
             {
                 fx.fail(
                     "all or none",
@@ -1916,6 +2245,12 @@ impl State {
                 if self.abandoned.contains(&r.hold) {
                     continue;
                 }
+                if self.left_to_lease(&r) {
+                    fx.reach(
+                        "a late member hold was left to its lease (its reconciliation gave up before it ran)",
+                    );
+                    continue;
+                }
                 for owner in r.counts.keys() {
                     let guarded = self.clients.iter().any(|c| {
                         &*c.owner == owner
@@ -2041,6 +2376,28 @@ impl State {
                     op.call.args.join(" ")
                 );
             }
+            for stray in &c.strays {
+                let _ = write!(
+                    out,
+                    " [stray on {}: {:?} {} (timed out at t={})]",
+                    NAMES[stray.lock],
+                    stray.call.script,
+                    stray.call.args.join(" "),
+                    stray.noticed
+                );
+            }
+        }
+        for (hold, late) in &self.stray_holds {
+            let _ = write!(
+                out,
+                "\n      a stray took hold {hold}{}{}",
+                if *late { " late" } else { "" },
+                if self.given_up.contains(hold) {
+                    ", its reconciliation gave up"
+                } else {
+                    ""
+                }
+            );
         }
         out
     }
