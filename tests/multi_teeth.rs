@@ -389,6 +389,21 @@ mod rust_core {
         plant(None);
     }
 
+    /// A lost acquire's reconciliation that stops at its bound while its probes time out
+    /// (the library asks again: the lost request may not have run yet): the stray runs
+    /// after the lane gave up, and its hold is nobody's until it expires. Only late
+    /// requests show it, and the late configurations catch it.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_reconciliation_that_stops_while_its_probes_time_out_is_caught_only_with_timeouts() {
+        plant(Some(Defect::ReconcileStopsOnTimeouts));
+        expect_only_with_timeouts(Scripts::real(), &["all or none"]);
+        plant(None);
+    }
+
     /// The late configuration (which loses no reply and answers nothing `BUSY`: its only
     /// failures are timeouts) with `defect` planted finds a counterexample to "all or none".
     fn expect_late_alone(defect: Defect) {

@@ -108,8 +108,9 @@ impl Lock {
         }
     }
 
-    /// Keeps asking what a lost acquire did, for as long as a hold it took could exist,
-    /// and gives such a hold back: rounds of the core's [`ReconcileRound`], each inside
+    /// Keeps asking what a lost acquire did, for as long as a hold it took could exist
+    /// (the core decides: past a lease, only while the probes time out, since the request
+    /// may not have run yet), and gives such a hold back: rounds of the core's [`ReconcileRound`], each inside
     /// the lane, so other requests of the owner are not held up between rounds (they
     /// resolve the pending acquire themselves first).
     pub(super) fn reconcile_in_background(&self, owner: Arc<str>) {

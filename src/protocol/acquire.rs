@@ -254,17 +254,32 @@ impl Reconcile {
     }
 
     /// A probe got no reply at `now`: try again while a hold could still exist.
+    ///
+    /// A hold the request took by the time its loss was noticed is gone one lease later
+    /// (`hold_could_exist_until`), but a request that has not run yet is not bounded by
+    /// that: a probe that timed out may still be waiting on the connection, and the lost
+    /// request (sent before it on the same connection) with it, to run late, when the
+    /// server gets to them; its hold would then live a lease from that moment. Only a
+    /// probe's answer settles it (it runs after the request on that connection), so past
+    /// the bound a timed-out probe is asked again; a dropped connection (`Lost`,
+    /// `NotSent`) takes both with it, and the reconciliation ends.
     pub fn on_failure(&mut self, failure: &Failure, now: Millis, jitter: u64) -> ReconcileStep {
+        if matches!(failure, Failure::Permanent(_)) || planted::is(Defect::ReconcileGivesUpEarly) {
+            return ReconcileStep::GiveUp;
+        }
         // Redis expires a key only once its expiry time has passed (a key whose expiry is
         // `t` still exists at `t`): a hold could exist until and including that instant.
-        if matches!(failure, Failure::Permanent(_))
-            || now > self.hold_could_exist_until
-            || planted::is(Defect::ReconcileGivesUpEarly)
-        {
+        let past_bound = now > self.hold_could_exist_until;
+        let may_run_late =
+            matches!(failure, Failure::TimedOut) && !planted::is(Defect::ReconcileStopsOnTimeouts);
+        if past_bound && !may_run_late {
             return ReconcileStep::GiveUp;
         }
         self.attempts += 1;
         let at = now + backoff(self.attempts, jitter);
+        if past_bound {
+            return ReconcileStep::RetryAt(at);
+        }
         ReconcileStep::RetryAt(at.min(self.hold_could_exist_until))
     }
 }
@@ -334,6 +349,21 @@ mod tests {
         ));
         assert_eq!(
             rec.on_failure(&Failure::Lost, 1_101, 0),
+            ReconcileStep::GiveUp
+        );
+    }
+
+    #[test]
+    fn past_its_bound_a_timed_out_probe_is_asked_again() {
+        // The probe, and the lost request before it, may still run: only an answer (or a
+        // dropped connection) ends it.
+        let mut rec = Reconcile::new(request(), 100);
+        match rec.on_failure(&Failure::TimedOut, 5_000, 0) {
+            ReconcileStep::RetryAt(at) => assert!(at > 5_000),
+            other => panic!("gave up on a timed-out probe: {other:?}"),
+        }
+        assert_eq!(
+            rec.on_failure(&Failure::NotSent, 6_000, 0),
             ReconcileStep::GiveUp
         );
     }

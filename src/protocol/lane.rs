@@ -91,10 +91,11 @@ impl Lane {
     }
 
     /// The probe got no reply at `now`. The pending acquire stays, unless a hold it took
-    /// must have expired by now. A request that may have re-entered a live hold stays
-    /// pending even then (the count it may have added lives as long as that hold): asking
-    /// stops, but the owner's next request on the lane, its release at the latest, asks
-    /// first.
+    /// must have expired by now and the request cannot run any more (see
+    /// [`Reconcile::on_failure`]: a timed-out probe is asked again). A request that may
+    /// have re-entered a live hold stays pending even then (the count it may have added
+    /// lives as long as that hold): asking stops, but the owner's next request on the
+    /// lane, its release at the latest, asks first.
     pub fn on_probe_failure(
         &mut self,
         failure: &Failure,

@@ -89,28 +89,23 @@
 //!   wait on a first attempt (the walk gives back what it took, in reverse) or rides it
 //!   out once the member was refused; a give-back's or release's `ReleaseFlow` re-sends the
 //!   same request (the script applies it at most once, and what the release reports counts
-//!   a stray copy that gave the hold back); a round's probe that times out asks again later
-//!   or, past the lost acquire's lease from when the loss was noticed, stops
-//!   (`Lane::on_probe_failure`). A stray runs with every check a run on time gets; it is
+//!   a stray copy that gave the hold back); a round's probe that fails asks again later
+//!   or, past the lost acquire's lease from when the loss was noticed, stops, but not
+//!   while it times out (`Lane::on_probe_failure`, `Reconcile::on_failure`: see below). A stray runs with every check a run on time gets; it is
 //!   not "in flight". A restart drops the strays on its server with their connection; a
 //!   force-unlock leaves them (one sent before it may run after it).
 //!
-//!   What a late member acquire can leave, and why it is allowed: the library's lane stops
-//!   asking about a lost acquire once a hold it took "must have expired" (`Reconcile`: the
-//!   loss was noticed at `t`, the lease is `LEASE`, so such a hold is gone after
-//!   `t + LEASE`, on the assumption that the script ran before the loss was noticed). A
-//!   stray breaks that assumption: it may run after the clock moved, and then its hold
-//!   lives until its own run plus the lease. When a background round's probe gets no reply
-//!   (here: it times out too) after the lane's bound, the lane gives up, and a hold the
-//!   stray took (before, or after: it is still on the wire) is nobody's until it expires:
-//!   an orphan bounded by its lease (`PEXPIRE`, counted from the run that took it; a fresh
-//!   acquire of the owner that re-enters it lengthens it to that acquire's lease, no more).
-//!   "All or none" then allows exactly such a hold, made precise: taken by a stray member
-//!   acquire that ran after its timeout was noticed, whose lane's reconciliation gave up
-//!   past its bound (`now > t + LEASE`; a give-up before the bound is a violation as ever),
-//!   and that Redis expires within the lease from now. Every other hold a stray takes must
-//!   be adopted by the owner's next attempt of the member or given back by its lane (the
-//!   probe runs after the stray), so "all or none" holds for it unchanged.
+//!   Why no late member acquire is left to its lease: the lane's reconciliation has a
+//!   bound, a lease after the loss was noticed (`t + LEASE`), after which a hold the
+//!   request took by then must have expired. A stray is not bounded by that: it may run
+//!   after the clock moved, and its hold then lives a lease from its own run. So past the
+//!   bound the core asks again as long as its probes time out (the probe, and the request
+//!   sent before it on that connection, may still run), and stops only on an answer
+//!   (which runs after the request) or a dropped connection (which takes both). With
+//!   the bound alone (`Defect::ReconcileStopsOnTimeouts`) the late configuration finds a
+//!   hold that is nobody's ("all or none"); the milestone "a reconciliation kept asking
+//!   past its bound while its probes timed out" shows that the case is reached. This was
+//!   found by this model: the core stopped at the bound until then.
 //!
 //! What a restart or a force-unlock excludes, and why (the rule of the plain lock's model,
 //! `model.rs`): a hold that was live in Redis when its key went is *doomed*. Nothing the library can do
@@ -126,7 +121,7 @@
 //! `MultiGuard::release` tell it): a member's release says `Ok` only if that release's
 //! request gave the hold back in Redis, so a multi-lock a restart or a force-unlock wiped
 //! is never reported released while held (the release tells the member lost). "All or
-//! none" (but for the late member hold left to its lease, above) and "no deadlock" hold
+//! none" and "no deadlock" hold
 //! with no exception of a restart or a force-unlock (and a
 //! give-back or release may end unreleased only on a permanent error: the clock does not
 //! move while it is in flight, so its lease never runs out under it; and never on a call
@@ -226,9 +221,9 @@ pub const MILESTONES: [&str; 30] = [
     "a stray member acquire's hold was adopted by a later attempt",
     "a stray copy of a give-back or release ran",
     "a waiting member rode out a timed-out attempt",
-    // The one exception "all or none" allows (see the header: an orphan bounded by its
-    // lease); required where it can happen, so that the exception is not vacuous.
-    "a late member hold was left to its lease (its reconciliation gave up before it ran)",
+    // Past a lease after the loss was noticed, a timed-out probe is asked again (the lost
+    // request may not have run yet): no late hold is left to its lease.
+    "a reconciliation kept asking past its bound while its probes timed out",
     "a restart dropped a stray",
 ];
 
@@ -574,7 +569,7 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a stray member acquire's hold was adopted by a later attempt",
             "a stray copy of a give-back or release ran",
             "a waiting member rode out a timed-out attempt",
-            "a late member hold was left to its lease (its reconciliation gave up before it ran)",
+            "a reconciliation kept asking past its bound while its probes timed out",
         ],
         LATE_RESTART => vec![
             "a multi-lock held",
@@ -816,7 +811,7 @@ pub struct State {
     /// ran after its timeout was noticed (late: the clock had moved).
     stray_holds: BTreeMap<Arc<str>, bool>,
     /// Timed-out member acquires (request ids) whose lane's reconciliation gave up past
-    /// its bound (see the header): a hold they took late is left to its lease.
+    /// its bound (on a dropped connection only; for the trace).
     given_up: BTreeSet<Arc<str>>,
 }
 
@@ -1692,10 +1687,17 @@ impl State {
                     .map(|probe| probe.args[1].clone());
                 let fed = feed(&mut round, &mut env, lane, event);
                 let pending = lane.is_pending();
-                // The lane stopped asking about a timed-out acquire (its stray may still
-                // run, or have run late) past its bound: a hold it took is left to its lease
-                // (see the header). Only a give-up past the bound, and only of a stray's
-                // request (a lost reply's hold is gone by then).
+                // Past its bound (a lease after the loss was noticed) the lane goes on asking
+                // while its probes time out: the lost request may not have run yet.
+                if let (Err(RoundOutcome::RetryAt(_)), Some(until)) = (&fed, lost_until)
+                    && now > until
+                {
+                    fx.reach(
+                        "a reconciliation kept asking past its bound while its probes timed out",
+                    );
+                }
+                // The lane stopped asking about a timed-out acquire past its bound (only on a
+                // dropped connection now): noted for the trace.
                 if let (Err(RoundOutcome::GaveUp), false, Some(id), Some(until)) =
                     (&fed, pending, &asked, lost_until)
                     && now > until
@@ -2020,14 +2022,6 @@ impl State {
                             "a stray member acquire took a member after its multi-lock gave up",
                         );
                     }
-                    let pending = client.lanes[lock]
-                        .probe(&lock_keys(lock))
-                        .is_some_and(|probe| probe.args[1] == id);
-                    if !pending && self.given_up.contains(&id) {
-                        fx.reach(
-                            "a late member hold was left to its lease (its reconciliation gave up before it ran)",
-                        );
-                    }
                     self.stray_holds.insert(id, now > stray.noticed);
                 }
             }
@@ -2057,16 +2051,6 @@ impl State {
         }
     }
 
-    /// Whether a hold in Redis that no guard names is a late member hold left to its lease
-    /// (see the header): taken by a stray member acquire that ran after its timeout was
-    /// noticed, whose lane's reconciliation gave up past its bound, and expired by Redis
-    /// within the lease from now.
-    fn left_to_lease(&self, r: &InRedis) -> bool {
-        self.given_up.contains(&r.hold)
-            && self.stray_holds.get(&r.hold) == Some(&true)
-            && r.expires_at.is_some_and(|at| at <= self.now + LEASE)
-    }
-
     /// A give-back of the members `order` just ended: Redis holds none of them for the
     /// client's owner, except a hold whose give-back or reconciliation gave up (it
     /// expires with its lease) and one that a lost acquire may have taken and that the
@@ -2078,7 +2062,6 @@ impl State {
                 && r.counts.contains_key(&*client.owner)
                 && !self.abandoned.contains(&r.hold)
                 && !client.lanes[lock].is_pending()
-                && !self.left_to_lease(&r)
             {
                 fx.fail(
                     "all or none",
@@ -2243,12 +2226,6 @@ impl State {
                     continue;
                 };
                 if self.abandoned.contains(&r.hold) {
-                    continue;
-                }
-                if self.left_to_lease(&r) {
-                    fx.reach(
-                        "a late member hold was left to its lease (its reconciliation gave up before it ran)",
-                    );
                     continue;
                 }
                 for owner in r.counts.keys() {

@@ -542,20 +542,24 @@ mod tests {
         assert!(cli.global.redlock);
         assert_eq!(cli.global.url, ["redis://a", "redis://b"]);
         assert_eq!(run.also, ["y", "z"]);
-        for kind in [
-            &["--read"][..],
-            &["--write"],
-            &["--fair"],
-            &["--permits", "2"],
-        ] {
-            let args = [
-                &["redis-locks", "run", "x", "--also", "y"][..],
-                kind,
-                &["--", "true"],
-            ]
-            .concat();
-            assert!(Cli::try_parse_from(&args).is_err(), "{args:?}");
+        // --also takes that kind of every name with --read, --write and --fair; a
+        // semaphore permit is not a lock a multi-lock takes.
+        for kind in ["--read", "--write", "--fair"] {
+            let args = ["redis-locks", "run", "x", "--also", "y", kind, "--", "true"];
+            assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
         }
+        let args = [
+            "redis-locks",
+            "run",
+            "x",
+            "--also",
+            "y",
+            "--permits",
+            "2",
+            "--",
+            "true",
+        ];
+        assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
     }
 
     #[test]
