@@ -513,3 +513,65 @@ async fn lost_reply_final_release() {
         );
     }
 }
+
+/// An acquire that the server reads only after the client's reconciliation bound (a
+/// lease after it noticed the timeout: the server stalled for longer): the lane goes on
+/// asking while its probes time out, so the hold the late acquire takes is given back
+/// (a `del`/`hdel` in Redis's keyspace events), never left to expire. `flush` does not
+/// wait for that asking: it returns while the server still stalls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_run_after_the_reconciliation_bound_is_given_back() {
+    let server = RedisServer::start_with(&["--notify-keyspace-events", "KA"]);
+    let proxy = FaultProxy::start(server.port).await;
+    let client = proxied_client(&proxy, 30 * SEC, Duration::from_millis(200)).await;
+    warm_up(&client, None).await;
+    let lock = client
+        .lock("late-acquire")
+        .unwrap()
+        .with_lease(Duration::from_millis(800))
+        .unwrap();
+    let key = lock.key().to_owned();
+    // Redis's own account of the key, on a connection of its own (not through the proxy).
+    let mut events = redis::Client::open(server.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    events
+        .subscribe(format!("__keyspace@0__:{key}"))
+        .await
+        .unwrap();
+
+    proxy.stall(true);
+    let attempt = lock.try_acquire().await;
+    assert!(attempt.is_err(), "a stalled acquire returned {attempt:?}");
+    // Past the bound (0.8 s lease after the timeout was noticed), the probes still time out.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    tokio::time::timeout(5 * SEC, client.flush())
+        .await
+        .expect("flush waited for the asking past the bound");
+    proxy.stall(false);
+
+    // The late acquire runs, and the next probe (behind it) finds and gives back its hold.
+    let mut seen = Vec::new();
+    let mut stream = std::pin::pin!(events.on_message());
+    let ended = tokio::time::timeout(10 * SEC, async {
+        while let Some(message) =
+            std::future::poll_fn(|cx| futures_core::Stream::poll_next(stream.as_mut(), cx)).await
+        {
+            let event: String = message.get_payload().unwrap();
+            seen.push(event.clone());
+            if ["del", "expired"].contains(&event.as_str()) {
+                return event;
+            }
+        }
+        String::new()
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the late hold never ended: {seen:?}"));
+    assert!(
+        seen.iter().any(|e| e == "hset" || e == "hincrby"),
+        "the late acquire did not run: {seen:?}"
+    );
+    assert_eq!(ended, "del", "the late hold was left to expire: {seen:?}");
+}

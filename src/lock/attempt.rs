@@ -1,8 +1,12 @@
 //! One acquire attempt in its (lock, owner) lane, and the reconciliation of an attempt
 //! whose reply was lost.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::runtime::Handle;
 
 use super::LockGuard;
 use crate::detach::Detachable;
@@ -116,21 +120,51 @@ impl Lock {
     pub(super) fn reconcile_in_background(&self, owner: Arc<str>) {
         let runtime = tokio::runtime::Handle::try_current()
             .unwrap_or_else(|_| self.client.inner.runtime.clone());
-        let lock = self.clone();
-        let background = self.client.inner.background.clone();
-        background.spawn(&runtime, async move {
-            let inner = &lock.client.inner;
-            let mut at = ReconcileRound::first_at(inner.calls.clock.now(), inner.calls.jitter());
+        let inner = &self.client.inner;
+        let at = ReconcileRound::first_at(inner.calls.clock.now(), inner.calls.jitter());
+        let rounds = self
+            .clone()
+            .reconcile_rounds(owner, at, runtime.clone(), true);
+        inner.background.spawn(&runtime, rounds);
+    }
+
+    /// The rounds from `at` on. While a hold the lost request took could exist they are
+    /// background work that `flush` waits for (`counted`, on `runtime`); asking past that
+    /// bound (the core's `ReconcileRound::asks_late`: only a request that has not run yet
+    /// could still take the lock) goes on in a task of its own, not waited for, as long
+    /// as the probes time out (until one answers, the connection drops, or the runtime
+    /// stops).
+    fn reconcile_rounds(
+        self,
+        owner: Arc<str>,
+        mut at: Millis,
+        runtime: Handle,
+        counted: bool,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            let inner = &self.client.inner;
             loop {
                 tokio::time::sleep_until(inner.calls.clock.instant(at)).await;
-                let mut lane = inner.lanes.enter(&lock.keys.hash, &owner).await;
-                let mut round = ReconcileRound::new(lock.keys.protocol.clone());
+                let mut lane = inner.lanes.enter(&self.keys.hash, &owner).await;
+                let mut round = ReconcileRound::new(self.keys.protocol.clone());
                 match drive(&inner.calls, lane.state(), &mut round).await.outcome {
                     RoundOutcome::Resolved => return,
+                    RoundOutcome::RetryAt(next) if counted && round.asks_late() => {
+                        drop(lane);
+                        tracing::debug!(
+                            lock = self.name(),
+                            "an acquire whose reply was lost may still run: asking on"
+                        );
+                        let later =
+                            self.clone()
+                                .reconcile_rounds(owner, next, runtime.clone(), false);
+                        runtime.spawn(later);
+                        return;
+                    }
                     RoundOutcome::RetryAt(next) => at = next,
                     RoundOutcome::GaveUp => {
                         tracing::warn!(
-                            lock = lock.name(),
+                            lock = self.name(),
                             "could not learn whether an acquire whose reply was lost \
                              took the lock before its lease ran out; if it did, it \
                              has expired"
@@ -139,7 +173,7 @@ impl Lock {
                     }
                 }
             }
-        });
+        })
     }
 
     /// With replica acknowledgement configured: a won hold that fewer replicas than asked

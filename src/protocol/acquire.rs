@@ -222,6 +222,12 @@ impl Reconcile {
         self.hold_could_exist_until
     }
 
+    /// Whether asking at `now` is past the bound: only a request that has not run yet (a
+    /// timed-out one, still waiting on the connection) could leave a hold by now.
+    pub fn asks_late(&self, now: Millis) -> bool {
+        now > self.hold_could_exist_until
+    }
+
     /// The `probe.lua` call.
     pub fn call(&self, keys: &LockKeys) -> Call {
         Call {

@@ -355,6 +355,8 @@ pub struct ReconcileRound {
     keys: LockKeys,
     stage: RoundStage,
     abandoned: Option<Arc<str>>,
+    /// The round's retry asks past the bound (see [`ReconcileRound::asks_late`]).
+    late: bool,
 }
 
 impl ReconcileRound {
@@ -369,7 +371,16 @@ impl ReconcileRound {
             keys,
             stage: RoundStage::Finished,
             abandoned: None,
+            late: false,
         }
+    }
+
+    /// Whether the retry this round asked for is past the bound: no hold the lost request
+    /// took by then can exist, only one it takes if it still runs (it timed out, and its
+    /// probe too). Such asking gives nothing known back, so a client's `flush` need not
+    /// wait for it.
+    pub fn asks_late(&self) -> bool {
+        self.late
     }
 
     /// A hold the lost request took that could not be given back: it expires with its
@@ -434,7 +445,10 @@ impl Machine for ReconcileRound {
     ) -> Next<RoundOutcome> {
         match std::mem::replace(&mut self.stage, RoundStage::Finished) {
             RoundStage::Probing => match lane.on_probe_failure(&failure, env.now(), env.jitter()) {
-                ReconcileStep::RetryAt(at) => Next::Done(RoundOutcome::RetryAt(at)),
+                ReconcileStep::RetryAt(at) => {
+                    self.late = lane.asks_late(at);
+                    Next::Done(RoundOutcome::RetryAt(at))
+                }
                 ReconcileStep::GiveUp => Next::Done(RoundOutcome::GaveUp),
             },
             RoundStage::GivingBack(mut give_back) => {

@@ -68,6 +68,14 @@ impl Lane {
         self.pending.is_some()
     }
 
+    /// Whether the pending acquire is asked about at `now` past its bound (see
+    /// [`Reconcile::asks_late`]).
+    pub fn asks_late(&self, now: Millis) -> bool {
+        self.pending
+            .as_ref()
+            .is_some_and(|pending| pending.reconcile.asks_late(now))
+    }
+
     /// The probe to send before any other request on this lane, if one is pending.
     pub fn probe(&self, keys: &LockKeys) -> Option<Call> {
         self.pending
