@@ -215,6 +215,19 @@ mod rust_core {
         expect_core(Defect::ReconcileGivesUpEarly, &["no orphans"]);
     }
 
+    /// A reconciliation that stops a lease after the loss was noticed, whatever its
+    /// probes met since: a timed-out acquire that runs later (the clock moved while it
+    /// waited on the connection) leaves a hold nobody owns (the rule before the multi-lock
+    /// checker found it).
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn reconciliation_that_stops_at_the_first_bound_is_caught() {
+        expect_core(Defect::ReconcileStopsOnTimeouts, &["no orphans"]);
+    }
+
     /// A renewal reply that overwrites belief instead of only lengthening it: harmless
     /// while a client's renewals are answered in the order they were sent, so only the
     /// configuration in which two ticks of one client are in flight at once catches it

@@ -177,9 +177,17 @@ pub fn after_failure(failure: &Failure) -> AfterFailure {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Reconcile {
     request: AcquireRequest,
-    /// Until when (inclusive) a hold the request took could still exist: when the loss
-    /// was noticed plus the lease (the script ran before the loss was noticed).
+    /// Until when (inclusive) a hold the request took could still exist: a lease after
+    /// the last moment the request could have run. That is when the loss was noticed,
+    /// and later each probe that failed in a way that leaves the request's connection
+    /// able to have delivered it until then (see [`Reconcile::on_failure`]).
     hold_could_exist_until: Millis,
+    /// The first such bound (when the loss was noticed plus the lease): asking past it
+    /// is [`asks_late`](Reconcile::asks_late).
+    noticed_bound: Millis,
+    /// A probe failed in a way that shows the request's connection gone (`Lost`,
+    /// `NotSent`): the request cannot run after that, so the bound moves no more.
+    connection_gone: bool,
     attempts: u32,
 }
 
@@ -208,6 +216,8 @@ impl Reconcile {
         Reconcile {
             request,
             hold_could_exist_until,
+            noticed_bound: hold_could_exist_until,
+            connection_gone: false,
             attempts: 0,
         }
     }
@@ -222,10 +232,10 @@ impl Reconcile {
         self.hold_could_exist_until
     }
 
-    /// Whether asking at `now` is past the bound: only a request that has not run yet (a
-    /// timed-out one, still waiting on the connection) could leave a hold by now.
+    /// Whether asking at `now` is past a lease from when the loss was noticed: only a
+    /// request that ran after that (late, on a stalled server) could have left a hold.
     pub fn asks_late(&self, now: Millis) -> bool {
-        now > self.hold_could_exist_until
+        now > self.noticed_bound
     }
 
     /// The `probe.lua` call.
@@ -261,31 +271,34 @@ impl Reconcile {
 
     /// A probe got no reply at `now`: try again while a hold could still exist.
     ///
-    /// A hold the request took by the time its loss was noticed is gone one lease later
-    /// (`hold_could_exist_until`), but a request that has not run yet is not bounded by
-    /// that: a probe that timed out may still be waiting on the connection, and the lost
-    /// request (sent before it on the same connection) with it, to run late, when the
-    /// server gets to them; its hold would then live a lease from that moment. Only a
-    /// probe's answer settles it (it runs after the request on that connection), so past
-    /// the bound a timed-out probe is asked again; a dropped connection (`Lost`,
-    /// `NotSent`) takes both with it, and the reconciliation ends.
+    /// A hold the request took lives a lease from when the request ran, and the request
+    /// may not have run when its loss was noticed: a timed-out request waits on its
+    /// connection until the server reads it (a stalled server), and runs before anything
+    /// sent after it there (the probes). So until a failure shows that connection gone,
+    /// every probe failure moves the bound to a lease from `now`: a probe that timed out
+    /// (it, and the request before it, may still run: asked again for as long as probes
+    /// time out), one refused as `BUSY` (the server read the request before it, so it ran
+    /// by now at the latest), and the first one that finds the connection gone (`Lost`,
+    /// `NotSent`: the request may have run just before it went, and cannot after). Past
+    /// the bound, the reconciliation ends.
     pub fn on_failure(&mut self, failure: &Failure, now: Millis, jitter: u64) -> ReconcileStep {
         if matches!(failure, Failure::Permanent(_)) || planted::is(Defect::ReconcileGivesUpEarly) {
             return ReconcileStep::GiveUp;
         }
+        if !self.connection_gone && !planted::is(Defect::ReconcileStopsOnTimeouts) {
+            let lease_from_now = now.saturating_add(self.request.lease_ms);
+            self.hold_could_exist_until = self.hold_could_exist_until.max(lease_from_now);
+        }
+        if matches!(failure, Failure::Lost | Failure::NotSent) {
+            self.connection_gone = true;
+        }
         // Redis expires a key only once its expiry time has passed (a key whose expiry is
         // `t` still exists at `t`): a hold could exist until and including that instant.
-        let past_bound = now > self.hold_could_exist_until;
-        let may_run_late =
-            matches!(failure, Failure::TimedOut) && !planted::is(Defect::ReconcileStopsOnTimeouts);
-        if past_bound && !may_run_late {
+        if now > self.hold_could_exist_until {
             return ReconcileStep::GiveUp;
         }
         self.attempts += 1;
         let at = now + backoff(self.attempts, jitter);
-        if past_bound {
-            return ReconcileStep::RetryAt(at);
-        }
         ReconcileStep::RetryAt(at.min(self.hold_could_exist_until))
     }
 }
@@ -348,13 +361,37 @@ mod tests {
 
     #[test]
     fn reconciliation_stops_once_the_hold_must_have_expired() {
+        // The first failure that finds the connection gone moves the bound to 1 200 (the
+        // request may have run just before); later ones move nothing.
         let mut rec = Reconcile::new(request(), 100);
         assert!(matches!(
-            rec.on_failure(&Failure::Lost, 200, 0),
+            rec.on_failure(&Failure::NotSent, 200, 0),
+            ReconcileStep::RetryAt(_)
+        ));
+        assert!(matches!(
+            rec.on_failure(&Failure::NotSent, 1_150, 0),
             ReconcileStep::RetryAt(_)
         ));
         assert_eq!(
-            rec.on_failure(&Failure::Lost, 1_101, 0),
+            rec.on_failure(&Failure::NotSent, 1_201, 0),
+            ReconcileStep::GiveUp
+        );
+    }
+
+    #[test]
+    fn a_probe_lost_with_its_connection_moves_the_bound_a_lease_on() {
+        // The request may have run just before the connection went, at 600.
+        let mut rec = Reconcile::new(request(), 100);
+        assert!(matches!(
+            rec.on_failure(&Failure::Lost, 600, 0),
+            ReconcileStep::RetryAt(_)
+        ));
+        assert!(matches!(
+            rec.on_failure(&Failure::NotSent, 1_500, 0),
+            ReconcileStep::RetryAt(_)
+        ));
+        assert_eq!(
+            rec.on_failure(&Failure::NotSent, 1_601, 0),
             ReconcileStep::GiveUp
         );
     }
@@ -368,8 +405,18 @@ mod tests {
             ReconcileStep::RetryAt(at) => assert!(at > 5_000),
             other => panic!("gave up on a timed-out probe: {other:?}"),
         }
-        assert_eq!(
+        // The connection found gone at 6 000: the request may have run just before, so a
+        // lease on (7 000), and then nothing can run any more.
+        assert!(matches!(
             rec.on_failure(&Failure::NotSent, 6_000, 0),
+            ReconcileStep::RetryAt(_)
+        ));
+        assert!(matches!(
+            rec.on_failure(&Failure::TimedOut, 6_500, 0),
+            ReconcileStep::RetryAt(_)
+        ));
+        assert_eq!(
+            rec.on_failure(&Failure::NotSent, 7_001, 0),
             ReconcileStep::GiveUp
         );
     }

@@ -114,10 +114,10 @@ pub enum Defect {
     /// reconciliation, so a hold its late copy takes is stranded (found only by the late
     /// configurations of `tests/multi_teeth.rs`; a lost reply is still reconciled).
     TimeoutReadAsNotRun,
-    /// A lost acquire's reconciliation stops at its bound (a lease after the loss was
-    /// noticed) even while its probes time out: the request may not have run yet, and a
-    /// hold it takes late is nobody's until it expires (found by the late configurations
-    /// of `tests/multi_teeth.rs`).
+    /// A lost acquire's reconciliation stops a lease after the loss was noticed, whatever
+    /// its probes met since (the bound never moves): the request may not have run yet,
+    /// and a hold it takes late is nobody's until it expires (found by the late
+    /// configurations of `tests/multi_teeth.rs` and by `tests/protocol_teeth.rs`).
     ReconcileStopsOnTimeouts,
     // --- transient server error defects (tests/latch_teeth.rs, tests/multi_teeth.rs) go
     // below this line ---

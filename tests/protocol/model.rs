@@ -11,7 +11,14 @@
 //! busy; an executed call's reply is delivered or lost. The clock only moves when no call
 //! is waiting to execute (but see the watchdog's, below), so a request executes at its
 //! send time (the client's lease estimate is then exact, the tightest case for "never two
-//! holders"); a reply may arrive any time later, or never.
+//! holders"); a reply may arrive any time later, or never. A call the client timed out on
+//! (`TimeOut`: it stays on the connection, a stray) is the exception: the clock moves
+//! while it waits, so it may run late (`ExecuteStray`), after the lost acquire's
+//! reconciliation passed a lease from when the loss was noticed, as on a stalled server.
+//! The core's `Reconcile` must then keep asking (every probe failure before the
+//! connection is found gone moves its bound a lease on); "no orphans" finds a
+//! reconciliation that stops at the first bound (it did, until the multi-lock's checker
+//! found it).
 //!
 //! The watchdog: a tick is due at every [`PERIOD`] while the client has an active hold; it
 //! sends one `renew.lua` call for all of them (client 0 with the keys declared, the others
@@ -551,19 +558,23 @@ impl State {
 
     /// Whether any call waits to execute (`renewals`: counting the watchdog's).
     fn any_sent(&self, renewals: bool) -> bool {
+        self.clients.iter().any(|c| c.stray.is_some()) || self.any_sent_on_time(renewals)
+    }
+
+    /// Whether a call that is not a stray waits to execute: the clock waits for those
+    /// only (a stray may run after the clock moved, as on a stalled server).
+    fn any_sent_on_time(&self, renewals: bool) -> bool {
         self.clients.iter().any(|c| {
-            c.stray.is_some()
-                || matches!(
-                    c.op,
-                    Some(Op {
-                        flight: Flight::Sent(_),
-                        ..
-                    })
-                )
-                || (renewals
-                    && c.renewals
-                        .iter()
-                        .any(|r| matches!(r.flight, Flight::Sent(_))))
+            matches!(
+                c.op,
+                Some(Op {
+                    flight: Flight::Sent(_),
+                    ..
+                })
+            ) || (renewals
+                && c.renewals
+                    .iter()
+                    .any(|r| matches!(r.flight, Flight::Sent(_))))
         })
     }
 
@@ -667,7 +678,7 @@ impl State {
         }
         if self.advances_left > 0
             && !self.any_flight()
-            && !self.any_sent(!self.ticks_overlap)
+            && !self.any_sent_on_time(!self.ticks_overlap)
             && !self
                 .clients
                 .iter()

@@ -98,14 +98,15 @@
 //!   Why no late member acquire is left to its lease: the lane's reconciliation has a
 //!   bound, a lease after the loss was noticed (`t + LEASE`), after which a hold the
 //!   request took by then must have expired. A stray is not bounded by that: it may run
-//!   after the clock moved, and its hold then lives a lease from its own run. So past the
-//!   bound the core asks again as long as its probes time out (the probe, and the request
-//!   sent before it on that connection, may still run), and stops only on an answer
-//!   (which runs after the request) or a dropped connection (which takes both). With
-//!   the bound alone (`Defect::ReconcileStopsOnTimeouts`) the late configuration finds a
-//!   hold that is nobody's ("all or none"); the milestone "a reconciliation kept asking
-//!   past its bound while its probes timed out" shows that the case is reached. This was
-//!   found by this model: the core stopped at the bound until then.
+//!   after the clock moved, and its hold then lives a lease from its own run. So the core
+//!   (`Reconcile::on_failure`) moves the bound a lease on at every probe failure until
+//!   one shows the request's connection gone (a timed-out or `BUSY` probe: the request
+//!   ran by now, or may still run; the first lost or unsent one: it may have run just
+//!   before), and stops only past that bound or on an answer. With the first bound alone
+//!   (`Defect::ReconcileStopsOnTimeouts`) the late configuration finds a hold that is
+//!   nobody's ("all or none"); the milestone "a reconciliation kept asking past its bound
+//!   while its probes timed out" shows that the case is reached. Found by this model:
+//!   the core stopped at the first bound until then.
 //!
 //! What a restart or a force-unlock excludes, and why (the rule of the plain lock's model,
 //! `model.rs`): a hold that was live in Redis when its key went is *doomed*. Nothing the library can do
