@@ -11,7 +11,7 @@ mod member;
 
 pub use member::{Member, MemberGuard};
 
-use crate::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_order};
+use crate::protocol::multi::{MultiAcquire, MultiRelease, MultiStep, OrderKey, global_order};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -221,12 +221,28 @@ fn order_key(member: &Member) -> (String, String) {
 /// Releases the members taken by an attempt that failed; errors only logged (the
 /// caller gets the attempt's outcome, and a member that cannot be released expires).
 async fn give_back(guards: Vec<MemberGuard>) {
-    for guard in guards.into_iter().rev() {
-        let name = guard.name().to_owned();
-        if let Err(err) = guard.release().await {
-            tracing::debug!(lock = %name, error = %err, "multi-lock: giving back a member failed");
-        }
+    if let Err(err) = release_all(guards).await {
+        tracing::debug!(error = %err, "multi-lock: giving back a member failed");
     }
+}
+
+/// Gives back every member, in the order and with the outcome the core's
+/// [`MultiRelease`] decides.
+async fn release_all(guards: Vec<MemberGuard>) -> Result<()> {
+    let mut guards: Vec<Option<MemberGuard>> = guards.into_iter().map(Some).collect();
+    let mut walk = MultiRelease::new(guards.len());
+    while let Some(i) = walk.next_member() {
+        let Some(guard) = guards.get_mut(i).and_then(Option::take) else {
+            continue;
+        };
+        let name = guard.name().to_owned();
+        let outcome = guard.release().await;
+        if let Err(err) = &outcome {
+            tracing::debug!(lock = %name, error = %err, "multi-lock: a member's release failed");
+        }
+        walk.on_member(outcome);
+    }
+    walk.told()
 }
 
 /// Every member of a [`MultiLock`], held. One lost signal (fires when any member is
@@ -252,6 +268,21 @@ impl std::fmt::Debug for MultiGuard {
             )
             .field("lost", &self.lost.is_cancelled())
             .finish()
+    }
+}
+
+/// Dropping gives every member back in the background, in the order the core's
+/// [`MultiRelease`] names (the last taken first), as [`MultiGuard::release`] does.
+impl Drop for MultiGuard {
+    fn drop(&mut self) {
+        let mut guards: Vec<Option<MemberGuard>> = std::mem::take(&mut self.guards)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut walk = MultiRelease::<()>::new(guards.len());
+        while let Some(i) = walk.next_member() {
+            drop(guards.get_mut(i).and_then(Option::take));
+        }
     }
 }
 
@@ -389,25 +420,16 @@ impl MultiGuard {
         Ok(MultiGuard::new(nested))
     }
 
-    /// Releases every member (in reverse order). `Ok` only when every member was given
-    /// back while held; otherwise the first error (for example `LockLost` for a member
-    /// that had been lost), after trying every member.
+    /// Releases every member, the last taken first (the core's
+    /// `protocol::multi::MultiRelease` decides the order and the outcome). `Ok` only when
+    /// every member was given back while held; otherwise the first error (for example
+    /// `LockLost` for a member that had been lost), after trying every member.
     ///
     /// # Cancel safety
     /// Cancel-safe: every member is still given back exactly once (the one being released
     /// finishes in the background, as every guard's release does; those not yet reached
     /// are released in the background when dropped). Only the outcome is lost.
     pub async fn release(mut self) -> Result<()> {
-        let guards = std::mem::take(&mut self.guards);
-        let mut first_error = None;
-        for guard in guards.into_iter().rev() {
-            if let Err(err) = guard.release().await {
-                first_error.get_or_insert(err);
-            }
-        }
-        match first_error {
-            None => Ok(()),
-            Some(err) => Err(err),
-        }
+        release_all(std::mem::take(&mut self.guards)).await
     }
 }

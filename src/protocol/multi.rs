@@ -92,6 +92,75 @@ impl MultiAcquire {
     }
 }
 
+/// A give-back (of a failed attempt) or a release of every member taken, one member at a
+/// time, in the reverse of the order they were taken, and what it tells its caller.
+///
+/// Reverse order: a rival multi-lock over the same members waits at the first member it
+/// lacks, the first in the global order. Given back last, that member wakes the rival
+/// when every later member is free already, so the rival's walk does not stop and wait
+/// again a member further on.
+///
+/// Every member is given back whatever the others' outcomes (a member that cannot be is
+/// left to its lease); the caller is told `Ok` only if every member was given back while
+/// held, otherwise the first failure in the order the members were given back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MultiRelease<E> {
+    left: usize,
+    first_failure: Option<E>,
+}
+
+impl<E> MultiRelease<E> {
+    /// A give-back of the first `taken` members of the order.
+    pub fn new(taken: usize) -> Self {
+        MultiRelease {
+            left: taken,
+            first_failure: None,
+        }
+    }
+
+    /// The position (in the order taken) of the member to give back next, or `None` when
+    /// every member had its turn.
+    pub fn next_member(&mut self) -> Option<usize> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        Some(self.left)
+    }
+
+    /// How many members are still to be named by [`next_member`](Self::next_member):
+    /// the first this-many of the order taken.
+    pub fn left(&self) -> usize {
+        self.left
+    }
+
+    /// The member last named by [`next_member`](Self::next_member) was given back
+    /// (`Ok`), or not.
+    pub fn on_member(&mut self, outcome: Result<(), E>) {
+        if let Err(failure) = outcome
+            && self.first_failure.is_none()
+        {
+            self.first_failure = Some(failure);
+        }
+    }
+
+    /// Whether a member's release failed so far.
+    pub fn failed(&self) -> bool {
+        self.first_failure.is_some()
+    }
+
+    /// What the caller is told once every member had its turn.
+    pub fn told(self) -> Result<(), E> {
+        if planted::is(Defect::MultiReleaseHidesFailure) {
+            return Ok(());
+        }
+        match self.first_failure {
+            None => Ok(()),
+            Some(failure) => Err(failure),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +180,20 @@ mod tests {
         assert_eq!(walk.on_member(false), MultiStep::GiveBack(1));
         let mut walk = MultiAcquire::new(1);
         assert_eq!(walk.on_member(true), MultiStep::Held);
+    }
+
+    #[test]
+    fn members_are_given_back_last_taken_first_and_the_first_failure_told() {
+        let mut give_back = MultiRelease::new(3);
+        assert_eq!(give_back.next_member(), Some(2));
+        give_back.on_member(Ok(()));
+        assert_eq!(give_back.next_member(), Some(1));
+        give_back.on_member(Err("lost"));
+        assert_eq!(give_back.next_member(), Some(0));
+        give_back.on_member(Err("timeout"));
+        assert_eq!(give_back.next_member(), None);
+        assert!(give_back.failed());
+        assert_eq!(give_back.told(), Err("lost"));
+        assert_eq!(MultiRelease::<()>::new(0).told(), Ok(()));
     }
 }

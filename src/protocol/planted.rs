@@ -119,6 +119,10 @@ pub enum Defect {
     /// and a hold it takes late is nobody's until it expires (found by the late
     /// configurations of `tests/multi_teeth.rs` and by `tests/protocol_teeth.rs`).
     ReconcileStopsOnTimeouts,
+    /// `MultiRelease::told` says `Ok` although a member's release failed (for example
+    /// one a force-unlock or a restart took: the user believes every member was given
+    /// back while held).
+    MultiReleaseHidesFailure,
     // --- transient server error defects (tests/latch_teeth.rs, tests/multi_teeth.rs) go
     // below this line ---
     /// `Failure::from_server_error` classifies every transient code (`BUSY`, `LOADING`,

@@ -3,13 +3,14 @@
 //! and whose operator may force-unlock one member lock.
 //!
 //! Every decision is the library's own: the order members are taken in comes from
-//! `protocol::multi::global_order`, the all-or-none walk from `MultiAcquire`, each member
-//! is taken by the core's `AttemptOp` in that lock's (lock, owner) lane and given back by
+//! `protocol::multi::global_order`, the all-or-none walk from `MultiAcquire`, the order
+//! of a give-back or release and what the user is told of it from `MultiRelease`, each
+//! member is taken by the core's `AttemptOp` in that lock's (lock, owner) lane and given back by
 //! its `ReleaseFlow`, a lost acquire is reconciled by its `ReconcileRound`, and what a
 //! client believes about a hold is its `HoldState`. Every call runs the real `lua/*.lua`
 //! in the embedded Lua against the keyspace model. What the model adds is what
-//! `src/multi.rs` and the async runtime do around the core (which member next, waiting,
-//! giving back in reverse) and the world: users, lost replies, `BUSY`/`LOADING` replies,
+//! `src/multi/mod.rs` and the async runtime do around the core (starting the member the
+//! walk names, waiting, releasing the member `MultiRelease` names) and the world: users, lost replies, `BUSY`/`LOADING` replies,
 //! restarts that lose all data, an operator's force-unlocks, and the clock.
 //!
 //! Assumptions and reductions (each keeps every behaviour the properties can see):
@@ -86,7 +87,7 @@
 //!   acquire to its lane (`Lane::lost_acquire`, reconciled by the next request of the lane,
 //!   a probe sent behind the stray, or by a background `ReconcileRound`) and ends failed,
 //!   and the waiting loop (`protocol::wait::Wait`, as for a lost reply) ends the member's
-//!   wait on a first attempt (the walk gives back what it took, in reverse) or rides it
+//!   wait on a first attempt (the walk gives back what it took, last taken first) or rides it
 //!   out once the member was refused; a give-back's or release's `ReleaseFlow` re-sends the
 //!   same request (the script applies it at most once, and what the release reports counts
 //!   a stray copy that gave the hold back); a round's probe that fails asks again later
@@ -139,7 +140,7 @@ use redis_locks::protocol::acquire::{self, AcquireRequest};
 use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
 use redis_locks::protocol::hold::{HoldState, LostReason};
 use redis_locks::protocol::lane::Lane;
-use redis_locks::protocol::multi::{MultiAcquire, MultiStep, OrderKey, global_order};
+use redis_locks::protocol::multi::{MultiAcquire, MultiRelease, MultiStep, OrderKey, global_order};
 use redis_locks::protocol::release::{
     self, Found, ReleaseFlow, ReleaseOutcome, ReleaseResult, Told, told,
 };
@@ -187,9 +188,9 @@ pub const PROPERTIES: [&str; 6] = [
 
 /// What the configurations must reach, so that none of them is vacuous. The first eight
 /// need neither `BUSY` nor restarts nor force-unlocks; the next ten need `BUSY` or
-/// restarts, the next four a force-unlock; the last eight late requests (`timeouts`), the
+/// restarts, the next five a force-unlock; the last eight late requests (`timeouts`), the
 /// last of them a restart too.
-pub const MILESTONES: [&str; 30] = [
+pub const MILESTONES: [&str; 31] = [
     "a multi-lock held",
     "a waiter took every member after the holder released",
     "gave back a partial acquisition",
@@ -214,6 +215,7 @@ pub const MILESTONES: [&str; 30] = [
     "held a multi-lock with a member a restart wiped while it was being taken",
     "a force-unlock removed a member a multi-lock held",
     "a multi-lock's release reported a force-unlocked member lost",
+    "a multi-lock's release told a member's failure",
     "a waiter took a member a force-unlock freed",
     "a lost member acquire whose hold a force-unlock removed was probed and found nothing",
     "a stray member acquire ran after its multi-lock gave up",
@@ -548,6 +550,7 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a lost member reply resolved by a probe",
             "a force-unlock removed a member a multi-lock held",
             "a multi-lock's release reported a force-unlocked member lost",
+            "a multi-lock's release told a member's failure",
             "a wiped member's holder and a new holder both believed (the documented exception)",
             "a waiter took a member a force-unlock freed",
             "a lost member acquire whose hold a force-unlock removed was probed and found nothing",
@@ -696,17 +699,42 @@ enum Phase {
     Taking(Acquisition),
     /// The member `lock` is held by another owner: the client waits.
     Waiting(Acquisition, usize),
-    /// An acquisition failed: giving back `left` (from the back) of its members `order`.
+    /// An acquisition failed: giving back members of its order `order`.
     GivingBack {
         order: Vec<usize>,
-        left: Vec<usize>,
+        back: GiveBack,
         /// Some give-back released a member.
         gave: bool,
     },
     /// Every member is held (in `taken` order).
     Held(Vec<usize>),
-    /// The user releases the multi-lock: `left` (from the back).
-    Releasing(Vec<usize>),
+    /// The user releases the multi-lock.
+    Releasing(GiveBack),
+}
+
+/// A give-back or release of the members `taken`, walked by the core's `MultiRelease`
+/// (which member next, what the user is told), as `MultiGuard::release` does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct GiveBack {
+    taken: Vec<usize>,
+    walk: MultiRelease<()>,
+    /// Every member released so far was given back by a run of its release.
+    all_given_back: bool,
+}
+
+impl GiveBack {
+    fn new(taken: Vec<usize>) -> Self {
+        GiveBack {
+            walk: MultiRelease::new(taken.len()),
+            taken,
+            all_given_back: true,
+        }
+    }
+
+    /// The members still to be given back (not the one in flight).
+    fn left(&self) -> Vec<usize> {
+        self.taken[..self.walk.left()].to_vec()
+    }
 }
 
 /// A client's operation: one of the library's own machines, in the lane of `lock`.
@@ -1175,8 +1203,8 @@ impl State {
                 if let Phase::Held(taken) =
                     std::mem::replace(&mut self.clients[c].phase, Phase::Idle)
                 {
-                    // MultiGuard::release: every member, in reverse (popped from the back).
-                    self.clients[c].phase = Phase::Releasing(taken);
+                    // MultiGuard::release: every member, in the core's `MultiRelease` order.
+                    self.clients[c].phase = Phase::Releasing(GiveBack::new(taken));
                     self.next_release(c, &mut fx);
                 }
             }
@@ -1466,7 +1494,7 @@ impl State {
                 }
             }
             MultiStep::GiveBack(keep) => {
-                // All or none: give back the first `keep` members taken (in reverse); any
+                // All or none: give back the first `keep` members taken (`MultiRelease`); any
                 // others (only with a planted defect) are detached and left to their lease.
                 let mut give = acq.taken;
                 let kept = give.split_off(keep.min(give.len()));
@@ -1478,7 +1506,7 @@ impl State {
                 }
                 client.phase = Phase::GivingBack {
                     order: acq.order,
-                    left: give,
+                    back: GiveBack::new(give),
                     gave: false,
                 };
                 self.next_release(c, fx);
@@ -1508,16 +1536,35 @@ impl State {
         let now = self.now;
         let client = &mut self.clients[c];
         let next = match &mut client.phase {
-            Phase::GivingBack { left, .. } | Phase::Releasing(left) => left.pop(),
+            Phase::GivingBack { back, .. } | Phase::Releasing(back) => {
+                back.walk.next_member().map(|i| back.taken[i])
+            }
             _ => return,
         };
         let Some(lock) = next else {
             let phase = std::mem::replace(&mut client.phase, Phase::Idle);
-            if let Phase::GivingBack { order, gave, .. } = phase {
-                if gave {
-                    fx.reach("gave back a partial acquisition");
+            match phase {
+                Phase::GivingBack { order, gave, .. } => {
+                    if gave {
+                        fx.reach("gave back a partial acquisition");
+                    }
+                    self.check_given_back(c, &order, fx);
                 }
-                self.check_given_back(c, &order, fx);
+                // What `MultiGuard::release` tells the user (the core's `MultiRelease`).
+                Phase::Releasing(back) => {
+                    let all_given_back = back.all_given_back;
+                    match back.walk.told() {
+                        Ok(()) if !all_given_back => fx.fail(
+                            "release is true",
+                            format!(
+                                "client {c}'s multi-lock release tells Ok, but a member was not given back while held"
+                            ),
+                        ),
+                        Err(()) => fx.reach("a multi-lock's release told a member's failure"),
+                        Ok(()) => {}
+                    }
+                }
+                _ => {}
             }
             return;
         };
@@ -1883,9 +1930,12 @@ impl State {
             busied,
             removed,
         } = done;
+        // What the guard's release tells the user of this member, for `MultiRelease`.
+        let mut member_told_released = false;
         if let Ok(found) = &outcome
             && let Some(found) = Found::of_release(found)
         {
+            member_told_released = told(found, noticed, true) == Told::Released;
             if busied && found == Found::Removed {
                 fx.reach("a member's release answered BUSY gave it back when re-sent");
             }
@@ -1913,6 +1963,15 @@ impl State {
                     _ => {}
                 }
             }
+        }
+        if let Phase::GivingBack { back, .. } | Phase::Releasing(back) = &mut self.clients[c].phase
+        {
+            back.walk.on_member(if member_told_released {
+                Ok(())
+            } else {
+                Err(())
+            });
+            back.all_given_back &= removed;
         }
         match outcome {
             Ok(ReleaseOutcome::Released { .. }) => {
@@ -2196,7 +2255,7 @@ impl State {
                     }
                     all
                 }
-                Phase::GivingBack { left, .. } | Phase::Releasing(left) => left.clone(),
+                Phase::GivingBack { back, .. } | Phase::Releasing(back) => back.left(),
                 Phase::Taking(acq) | Phase::Waiting(acq, _) => acq.taken.clone(),
             };
             expected.sort_unstable();
@@ -2399,9 +2458,9 @@ fn phase_name(phase: &Phase) -> String {
             names(&acq.order),
             names(&acq.taken)
         ),
-        Phase::GivingBack { left, .. } => format!("giving back, {:?} left", names(left)),
+        Phase::GivingBack { back, .. } => format!("giving back, {:?} left", names(&back.left())),
         Phase::Held(taken) => format!("holds {:?}", names(taken)),
-        Phase::Releasing(left) => format!("releasing, {:?} left", names(left)),
+        Phase::Releasing(back) => format!("releasing, {:?} left", names(&back.left())),
     }
 }
 
