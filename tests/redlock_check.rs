@@ -1,6 +1,7 @@
 //! The RedLock checker: explores every interleaving of two clients' RedLock attempts and
 //! releases over independent servers, with outages, restarts without persistence, clock
-//! drift, lost and slow replies, late (stray) requests and the clock, up to a bound, with
+//! drift, lost and slow replies, late (stray) requests, `BUSY`/`LOADING` replies, an
+//! operator's force-unlocks (`lua/force_unlock.lua`) and the clock, up to a bound, with
 //! the library's own protocol core (per-server `AttemptOp`, `ReleaseFlow`,
 //! `ReconcileRound`, `HoldState`, and `protocol::redlock::decide` and
 //! `may_decide_early`) and the real Lua scripts (see

@@ -34,6 +34,9 @@ const VALIDITY: &str = "validity as documented";
 const OUTLIVES: &str = "validity never outlives a counted hold";
 const ORPHANS: &str = "no orphans";
 const LOST_SIGNAL: &str = "the lost signal is never late";
+#[cfg_attr(not(feature = "planted-defects"), allow(dead_code))]
+const BUSY_NEVER_FAILS: &str = "BUSY never fails a give-back";
+const FORCE_TRUE: &str = "a force-unlock deletes what it reports";
 
 const OUTAGE: &str = "3 servers: an outage, a lost reply, slow replies";
 const RESTART: &str = "3 servers: a restart without persistence";
@@ -43,6 +46,9 @@ const LEASES: &str = "3 servers: timeouts, lost replies, two leases";
 const EVEN: &str = "2 servers (an even count): an outage";
 #[cfg_attr(not(feature = "planted-defects"), allow(dead_code))]
 const STRAYS: &str = "3 servers: late requests (strays) and early decisions";
+#[cfg_attr(not(feature = "planted-defects"), allow(dead_code))]
+const BUSY: &str = "3 servers: BUSY/LOADING and a restart";
+const FORCED: &str = "3 servers: two force-unlocks, an outage, a lost reply";
 
 fn config(name: &str) -> Config {
     redmodel::configs()
@@ -111,15 +117,16 @@ fn expect(scripts: Scripts, names: &[&str], ignore: &[&str], properties: &[&str]
     );
 }
 
-/// Sanity: the configurations without lost replies or timeouts hold every property with
-/// the real code at the default bound (the restart exception included, as documented).
+/// Sanity: the configurations without lost replies or timeouts, and those the new teeth
+/// are searched in (BUSY/LOADING, force-unlocks), hold every property with the real code
+/// at the default bound (the restart and force-unlock exceptions included, as documented).
 #[test]
 #[cfg_attr(
     debug_assertions,
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn the_real_code_passes_the_configurations_without_lost_replies() {
-    for name in [RESTART, KEPT_OUT, DRIFT] {
+    for name in [RESTART, KEPT_OUT, DRIFT, BUSY, FORCED] {
         assert_eq!(baseline(name, &[]), None, "{name}");
     }
 }
@@ -153,6 +160,23 @@ fn an_acquire_that_grants_over_another_owner_is_caught() {
     );
 }
 
+/// The same defect, searched in the force-unlock configuration: the force-unlock
+/// exception (every server both majorities count had one of their holds force-unlocked)
+/// excuses nothing else.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn an_acquire_that_grants_over_another_owner_is_caught_despite_force_unlocks() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
+        "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
+    );
+    expect(scripts, &[FORCED], &[LOST_SIGNAL, OUTLIVES], &[TWO_HOLDERS]);
+}
+
 /// A fresh hold whose expiry is set 5 ms shorter than the lease it was asked for: the
 /// server's guard, and the RedLock's validity, outlive the key.
 #[test]
@@ -183,6 +207,34 @@ fn a_probe_that_finds_nothing_is_caught() {
         "if false then",
     );
     expect(scripts, &[OUTAGE, EVEN, LEASES], &[], &[ORPHANS]);
+}
+
+/// The operator's force-unlock (`force_unlock.lua`) reports the lock deleted but deletes
+/// nothing: only the force-unlock configuration runs it.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_force_unlock_that_deletes_nothing_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::ForceUnlock,
+        "redis.call('DEL', KEYS[1])",
+        "-- (planted: no DEL)",
+    );
+    expect(scripts, &[FORCED], &[], &[FORCE_TRUE]);
+}
+
+/// The force-unlock deletes the lock but reports that there was none (the operator is
+/// told nothing was held): only the force-unlock configuration runs it.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_force_unlock_that_reports_nothing_is_caught() {
+    let scripts = Scripts::real().planted(ScriptId::ForceUnlock, "return 1", "return 0");
+    expect(scripts, &[FORCED], &[], &[FORCE_TRUE]);
 }
 
 /// Defects planted in the Rust core (`redis_locks::protocol::planted`), in the decisions
@@ -275,6 +327,57 @@ mod rust_core {
             &[STRAYS, EVEN],
             &[],
             &[VALIDITY],
+        );
+    }
+
+    /// Every transient server error (`BUSY`, `LOADING`, ...) classified `Permanent` by
+    /// `Failure::from_server_error`: a give-back answered `BUSY` is given up at once, its
+    /// hold left to its lease although asking again would give it back. Only the `BUSY`
+    /// configuration answers `BUSY`.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_busy_read_as_permanent_is_caught() {
+        expect_core(
+            Defect::TransientReadAsPermanent,
+            &[BUSY],
+            &[],
+            &[BUSY_NEVER_FAILS],
+        );
+    }
+
+    /// `LOADING` classified `Permanent` (a classifier without it): only a give-back sent to
+    /// a server still loading after its restart is given up. Only the `BUSY` configuration
+    /// (which has a restart) answers `LOADING`.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn loading_read_as_permanent_is_caught() {
+        expect_core(
+            Defect::LoadingReadAsPermanent,
+            &[BUSY],
+            &[],
+            &[BUSY_NEVER_FAILS],
+        );
+    }
+
+    /// The release operation (`ReleaseOp::on_failure`) treats `Failure::Transient` as
+    /// permanent: a give-back answered `BUSY` ends unreleased.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_release_that_gives_up_on_busy_is_caught() {
+        expect_core(
+            Defect::ReleaseGivesUpOnTransient,
+            &[BUSY],
+            &[],
+            &[BUSY_NEVER_FAILS],
         );
     }
 

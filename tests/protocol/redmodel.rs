@@ -25,8 +25,13 @@
 //! * A sent call is, in one step: run and answered ([`Step::Run`]); run with the reply
 //!   still on its way, so the clock may move before it arrives ([`Step::Slow`], then
 //!   [`Step::Deliver`]); run with the reply lost ([`Step::LoseReply`]); lost before it ran
-//!   ([`Step::LoseRequest`]); timed out, having run or not ([`Step::TimeOut`]); or refused,
-//!   while its server is down ([`Step::Refuse`], `Failure::NotSent`). Running and
+//!   ([`Step::LoseRequest`]); timed out, having run or not ([`Step::TimeOut`]); refused,
+//!   while its server is down ([`Step::Refuse`], `Failure::NotSent`); or answered `BUSY`
+//!   without running ([`Step::Busy`], in the configurations with [`Config::busy`]: `LOADING`
+//!   instead while its server has run no call since a restart), fed to the core as the
+//!   driver classifies that error reply (`Failure::from_server_error`), so the core decides
+//!   what follows: a server's attempt answered `BUSY` ends failed (the RedLock is decided
+//!   without it), a give-back's `ReleaseFlow` re-sends it after a back-off. Running and
 //!   answering at once loses no behaviour that matters: a reply only changes its client,
 //!   which commutes with every other step but the clock's, and the clock is covered by
 //!   `Slow`. A request that timed out ran at its send time, or never runs, or (in the
@@ -55,6 +60,60 @@
 //!   fencing, no re-entry by the user.
 //! * A background reconciliation round may run at any time while its task lives (the
 //!   library waits a back-off first): more interleavings, not fewer.
+//! * Force-unlocks ([`Config::force_unlocks`], [`Step::ForceUnlock`]): an operator runs the
+//!   real `lua/force_unlock.lua` (the call built by the library's `force_unlock_call`, the
+//!   reply read as `Lock::force_unlock` reads it) on one server whose lock exists, whoever
+//!   holds it and whatever is in flight (a call in flight there runs after it: a lost
+//!   acquire's probe may then find its hold gone). Of a free server it would change
+//!   nothing, so it is not offered there. The hold it deletes is *doomed*, as a hold a
+//!   restart wiped (the rule of the plain lock's and the multi-lock's models): with fixed
+//!   leases and no watchdog its holder learns only when its release finds it gone or the
+//!   validity ends. So "validity never outlives a counted hold" and "the lost signal is
+//!   never late" hold a belief in a wiped hold (restart or force-unlock) to that hold's
+//!   lease from its send time (what the client could prove) instead of to Redis's key, and
+//!   "never two holders within validity" excuses two believers only when every server both
+//!   majorities count had one of their holds wiped there in between (by a restart, in a
+//!   configuration where a restarted server rejoins at once, or by a force-unlock).
+//!
+//!   Why that exception, and not "a force-unlock of one of 3 servers never gives two
+//!   holders": it does, whenever the holder won with a bare majority. A holder that counts
+//!   2 of 3 (the third failed, or was left out by the early decision, its attempt still
+//!   running) loses its majority to one force-unlock, and the other client takes the wiped
+//!   server and the free one (9 steps without the exception: `Attempt`, two grants,
+//!   `DecideEarly`, the other's `Attempt`, held on one of the holder's members, granted on
+//!   the free one, `ForceUnlock` of the holder's other member, granted there). That is the RedLock limit
+//!   the README documents for a restart, caused by an operator. What the rule still
+//!   asserts: a force-unlock of a member the other client does not also count excuses
+//!   nothing, so while the holder keeps a majority the other client is refused (milestone
+//!   "a force-unlock left the holder a majority: the other client was refused"; the tooth
+//!   `an_acquire_that_grants_over_another_owner_is_caught_despite_force_unlocks` shows the
+//!   exception excuses nothing else). Two force-unlocks (of 3 servers) are offered and
+//!   asserted by the same rule: they may wipe a whole majority, and the exception then
+//!   covers exactly the servers both count.
+//! * `BUSY`/`LOADING` is judged by what the world did: the model answered the call
+//!   without running it, so asking again can succeed. "BUSY never fails a give-back": a
+//!   give-back (a user's release, a lost attempt's, a left-out server's: each a
+//!   `ReleaseFlow` the model starts) answered `BUSY`/`LOADING` is not ended on it before
+//!   its retry bound (`release::leave`'s `give_up_at`, at least two response timeouts
+//!   away), whatever the library's classifier says. A server's attempt answered `BUSY`
+//!   may fail: `try_acquire` counts that server as not granting, and the RedLock is
+//!   decided by the others ("validity as documented" checks that decision as any other).
+//!   A probe answered `BUSY` is the core's to ride out (`Lane::on_probe_failure`): the
+//!   lost acquire stays pending, and "no orphans" checks what follows. The give-back of a
+//!   lost acquire's hold inside an `AttemptOp` or a background `ReconcileRound` has a retry
+//!   bound the model does not see (the lost acquire's lease from when the give-back was
+//!   made); it is judged at its first send only (sent at once, the clock still, so its
+//!   bound is ahead): answered `BUSY` there, it must not abandon the hold. Limits: a
+//!   re-sent copy of such a give-back answered `BUSY` is not judged (a hold it abandons is
+//!   excused from "no orphans" as any abandoned hold; the multi-lock's model judges those
+//!   with the same core); no configuration combines `BUSY` with a force-unlock, or late
+//!   requests with either.
+//!
+//! The configurations with the new steps: "BUSY/LOADING and a restart" (2 BUSY replies,
+//! `LOADING` from the restarted server until it runs a call, no lost replies); "a lost
+//! reply, probes answered BUSY" (1 lost reply or request, 1 BUSY); "two force-unlocks, an
+//! outage, a lost reply". Each is small next to the others (the BUSY ones have no outage
+//! and no slow reply): 48 k, 87 k and 490 k states at depth 12.
 //!
 //! What it found in the shipped code: a RedLock attempt may count a hold that the server's
 //! `AttemptOp` adopted from an earlier attempt's lost request (same owner, same lease).
@@ -79,6 +138,7 @@ use redis_locks::protocol::redlock::{self, Won};
 use redis_locks::protocol::release::{self, ReleaseFlow, ReleaseOutcome, ReleaseResult};
 use redis_locks::protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
+    force_unlock_call,
 };
 
 use crate::checker::{Model, Stepped};
@@ -127,13 +187,15 @@ pub fn redlock_elapsed(
 }
 
 /// The properties, checked in every state.
-pub const PROPERTIES: [&str; 6] = [
+pub const PROPERTIES: [&str; 8] = [
     "never two holders within validity",
     "validity as documented",
     "validity never outlives a counted hold",
     "no orphans",
     "the lost signal is never late",
     "replies are understood",
+    "BUSY never fails a give-back",
+    "a force-unlock deletes what it reports",
 ];
 /// (1) Two clients never both believe they hold the RedLock (acquired, not released,
 /// now < valid_until). One documented exception, see `check`.
@@ -154,9 +216,18 @@ const ORPHANS: &str = PROPERTIES[3];
 const LOST_SIGNAL: &str = PROPERTIES[4];
 /// Every reply is one the core can read.
 const UNDERSTOOD: &str = PROPERTIES[5];
+/// (5) A give-back (a user's release, a lost attempt's or a left-out server's) whose call
+/// the model answered `BUSY`/`LOADING` (it did not run, asking again can succeed) is not
+/// given up on it before its retry bound (`timing::release_give_up_at`): it is re-sent.
+/// Judged by what the world did, whatever the library's classifier made of the error.
+const BUSY_NEVER_FAILS: &str = PROPERTIES[6];
+/// (6) An operator's force-unlock (`lua/force_unlock.lua`, read as `Lock::force_unlock`
+/// reads it) reports a lock deleted exactly when the server had one, and the server has
+/// none after it.
+const FORCE_TRUE: &str = PROPERTIES[7];
 
 /// Things a configuration must see (at the default bound), so that it is not vacuous.
-pub const MILESTONES: [&str; 15] = [
+pub const MILESTONES: [&str; 25] = [
     "acquired with one server failing",
     "gave back a minority",
     "acquired after a restart",
@@ -172,6 +243,16 @@ pub const MILESTONES: [&str; 15] = [
     "a left-out server won a hold: given back",
     "a stray acquire ran after its client timed out",
     "a stray ran after the clock moved",
+    "acquired with a server answering BUSY",
+    "a give-back answered BUSY gave the hold back when re-sent",
+    "a restarted server answered LOADING",
+    "a force-unlock removed a hold a RedLock holder counts",
+    "a release found a force-unlocked hold gone",
+    "a force-unlock left the holder a majority: the other client was refused",
+    "two holders after every shared member was force-unlocked (asserted exception)",
+    "a probe answered BUSY kept the lost acquire pending",
+    "a lost acquire's probe found its hold force-unlocked",
+    "a lost acquire's give-back answered BUSY was re-sent",
 ];
 const M_FAILING: usize = 0;
 const M_GAVE_BACK: usize = 1;
@@ -188,6 +269,16 @@ const M_EARLY: usize = 11;
 const M_LEFT_OUT: usize = 12;
 const M_STRAY: usize = 13;
 const M_STRAY_LATE: usize = 14;
+const M_BUSY_ACQUIRED: usize = 15;
+const M_BUSY_GAVE_BACK: usize = 16;
+const M_LOADING: usize = 17;
+const M_FORCED_HOLDER: usize = 18;
+const M_FORCED_RELEASE: usize = 19;
+const M_FORCED_REFUSED: usize = 20;
+const M_FORCED_TWICE: usize = 21;
+const M_BUSY_PROBE: usize = 22;
+const M_FORCED_PROBE: usize = 23;
+const M_BUSY_LOST_GIVE_BACK: usize = 24;
 
 pub use crate::lua::Scripts;
 
@@ -223,6 +314,11 @@ pub struct Config {
     /// Whether a request that timed out without running stays on its connection as a
     /// stray, which runs later (before the client's next request there) or never.
     pub strays: bool,
+    /// Calls answered `BUSY` (or `LOADING`, by a restarted server before it ran a call)
+    /// without running, in all.
+    pub busy: u8,
+    /// An operator's force-unlocks of the lock on one server (`lua/force_unlock.lua`).
+    pub force_unlocks: u8,
     /// The milestones this configuration must reach at the default bound.
     pub must_reach: Vec<&'static str>,
 }
@@ -245,6 +341,8 @@ pub fn configs() -> Vec<Config> {
             advances: 3,
             early: true,
             strays: false,
+            busy: 0,
+            force_unlocks: 0,
             must_reach: m(&[
                 M_FAILING,
                 M_GAVE_BACK,
@@ -271,6 +369,8 @@ pub fn configs() -> Vec<Config> {
             advances: 3,
             early: true,
             strays: false,
+            busy: 0,
+            force_unlocks: 0,
             must_reach: m(&[
                 M_FAILING,
                 M_GAVE_BACK,
@@ -295,6 +395,8 @@ pub fn configs() -> Vec<Config> {
             advances: 4,
             early: true,
             strays: false,
+            busy: 0,
+            force_unlocks: 0,
             must_reach: m(&[
                 M_FAILING,
                 M_AFTER_RESTART,
@@ -317,6 +419,8 @@ pub fn configs() -> Vec<Config> {
             advances: 4,
             early: true,
             strays: false,
+            busy: 0,
+            force_unlocks: 0,
             must_reach: m(&[M_FAILING, M_HAND_OFF, M_ELAPSED, M_TOO_LATE, M_SPLIT]),
         },
         Config {
@@ -333,6 +437,8 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             early: true,
             strays: false,
+            busy: 0,
+            force_unlocks: 0,
             must_reach: m(&[
                 M_FAILING,
                 M_GAVE_BACK,
@@ -356,6 +462,8 @@ pub fn configs() -> Vec<Config> {
             advances: 3,
             early: true,
             strays: false,
+            busy: 0,
+            force_unlocks: 0,
             must_reach: m(&[
                 M_HAND_OFF,
                 M_TOO_LATE,
@@ -379,6 +487,8 @@ pub fn configs() -> Vec<Config> {
             advances: 3,
             early: true,
             strays: true,
+            busy: 0,
+            force_unlocks: 0,
             must_reach: m(&[
                 M_HAND_OFF,
                 M_EARLY,
@@ -386,6 +496,83 @@ pub fn configs() -> Vec<Config> {
                 M_STRAY,
                 M_STRAY_LATE,
                 M_RECONCILED,
+            ]),
+        },
+        Config {
+            name: "3 servers: BUSY/LOADING and a restart",
+            servers: 3,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 0,
+            restarts: 1,
+            rejoin_after_lease: false,
+            faults: 0,
+            slow: 0,
+            skews: 0,
+            advances: 3,
+            early: true,
+            strays: false,
+            busy: 2,
+            force_unlocks: 0,
+            must_reach: m(&[
+                M_BUSY_ACQUIRED,
+                M_BUSY_GAVE_BACK,
+                M_LOADING,
+                M_AFTER_RESTART,
+                M_HAND_OFF,
+                M_GAVE_BACK,
+            ]),
+        },
+        Config {
+            name: "3 servers: a lost reply, probes answered BUSY",
+            servers: 3,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 0,
+            restarts: 0,
+            rejoin_after_lease: false,
+            faults: 1,
+            slow: 0,
+            skews: 0,
+            advances: 3,
+            early: true,
+            strays: false,
+            busy: 1,
+            force_unlocks: 0,
+            must_reach: m(&[
+                M_ADOPTED,
+                M_RECONCILED,
+                M_BUSY_PROBE,
+                M_BUSY_LOST_GIVE_BACK,
+                M_BUSY_ACQUIRED,
+                M_BUSY_GAVE_BACK,
+                M_HAND_OFF,
+            ]),
+        },
+        Config {
+            name: "3 servers: two force-unlocks, an outage, a lost reply",
+            servers: 3,
+            leases: vec![LEASE],
+            attempts: 2,
+            downs: 1,
+            restarts: 0,
+            rejoin_after_lease: false,
+            faults: 1,
+            slow: 0,
+            skews: 0,
+            advances: 3,
+            early: true,
+            strays: false,
+            busy: 0,
+            force_unlocks: 2,
+            must_reach: m(&[
+                M_FAILING,
+                M_HAND_OFF,
+                M_FORCED_HOLDER,
+                M_FORCED_RELEASE,
+                M_FORCED_REFUSED,
+                M_FORCED_TWICE,
+                M_FORCED_PROBE,
             ]),
         },
     ]
@@ -483,6 +670,13 @@ pub enum Step {
     ExecuteStray { client: usize, server: usize },
     /// A request that timed out never runs.
     DropStray { client: usize, server: usize },
+    /// The server answers the call `BUSY` (`LOADING` while it loads after a restart)
+    /// without running it: fed to the core as the driver classifies that error reply
+    /// (`Failure::from_server_error`).
+    Busy { client: usize, server: usize },
+    /// An operator force-unlocks the lock on one server (`lua/force_unlock.lua`, the call
+    /// built by the library's `force_unlock_call`), whoever holds it.
+    ForceUnlock { server: usize },
     /// The clock moves to the next instant that matters.
     Advance,
 }
@@ -558,6 +752,8 @@ enum Outcome {
     Granted,
     Held,
     Failed,
+    /// Failed on a `BUSY`/`LOADING` reply (counted as failed).
+    Busy,
 }
 
 /// A client's operation in one server's lane: one of the library's own machines.
@@ -569,6 +765,11 @@ enum OpKind {
         hold: Hold,
         /// Giving back the hold of an attempt that lost (not a user's release).
         lost_attempt: bool,
+        /// Its retry bound (`release::leave`'s `give_up_at`): before it, a `BUSY` must
+        /// not end it.
+        give_up_at: Millis,
+        /// Some copy of it was answered `BUSY`/`LOADING`.
+        busied: bool,
     },
     Reconcile(ReconcileRound),
 }
@@ -587,6 +788,8 @@ enum Flight {
 struct Op {
     kind: OpKind,
     flight: Flight,
+    /// The call in flight was sent when a sleep ended (a retry), not at once.
+    resumed: bool,
 }
 
 /// What the RedLock client is doing.
@@ -638,6 +841,8 @@ struct Server {
     epoch: u8,
     /// How far its clock is ahead of the client's.
     skew: Millis,
+    /// Restarted and has run no call since: it may answer `LOADING`.
+    loading: bool,
 }
 
 impl Server {
@@ -689,6 +894,11 @@ pub struct State {
     /// (server, hold) whose give-back failed or went unconfirmed: it expires with its
     /// lease.
     abandoned: BTreeSet<(usize, Arc<str>)>,
+    busy_left: u8,
+    force_left: u8,
+    /// (server, hold) a force-unlock deleted behind its holder's back: *doomed* (see the
+    /// header), as a hold a restart wiped.
+    doomed: BTreeSet<(usize, Arc<str>)>,
     /// Which clients have acquired the RedLock so far (a bit each).
     acquired_by: u8,
 }
@@ -739,6 +949,7 @@ impl State {
                     out_until: None,
                     epoch: 0,
                     skew: 0,
+                    loading: false,
                 };
                 n
             ],
@@ -750,6 +961,9 @@ impl State {
             skews_left: config.skews,
             advances_left: config.advances,
             abandoned: BTreeSet::new(),
+            busy_left: config.busy,
+            force_left: config.force_unlocks,
+            doomed: BTreeSet::new(),
             acquired_by: 0,
         }
     }
@@ -835,6 +1049,9 @@ impl State {
                         if self.slow_left > 0 {
                             steps.push(Step::Slow { client, server });
                         }
+                        if self.busy_left > 0 {
+                            steps.push(Step::Busy { client, server });
+                        }
                         if self.faults_left > 0 {
                             steps.push(Step::LoseReply { client, server });
                             steps.push(Step::LoseRequest { client, server });
@@ -865,6 +1082,10 @@ impl State {
             }
             if self.skews_left > 0 && server.skew == 0 {
                 steps.push(Step::ClockAhead { server: s });
+            }
+            // Only of a lock the server has (of a free one it changes nothing).
+            if self.force_left > 0 && server.up && server.current(self.now).is_some() {
+                steps.push(Step::ForceUnlock { server: s });
             }
         }
         if self.advances_left > 0 && !self.any_sent() {
@@ -900,6 +1121,20 @@ impl State {
                 );
             }
             Step::Run { client, server } => {
+                // A probe for a lost acquire whose hold (the hold id is the request id) a
+                // force-unlock deleted.
+                if let Some(Op {
+                    flight: Flight::Sent(call),
+                    ..
+                }) = &self.clients[client].ops[server]
+                    && call.script == ScriptId::Probe
+                    && call
+                        .args
+                        .get(1)
+                        .is_some_and(|request| self.doomed.contains(&(server, request.clone())))
+                {
+                    fx.milestones.push(M_FORCED_PROBE);
+                }
                 let (reply, epoch) = self.execute(client, server, world, &mut fx);
                 self.feed_op(client, server, Event::Reply(&reply), epoch, world, &mut fx);
             }
@@ -997,6 +1232,9 @@ impl State {
                 let s = &mut self.servers[server];
                 s.ks.flush_all();
                 s.epoch += 1;
+                // It answers `LOADING` until it runs a call (only where the model answers
+                // calls without running them).
+                s.loading = config.busy > 0;
                 self.drop_strays(server);
                 let s = &mut self.servers[server];
                 if config.rejoin_after_lease {
@@ -1020,6 +1258,7 @@ impl State {
                     let s = &mut self.servers[server];
                     let server_now = s.now(now);
                     world.run(&call, &mut s.ks, server_now);
+                    s.loading = false;
                     if call.script == ScriptId::Acquire {
                         fx.milestones.push(M_STRAY);
                     }
@@ -1030,6 +1269,139 @@ impl State {
             }
             Step::DropStray { client, server } => {
                 self.clients[client].strays[server] = None;
+            }
+            Step::Busy { client, server } => {
+                self.busy_left -= 1;
+                let loading = self.servers[server].loading;
+                if loading {
+                    fx.milestones.push(M_LOADING);
+                }
+                // What the driver makes of the error reply.
+                let failure = Failure::from_server_error(if loading {
+                    "LOADING Redis is loading the dataset in memory"
+                } else {
+                    "BUSY Redis is busy running a script"
+                });
+                // A give-back answered BUSY: the model knows the call did not run.
+                let bound = match self.clients[client].ops[server].as_mut() {
+                    Some(Op {
+                        kind:
+                            OpKind::Release {
+                                give_up_at, busied, ..
+                            },
+                        ..
+                    }) => {
+                        *busied = true;
+                        Some(*give_up_at)
+                    }
+                    _ => None,
+                };
+                let probe = matches!(
+                    &self.clients[client].ops[server],
+                    Some(Op { flight: Flight::Sent(call), .. }) if call.script == ScriptId::Probe
+                );
+                // The give-back of a lost acquire's hold inside an attempt or a background
+                // round, at its first send: its retry bound (the lost acquire's lease from
+                // now) is ahead, as the clock has not moved since it was made.
+                let first_give_back = matches!(
+                    &self.clients[client].ops[server],
+                    Some(Op {
+                        kind: OpKind::Acquire(_) | OpKind::Reconcile(_),
+                        flight: Flight::Sent(call),
+                        resumed: false,
+                    }) if call.script == ScriptId::Release
+                );
+                let abandoned = self.abandoned.len();
+                let epoch = self.servers[server].epoch;
+                self.feed_op(
+                    client,
+                    server,
+                    Event::Failure(failure),
+                    epoch,
+                    world,
+                    &mut fx,
+                );
+                if probe && self.clients[client].lanes[server].is_pending() {
+                    fx.milestones.push(M_BUSY_PROBE);
+                }
+                if first_give_back {
+                    if self.abandoned.len() > abandoned {
+                        fx.violate(
+                            BUSY_NEVER_FAILS,
+                            format!(
+                                "client {client}: a lost acquire's give-back on server {server} \
+                                 answered {} at its first send was given up, not re-sent",
+                                if loading { "LOADING" } else { "BUSY" },
+                            ),
+                        );
+                    } else if matches!(
+                        self.clients[client].ops[server],
+                        Some(Op {
+                            flight: Flight::Sleeping(_),
+                            ..
+                        })
+                    ) {
+                        fx.milestones.push(M_BUSY_LOST_GIVE_BACK);
+                    }
+                }
+                if let Some(give_up_at) = bound
+                    && self.now < give_up_at
+                    && self.clients[client].ops[server].is_none()
+                {
+                    fx.violate(
+                        BUSY_NEVER_FAILS,
+                        format!(
+                            "client {client}: a give-back on server {server} answered {} ended \
+                             at t={} before its retry bound t={give_up_at}, not re-sent",
+                            if loading { "LOADING" } else { "BUSY" },
+                            self.now
+                        ),
+                    );
+                }
+            }
+            Step::ForceUnlock { server } => {
+                self.force_left -= 1;
+                let now = self.now;
+                let before = self.servers[server].current(now).map(|(h, _)| h);
+                if let Some(hold) = &before {
+                    let hit = self.clients.iter().any(|c| {
+                        matches!(c.phase, Phase::Holding { .. })
+                            && c.holds[server].as_ref().is_some_and(|h| h.hold == *hold)
+                    });
+                    if hit {
+                        fx.milestones.push(M_FORCED_HOLDER);
+                    }
+                }
+                let call = force_unlock_call(&world.keys);
+                let s = &mut self.servers[server];
+                let server_now = s.now(now);
+                let reply = world.run(&call, &mut s.ks, server_now);
+                let after = s.current(now).map(|(h, _)| h);
+                // The hold it took out is doomed, as a restart's (see the header).
+                if let Some(hold) = &before
+                    && after.as_ref() != Some(hold)
+                {
+                    self.doomed.insert((server, hold.clone()));
+                }
+                // Read as `Lock::force_unlock` reads it: whether there was a lock.
+                match reply {
+                    Reply::Int(n) if n >= 0 => {
+                        if (n > 0) != before.is_some() || after.is_some() {
+                            fx.violate(
+                                FORCE_TRUE,
+                                format!(
+                                    "server {server}: force-unlock reported {}, the server had \
+                                     {before:?} and has {after:?} after it",
+                                    if n > 0 { "a lock deleted" } else { "no lock" }
+                                ),
+                            );
+                        }
+                    }
+                    other => fx.violate(
+                        UNDERSTOOD,
+                        format!("server {server}: force-unlock answered {other:?}"),
+                    ),
+                }
             }
             Step::Advance => {
                 self.advances_left -= 1;
@@ -1106,6 +1478,7 @@ impl State {
         let Some(Op {
             kind,
             flight: Flight::Sent(call),
+            ..
         }) = &self.clients[client].ops[server]
         else {
             return (Reply::Nil, self.servers[server].epoch);
@@ -1114,6 +1487,7 @@ impl State {
         let s = &mut self.servers[server];
         let server_now = s.now(now);
         let reply = world.run(call, &mut s.ks, server_now);
+        s.loading = false;
         // A background round's give-back that gave a lost acquire's hold back.
         if matches!(kind, OpKind::Reconcile(_))
             && call.script == ScriptId::Release
@@ -1156,6 +1530,7 @@ impl State {
         fx: &mut Effects,
     ) {
         let now = self.now;
+        let resumed = matches!(event, Event::Resume);
         let c = &mut self.clients[client];
         let mut env = ModelEnv {
             now,
@@ -1181,6 +1556,8 @@ impl State {
                 mut flow,
                 hold,
                 lost_attempt,
+                give_up_at,
+                busied,
             } => {
                 let next = feed(&mut flow, &mut env, lane, event);
                 if let Some(given) = flow.abandoned() {
@@ -1190,10 +1567,12 @@ impl State {
                     flow,
                     hold: hold.clone(),
                     lost_attempt,
+                    give_up_at,
+                    busied,
                 };
                 match next {
                     Next::Done(outcome) => {
-                        self.release_done(client, server, &hold, lost_attempt, outcome, fx);
+                        self.release_done(client, server, &hold, lost_attempt, busied, outcome, fx);
                         return;
                     }
                     Next::Send(call) => (kind(flow), Flight::Sent(call)),
@@ -1219,7 +1598,11 @@ impl State {
                 }
             }
         };
-        self.clients[client].ops[server] = Some(Op { kind, flight: next });
+        self.clients[client].ops[server] = Some(Op {
+            kind,
+            flight: next,
+            resumed,
+        });
     }
 
     /// A server's connections break (it went down or restarted): the stray requests they
@@ -1316,12 +1699,19 @@ impl State {
             AttemptOutcome::Held { .. } => Outcome::Held,
             AttemptOutcome::Failed {
                 reconcile_in_background,
-                ..
+                failure,
             } => {
                 if reconcile_in_background {
                     self.clients[client].background[server] = true;
                 }
-                Outcome::Failed
+                // Whatever the classifier made of it, the model's own BUSY/LOADING reply.
+                let busy = match &failure {
+                    Failure::Transient(m) | Failure::Permanent(m) => {
+                        m.starts_with("BUSY ") || m.starts_with("LOADING ")
+                    }
+                    _ => false,
+                };
+                if busy { Outcome::Busy } else { Outcome::Failed }
             }
             AttemptOutcome::NotALock(found) => {
                 fx.violate(UNDERSTOOD, format!("server {server}: not a lock: {found}"));
@@ -1363,8 +1753,9 @@ impl State {
             .count();
         let failed = outcomes
             .iter()
-            .filter(|o| **o == Some(Outcome::Failed))
+            .filter(|o| matches!(o, Some(Outcome::Failed | Outcome::Busy)))
             .count();
+        let busied = outcomes.contains(&Some(Outcome::Busy));
         let sent: Vec<Millis> = c.holds.iter().flatten().map(|h| h.sent_at).collect();
         let elapsed = redlock_elapsed(start, now, sent);
         let won = redlock::decide(granted, n, lease, elapsed);
@@ -1406,6 +1797,9 @@ impl State {
                 if failed > 0 {
                     fx.milestones.push(M_FAILING);
                 }
+                if busied {
+                    fx.milestones.push(M_BUSY_ACQUIRED);
+                }
                 if early {
                     fx.milestones.push(M_EARLY);
                 }
@@ -1444,6 +1838,19 @@ impl State {
                 if granted > 0 && held > 0 && failed == 0 && !anyone_holds {
                     // It got a minority, the others were held, and nobody holds the RedLock.
                     fx.milestones.push(M_SPLIT);
+                }
+                // Refused although a force-unlock took one of a holder's members.
+                let doomed = &self.doomed;
+                if granted > 0
+                    && self.clients.iter().any(|c| {
+                        matches!(c.phase, Phase::Holding { valid_until } if now < valid_until)
+                            && c.holds.iter().enumerate().any(|(s, h)| {
+                                h.as_ref()
+                                    .is_some_and(|h| doomed.contains(&(s, h.hold.clone())))
+                            })
+                    })
+                {
+                    fx.milestones.push(M_FORCED_REFUSED);
                 }
                 self.give_back(client, world, true, fx);
             }
@@ -1502,6 +1909,8 @@ impl State {
                 flow,
                 hold,
                 lost_attempt,
+                give_up_at: leaving.give_up_at,
+                busied: false,
             },
             Event::Start,
             epoch,
@@ -1510,12 +1919,14 @@ impl State {
         );
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn release_done(
         &mut self,
         client: usize,
         server: usize,
         hold: &Hold,
         lost_attempt: bool,
+        busied: bool,
         outcome: ReleaseResult,
         fx: &mut Effects,
     ) {
@@ -1524,8 +1935,15 @@ impl State {
                 if lost_attempt {
                     fx.milestones.push(M_GAVE_BACK);
                 }
+                if busied {
+                    fx.milestones.push(M_BUSY_GAVE_BACK);
+                }
             }
-            Ok(ReleaseOutcome::NotHeld) => {}
+            Ok(ReleaseOutcome::NotHeld) => {
+                if self.doomed.contains(&(server, hold.hold.clone())) {
+                    fx.milestones.push(M_FORCED_RELEASE);
+                }
+            }
             Ok(ReleaseOutcome::Failed(_) | ReleaseOutcome::Unconfirmed) => {
                 self.abandon(server, hold.hold.clone(), fx);
             }
@@ -1572,7 +1990,35 @@ impl State {
             for (s, hold) in c.holds.iter().enumerate() {
                 let Some(hold) = hold else { continue };
                 let server = &self.servers[s];
-                if server.epoch != hold.epoch {
+                if server.epoch != hold.epoch || self.doomed.contains(&(s, hold.hold.clone())) {
+                    // Wiped behind its holder's back (a restart, a force-unlock): the
+                    // beliefs in it are held to its lease instead, from its send time (what
+                    // the client could prove).
+                    let end = hold.sent_at + hold.lease;
+                    let guard_believes = hold.state.lost().is_none() && now < hold.state.deadline();
+                    if guard_believes && hold.state.deadline() > end {
+                        fx.violate(
+                            LOST_SIGNAL,
+                            format!(
+                                "client {ci}: server {s}'s guard believes its wiped hold {} \
+                                 until t={}, past its lease's end t={end}",
+                                hold.hold,
+                                hold.state.deadline()
+                            ),
+                        );
+                    }
+                    if let Some(valid_until) = believes_until
+                        && valid_until > end
+                    {
+                        fx.violate(
+                            OUTLIVES,
+                            format!(
+                                "client {ci}: the RedLock is valid until t={valid_until}, past \
+                                 the lease's end t={end} of its wiped hold {} on server {s}",
+                                hold.hold
+                            ),
+                        );
+                    }
                     continue;
                 }
                 let current = server.current(now).map(|(h, _)| h);
@@ -1636,12 +2082,26 @@ impl State {
             let shared: Vec<usize> = (0..self.servers.len())
                 .filter(|s| ha[*s].is_some() && hb[*s].is_some())
                 .collect();
-            let all_restarted = !shared.is_empty()
-                && shared
-                    .iter()
-                    .all(|s| ha[*s].as_ref().map(|h| h.epoch) != hb[*s].as_ref().map(|h| h.epoch));
-            if all_restarted && !config.rejoin_after_lease {
-                fx.milestones.push(M_RESTART_TWICE);
+            let restarted = |s: &usize| {
+                !config.rejoin_after_lease
+                    && ha[*s].as_ref().map(|h| h.epoch) != hb[*s].as_ref().map(|h| h.epoch)
+            };
+            // The same for a force-unlock (see the header): the hold one of them counts
+            // there was deleted behind its back.
+            let forced = |s: &usize| {
+                [ha, hb].iter().any(|holds| {
+                    holds[*s]
+                        .as_ref()
+                        .is_some_and(|h| self.doomed.contains(&(*s, h.hold.clone())))
+                })
+            };
+            let all_wiped = !shared.is_empty() && shared.iter().all(|s| restarted(s) || forced(s));
+            if all_wiped {
+                fx.milestones.push(if shared.iter().any(forced) {
+                    M_FORCED_TWICE
+                } else {
+                    M_RESTART_TWICE
+                });
             } else {
                 fx.violate(
                     TWO_HOLDERS,
@@ -1707,6 +2167,14 @@ impl State {
             }
             if server.skew > 0 {
                 let _ = write!(out, " clock +{}", server.skew);
+            }
+            if server.loading {
+                out.push_str(" loading");
+            }
+            for (d, hold) in &self.doomed {
+                if *d == s {
+                    let _ = write!(out, " (force-unlocked {hold})");
+                }
             }
             match (server.current(now), server.expiry(now)) {
                 (Some((hold, counts)), expiry) => {
@@ -1860,6 +2328,11 @@ impl Model for Red {
                         hold.hash(&mut h);
                     }
                 }
+                for (server, hold) in &state.doomed {
+                    if *server == s {
+                        (1u8, hold).hash(&mut h);
+                    }
+                }
                 h.finish()
             })
             .collect();
@@ -1875,6 +2348,8 @@ impl Model for Red {
             state.skews_left,
             state.advances_left,
             state.acquired_by,
+            state.busy_left,
+            state.force_left,
         )
             .hash(&mut h);
         for c in &state.clients {
