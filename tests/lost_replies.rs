@@ -575,3 +575,93 @@ async fn an_acquire_run_after_the_reconciliation_bound_is_given_back() {
     );
     assert_eq!(ended, "del", "the late hold was left to expire: {seen:?}");
 }
+
+/// What the reconciliation bound rests on when the driver's connection is replaced (a
+/// fact about Redis, not about this library): a request that reached the server on a
+/// connection the client then closed still runs, and runs before a request the client
+/// sends afterwards on a new connection, also while the server is stalled (a script
+/// runs) with both unread. So a probe on the new connection cannot overtake the lost
+/// request on one Redis; what remains is a request still in transit in the network when
+/// the probe arrives (README, Limits). Plain TCP and RESP, no library code.
+#[test]
+fn a_request_on_a_closed_connection_runs_before_a_later_one_on_a_new_connection() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{Shutdown, TcpStream};
+
+    fn resp(args: &[&str]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
+        }
+        out
+    }
+    fn line(reader: &mut BufReader<TcpStream>) -> String {
+        let mut text = String::new();
+        reader.read_line(&mut text).expect("a reply line");
+        text.trim_end().to_owned()
+    }
+    /// Busy for 300 ms on Redis's clock (below `lua-time-limit`: nothing else is read).
+    const STALL: &str = "local t = redis.call('TIME') local start = t[1] * 1e6 + t[2] \
+        repeat local u = redis.call('TIME') until u[1] * 1e6 + u[2] - start > 300000 return 1";
+
+    let server = RedisServer::start();
+    let addr = server
+        .url()
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
+    let connect = || TcpStream::connect(&addr).expect("connect");
+    let mut while_stalled = 0;
+    for trial in 0..5 {
+        let mut reader = BufReader::new(connect());
+        reader
+            .get_mut()
+            .write_all(&resp(&["DEL", "k"]))
+            .expect("send");
+        line(&mut reader);
+        let mut stall = BufReader::new(connect());
+        let new = connect();
+        let mut old = connect();
+        stall
+            .get_mut()
+            .write_all(&resp(&["EVAL", STALL, "0"]))
+            .expect("send");
+        std::thread::sleep(Duration::from_millis(20));
+        old.write_all(&resp(&["APPEND", "k", "a"])).expect("send");
+        old.shutdown(Shutdown::Both)
+            .expect("close the old connection");
+        drop(old);
+        let mut new = BufReader::new(new);
+        new.get_mut()
+            .write_all(&resp(&["APPEND", "k", "b"]))
+            .expect("send");
+        // Did the new request go out while the server was still stalled?
+        stall.get_mut().set_nonblocking(true).expect("nonblocking");
+        let mut peek = [0u8; 1];
+        let stalled = matches!(
+            stall.get_mut().peek(&mut peek),
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock
+        );
+        stall.get_mut().set_nonblocking(false).expect("blocking");
+        assert_eq!(line(&mut stall), ":1", "trial {trial}: the stall");
+        line(&mut new);
+        reader
+            .get_mut()
+            .write_all(&resp(&["GET", "k"]))
+            .expect("send");
+        assert_eq!(line(&mut reader), "$2", "trial {trial}: both requests ran");
+        let order = line(&mut reader);
+        assert_eq!(
+            order, "ab",
+            "trial {trial} (sent while stalled: {stalled}): the order they ran in"
+        );
+        while_stalled += usize::from(stalled);
+        println!(
+            "trial {trial}: ran {order}, new request sent while the server stalled: {stalled}"
+        );
+    }
+    assert!(
+        while_stalled >= 3,
+        "only {while_stalled} of 5 trials overlapped the stall"
+    );
+}
