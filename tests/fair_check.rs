@@ -2,7 +2,8 @@
 //! attempts, asks again, give-ups, deaths, releases, renewals, lost replies, expiry,
 //! `BUSY`/`LOADING` replies, restarts that lose all data, force-unlocks and late requests
 //! (timeouts, dropped acquires, strays that run before the client's next request or
-//! never), up to a bound, with the library's own `protocol::fair` calls and decoders and
+//! never), and guards' `extend` (the core's `extension_call`, a `sem_renew.lua` of one hold
+//! to a longer lease), up to a bound, with the library's own `protocol::fair` calls and decoders and
 //! the real `lua/fair_*.lua` and `lua/sem_renew.lua` (see `tests/protocol/fairmodel.rs`),
 //! and checks the properties in every state.
 //!

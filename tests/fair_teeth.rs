@@ -205,6 +205,62 @@ fn a_late_renewal_that_revives_an_expired_hold_is_caught() {
     assert!(stray_ran, "no stray ran on {replay}");
 }
 
+/// A renewal that sets the holds' set's expiry to its own lease from now even when the
+/// set already lasts longer (`PEXPIRE` without the `PTTL` check): a watchdog tick after a
+/// guard's `extend` (to twice the watchdog's lease) cuts the set's expiry below the extended
+/// hold's deadline, and the key would vanish while its holder still believes. Without an
+/// `extend` every score is some run's now plus the one lease, so the renewed hold's new
+/// deadline is the set's latest anyway: every configuration without extends passes at the
+/// default bound, and each one with them catches it, on a path that extends.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_renewal_that_cuts_an_extended_set_short_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRenew,
+        "    if redis.call('PTTL', KEYS[i]) < lease then\n      \
+         redis.call('PEXPIRE', KEYS[i], lease)\n    end",
+        "    redis.call('PEXPIRE', KEYS[i], lease)",
+    );
+    let world = World::new(scripts.clone());
+    let (mut passed, mut caught) = (Vec::new(), Vec::new());
+    for config in fairmodel::configs() {
+        let configs = std::slice::from_ref(&config);
+        let found = checker::counterexample::<Fair>(&world, configs, DEFAULT_DEPTH, 3_000_000);
+        let Some((property, message, replay)) = found else {
+            assert!(
+                config.extends == 0,
+                "{}: not caught with extends (passed: {passed:?})",
+                config.name
+            );
+            passed.push(config.name);
+            continue;
+        };
+        println!("{property}: {message}; {replay}");
+        assert!(config.extends > 0, "caught without an extend: {replay}");
+        let expected = ["no orphans, no garbage", "belief is true"];
+        assert!(
+            expected.contains(&property),
+            "{property}: {message}; {replay}"
+        );
+        // The trace: a guard extended its hold.
+        let (_, path) = replay.rsplit_once(':').expect("a replay spec");
+        let mut state = State::initial(&config);
+        let mut extended = false;
+        for &index in &checker::parse_path(path).expect("a path") {
+            let step = state.steps()[index as usize];
+            extended |= matches!(step, Step::Extend(..));
+            state.apply(&step, &world);
+            println!("  {step:?} -> {}", state.describe());
+        }
+        assert!(extended, "no extend in the trace: {replay}");
+        caught.push(config.name);
+    }
+    assert!(!caught.is_empty(), "no configuration extends");
+}
+
 /// Sanity: the real scripts pass at the same bound (a debug build, as plain `cargo test`
 /// runs it, explores less: `tests/fair_check.rs` runs the full bound).
 #[test]

@@ -102,6 +102,7 @@ fn expect_only_with_force_unlocks(scripts: Scripts) {
 /// `properties` with `scripts` (and whatever defect is planted), and that the same
 /// configurations without their timeouts find none: the defect is one only late requests
 /// (strays) show.
+#[cfg_attr(not(feature = "planted-defects"), allow(dead_code))]
 fn expect_only_with_timeouts(scripts: Scripts, properties: &[&str]) {
     let mut caught = None;
     for config in multimodel::configs().into_iter().filter(|c| c.timeouts > 0) {

@@ -8,10 +8,11 @@
 //! operator's force-unlock (`DEL` of the lock's keys), each in a configuration of its own;
 //! and, in configurations of their own, fenced handles (tokens only go up), one explicit
 //! owner on two clients, re-entry through guards (`joins`), the refused upgrade, watchdog
-//! ticks racing their owner's own calls, and late requests (timeouts, dropped acquires,
+//! ticks racing their owner's own calls, late requests (timeouts, dropped acquires,
 //! attempts that give up: strays that run before the client's next request, or never,
-//! alone and with a restart, `BUSY` or a force-unlock). Hitting the state bound fails the
-//! run.
+//! alone and with a restart, `BUSY` or a force-unlock), and guards' `extend` (the core's
+//! `extension_call`, a `sem_renew.lua` of one hold to a longer lease). Hitting the state
+//! bound fails the run.
 //!
 //! `./scripts/check-protocol.sh` runs it (`CHECK_DEPTH=n` runs deeper;
 //! `CHECK_CONFIG=<part of a name>` runs only the configurations that match;

@@ -4,7 +4,8 @@
 //! defects that only the fenced, explicit-owner and re-entry steps reach (the other
 //! configurations never ask for a token, name an owner or join a hold); the dropped-acquire
 //! teeth plant defects that only the late-request configurations reach (the others never
-//! drop an acquire).
+//! drop an acquire); the extension tooth plants one that only a guard's `extend` reaches
+//! (only the configurations with extends run one).
 
 #[path = "protocol/checker.rs"]
 mod checker;
@@ -192,6 +193,7 @@ fn an_upgrade_that_waits_is_caught() {
 }
 
 /// The configurations with late requests (timeouts, dropped acquires).
+#[cfg_attr(not(feature = "planted-defects"), allow(dead_code))]
 fn late_configs() -> Vec<rwmodel::Config> {
     let configs = rwmodel::configs().into_iter();
     let late: Vec<rwmodel::Config> = configs.filter(|c| c.timeouts + c.drops > 0).collect();
@@ -290,6 +292,55 @@ fn a_leave_that_keeps_the_hold_of_a_dropped_acquire_is_caught() {
         return;
     }
     panic!("the checker found no counterexample (passed: {passed:?})");
+}
+
+/// A renewal that moves a hold's score to its own lease from now even when that is
+/// earlier (`ZADD XX` without `GT`): a watchdog tick after a guard's `extend` (to twice the
+/// watchdog's lease) shortens the extended hold behind its holder's back. Without an
+/// `extend` every score is some run's now plus the one lease, so a later renewal never
+/// moves one back: every configuration without extends passes at the default bound, and
+/// each one with them catches it, on a path that extends.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_renewal_that_shortens_an_extended_hold_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::SemRenew,
+        "redis.call('ZADD', KEYS[i], 'XX', 'GT', now + lease, id .. ':' .. k)",
+        "redis.call('ZADD', KEYS[i], 'XX', now + lease, id .. ':' .. k)",
+    );
+    let world = rwmodel::World::new(scripts.clone());
+    let (mut passed, mut caught) = (Vec::new(), Vec::new());
+    for config in rwmodel::configs() {
+        let configs = std::slice::from_ref(&config);
+        let found = checker::counterexample::<rwmodel::Rw>(&world, configs, CHECK_DEPTH, 3_000_000);
+        let Some((property, message, replay)) = found else {
+            assert!(
+                config.extends == 0,
+                "{}: not caught with extends (passed: {passed:?})",
+                config.name
+            );
+            passed.push(config.name);
+            continue;
+        };
+        println!("{property}: {message}; {replay}");
+        assert!(config.extends > 0, "caught without an extend: {replay}");
+        let expected = ["a release removes only its own hold", "belief is true"];
+        assert!(
+            expected.contains(&property),
+            "{property}: {message}; {replay}"
+        );
+        // The trace: a guard extended its hold.
+        let (_, steps) = replayed(&replay, scripts.clone());
+        let extends = steps
+            .iter()
+            .filter(|s| matches!(s, rwmodel::Step::Extend(..)));
+        assert!(extends.count() > 0, "no extend in the trace: {replay}");
+        caught.push(config.name);
+    }
+    assert!(!caught.is_empty(), "no configuration extends");
 }
 
 /// Sanity: the real scripts pass at the same bounds.

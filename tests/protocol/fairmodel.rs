@@ -12,6 +12,18 @@
 //! against the keyspace model. The one checker (`tests/protocol/checker.rs`) explores it
 //! breadth-first and checks the properties in every state.
 //!
+//! A guard's `extend` (`Guard::extend`, `Step::Extend`, in the two configurations with a
+//! force-unlock, with a lost reply and with late requests): for a guard that believes in its hold, as the guard checks first,
+//! one call to [`EXTEND_LEASE`] (twice the watchdog's lease), not re-sent (a failure is the
+//! caller's error). The call is the core's `extend::extension_call` with
+//! `HoldShape::SetMembers(1)` for the hold in the holds' set (what `HoldEntry::extension`
+//! sends: `lua/sem_renew.lua`); its reply is read as `HoldEntry::on_extension_reply` reads
+//! it: `decode_renew`, then gone: `HoldState::on_gone` (the holder is told), current:
+//! `HoldState::on_extended`. It runs and is checked as a renewal of one hold (its reply must
+//! tell the truth, and a later watchdog tick must neither shorten the hold nor its set's
+//! expiry), is lost with a lost reply or a restart, refused by `BUSY`, and one that times
+//! out is a stray that may run late (a stray renewal).
+//!
 //! Assumptions (as the read-write lock's checker): one lock, one Redis; a request runs
 //! when it is sent (the clock does not move in between, and another client's run before
 //! it is the same as one after its send), so sending and running are one step, but for
@@ -99,6 +111,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use redis_locks::LostReason;
+use redis_locks::protocol::extend::{HoldShape, extension_call};
 use redis_locks::protocol::fair::{
     FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call,
 };
@@ -118,6 +131,9 @@ use crate::lua::ScriptRunner;
 
 /// The lease of every hold (the watchdog's), in ms.
 pub const LEASE: Millis = 100;
+/// The lease of a guard's `extend` (`Guard::extend`): longer than the watchdog's, so that
+/// a watchdog renewal after it must not shorten it.
+pub const EXTEND_LEASE: Millis = 2 * LEASE;
 /// How far the clock moves in one step: one step leaves a hold or a waiter 40 ms, two end
 /// it (so a waiter that asks again after one step keeps its place).
 pub const ADVANCE: Millis = 60;
@@ -178,9 +194,10 @@ pub const PROPERTIES: [&str; 8] = [
 
 /// What runs reach (each configuration names those it must reach, else it is vacuous);
 /// the first eight need neither lost replies nor renewals, the next six need restarts,
-/// force-unlocks or `BUSY`, the next six late requests ([`STRAY_MILESTONES`]), the last
-/// four late requests with a restart, `BUSY` or a force-unlock.
-pub const MILESTONES: [&str; 27] = [
+/// force-unlocks or `BUSY`, the next six late requests ([`STRAY_MILESTONES`]), the next
+/// four late requests with a restart, `BUSY` or a force-unlock, the last four a guard's
+/// `extend` ([`EXTEND_MILESTONES`]).
+pub const MILESTONES: [&str; 31] = [
     "a queued waiter granted in order",
     "a try_acquire refused because of a queue",
     "a dead waiter left the queue",
@@ -208,6 +225,19 @@ pub const MILESTONES: [&str; 27] = [
     "a stray ran after a restart",
     "a stray copy of a call refused as BUSY ran",
     "a stray sent before a force-unlock ran after it",
+    "an extend lengthened a hold",
+    "an extend found its hold gone",
+    "a stray extend ran",
+    "an extend's reply was lost",
+];
+
+/// The milestones of a guard's `extend` (out of reach without one; the second needs a
+/// wipe, the third late requests, the last lost replies).
+pub const EXTEND_MILESTONES: [&str; 4] = [
+    MILESTONES[27],
+    MILESTONES[28],
+    MILESTONES[29],
+    MILESTONES[30],
 ];
 
 /// The milestones of late requests (out of reach without `timeouts` and `drops`).
@@ -234,6 +264,8 @@ pub struct Config {
     pub advances: u8,
     pub faults: u8,
     pub renewals: u8,
+    /// A guard's `extend` calls (`Guard::extend`, to [`EXTEND_LEASE`]) in all.
+    pub extends: u8,
     /// Restarts that lose all data, force-unlocks (an operator's `force_delete.lua`)
     /// and `BUSY`/`LOADING` replies, in all.
     pub restarts: u8,
@@ -291,6 +323,9 @@ pub enum Op {
         order: Vec<usize>,
         sent_at: Millis,
     },
+    /// A guard's `extend` of hold `hold` to [`EXTEND_LEASE`]: one call, not re-sent (a
+    /// failure is the caller's error), run and checked as a renewal of one hold.
+    Extend { hold: Arc<str>, sent_at: Millis },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -361,6 +396,16 @@ fn check_renewal(
     Some(status)
 }
 
+/// The one item an extension of `hold` renews, as a renewal's item (for the truth check
+/// of its reply).
+fn extension_item(hold: &Arc<str>) -> RenewItem {
+    RenewItem {
+        key: keys().holds.clone(),
+        hold: hold.clone(),
+        renew: true,
+    }
+}
+
 /// The library's waiting loop of an acquire dropped with `request`'s attempt in flight:
 /// started, and for a waiter that was refused before (it had a place), through that
 /// refusal (subscribed, slept, woken, attempting again). Only its give-back decision is
@@ -427,6 +472,7 @@ pub struct State {
     pub advances: u8,
     pub faults: u8,
     pub renewals: u8,
+    pub extends: u8,
     pub restarts: u8,
     pub force_unlocks: u8,
     pub busy: u8,
@@ -459,6 +505,9 @@ pub enum Step {
     Die(usize),
     Release(usize, usize),
     Renew(usize),
+    /// Client, guard: the guard's `extend` (`Guard::extend`) to [`EXTEND_LEASE`], for a
+    /// guard that believes in its hold (it checks first that its hold is not lost).
+    Extend(usize, usize),
     Deliver(usize),
     LoseReply(usize),
     /// A re-sending machine's pause is over.
@@ -622,6 +671,7 @@ impl State {
             advances: config.advances,
             faults: config.faults,
             renewals: config.renewals,
+            extends: config.extends,
             restarts: config.restarts,
             force_unlocks: config.force_unlocks,
             busy: config.busy,
@@ -691,6 +741,14 @@ impl State {
                     steps.extend((0..client.guards.len()).map(|g| Step::Release(c, g)));
                     if self.renewals > 0 && client.guards.iter().any(|g| g.is_active()) {
                         steps.push(Step::Renew(c));
+                    }
+                    if self.extends > 0 {
+                        for (g, guard) in client.guards.iter().enumerate() {
+                            // `Guard::extend` checks first that its hold is not lost.
+                            if guard.lost().is_none() && self.now < guard.deadline() {
+                                steps.push(Step::Extend(c, g));
+                            }
+                        }
                     }
                 }
             }
@@ -799,14 +857,23 @@ impl State {
                 };
                 self.send(c, op, world, &mut fx);
             }
+            Step::Extend(c, g) => {
+                self.extends -= 1;
+                let hold = self.clients[c].guards[g].hold().clone();
+                self.send(c, Op::Extend { hold, sent_at: now }, world, &mut fx);
+            }
             Step::Deliver(c) => self.deliver(c, &mut fx),
             Step::LoseReply(c) => {
                 self.faults -= 1;
                 let client = &mut self.clients[c];
                 let flight = client.flight.as_mut().expect("a call in flight");
+                if matches!(flight.op, Op::Extend { .. }) {
+                    fx.reach("an extend's reply was lost");
+                }
                 match &mut flight.op {
-                    // The watchdog does not re-send a renewal: the next tick renews.
-                    Op::Renew { .. } => client.flight = None,
+                    // The watchdog does not re-send a renewal: the next tick renews. An
+                    // extension's failure is its caller's error.
+                    Op::Renew { .. } | Op::Extend { .. } => client.flight = None,
                     Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
                         match resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost) {
                             Next::SleepUntil(_) => {
@@ -859,7 +926,7 @@ impl State {
                     };
                     flight.queued = None;
                     match &mut flight.op {
-                        Op::Renew { .. } => client.flight = None,
+                        Op::Renew { .. } | Op::Extend { .. } => client.flight = None,
                         Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
                             match resend.on_failure(&mut ModelEnv(now), &mut (), Failure::Lost) {
                                 Next::SleepUntil(_) => {
@@ -1019,6 +1086,12 @@ impl State {
                         // (only a late renewal can name a hold that expired meanwhile).
                         check_renewal(items, order, &ran.reply, &ran.live, &mut fx);
                     }
+                    (Op::Extend { hold, .. }, _) => {
+                        fx.reach("a stray extend ran");
+                        // Nobody reads it either: it must tell the truth all the same.
+                        let items = [extension_item(hold)];
+                        check_renewal(&items, &[0], &ran.reply, &ran.live, &mut fx);
+                    }
                 }
             }
             Step::DropStray(c) => {
@@ -1101,6 +1174,7 @@ impl State {
                             Op::Acquire { request, .. } => request.hold == *hold,
                             Op::Release { hold: h, .. } => h == hold,
                             Op::Renew { items, .. } => items.iter().any(|i| i.hold == *hold),
+                            Op::Extend { hold: h, .. } => h == hold,
                         })
             })
         };
@@ -1130,8 +1204,9 @@ impl State {
             };
             client.strays.push(stray);
             match &mut flight.op {
-                // The watchdog does not re-send a renewal: the next tick renews.
-                Op::Renew { .. } => client.flight = None,
+                // The watchdog does not re-send a renewal: the next tick renews. An
+                // extension is not re-sent either (its caller is told the error).
+                Op::Renew { .. } | Op::Extend { .. } => client.flight = None,
                 Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
                     match resend.on_failure(&mut ModelEnv(now), &mut (), Failure::TimedOut) {
                         Next::SleepUntil(_) => {
@@ -1152,8 +1227,9 @@ impl State {
         let client = &mut self.clients[c];
         let flight = client.flight.as_mut().expect("a call in flight");
         match &mut flight.op {
-            // The watchdog does not re-send a failed renewal: its next tick renews.
-            Op::Renew { .. } => client.flight = None,
+            // The watchdog does not re-send a failed renewal: its next tick renews (nor is an
+            // extension re-sent).
+            Op::Renew { .. } | Op::Extend { .. } => client.flight = None,
             Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
                 let busy = Failure::Transient("BUSY Redis is busy running a script".into());
                 match resend.on_failure(&mut ModelEnv(now), &mut (), busy) {
@@ -1177,6 +1253,13 @@ impl State {
                 }
             }
             Op::Renew { items, .. } => renew_call(LEASE, items, &vec![1; items.len()]).0,
+            // `Guard::extend`'s call (`HoldEntry::extension`): the core's `extension_call`
+            // for the hold's one member in the holds' set (the key `held` registers the
+            // hold under: `set_key`).
+            Op::Extend { hold, .. } => {
+                let key = world.keys.holds.clone();
+                extension_call(EXTEND_LEASE, key, hold.clone(), HoldShape::SetMembers(1))
+            }
         };
         self.clients[c].flight = Some(InFlight {
             op,
@@ -1283,8 +1366,11 @@ impl State {
                 let live = items.iter().map(|i| score_of(&before, &member_of(&i.hold)));
                 ran.live = live.map(|score| score.is_some()).collect();
             }
+            Op::Extend { hold, .. } => {
+                ran.live = vec![score_of(&before, &member_of(hold)).is_some()];
+            }
         }
-        if !matches!(op, Op::Renew { .. }) {
+        if !matches!(op, Op::Renew { .. } | Op::Extend { .. }) {
             self.check_queue(c, &queued_before, keys, fx);
             // Only the head is woken, once the lock is free: the first live waiter (the
             // dead were dropped first), so that it does not wait for its recheck.
@@ -1581,6 +1667,41 @@ impl State {
                     }
                 }
             }
+            // Read as `HoldEntry::on_extension_reply` reads it (`decode_renew`, one item):
+            // gone, the hold is lost and its guard told (`Registry::gone`:
+            // `HoldState::on_gone`); otherwise its expiry is at least the extension's lease
+            // from the send (`HoldState::on_extended`). The reply must tell the truth about
+            // the hold as it was when the call ran, as a renewal's.
+            Op::Extend { hold, sent_at } => {
+                let items = [extension_item(&hold)];
+                let Some(status) = check_renewal(&items, &[0], &reply, &flight.live, fx) else {
+                    return;
+                };
+                let Some(guard) = client.guards.iter_mut().find(|g| g.hold() == &hold) else {
+                    return; // released since
+                };
+                match status.first() {
+                    Some(Renewed::Gone) => {
+                        if guard.on_gone().is_some() {
+                            fx.reach("an extend found its hold gone");
+                            if doomed.contains(&hold) {
+                                fx.reach("a holder was told its wiped hold is lost");
+                            }
+                        }
+                    }
+                    Some(Renewed::Elsewhere) => fx.fail(
+                        "losses are told",
+                        "an extension answered Elsewhere on one Redis".into(),
+                    ),
+                    _ => {
+                        let before = guard.deadline();
+                        guard.on_extended(sent_at, EXTEND_LEASE);
+                        if guard.deadline() > before {
+                            fx.reach("an extend lengthened a hold");
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -1738,6 +1859,7 @@ impl State {
                         format!("{how} {}", show(hold.as_bytes()))
                     }
                     Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+                    Op::Extend { hold, .. } => format!("extend {}", show(hold.as_bytes())),
                 };
                 let stage = match (&flight.reply, &flight.queued) {
                     (_, Some(_)) => "sent behind strays".to_string(),
@@ -1753,6 +1875,7 @@ impl State {
                     }
                     Op::Release { hold, .. } => format!("release {}", show(hold.as_bytes())),
                     Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+                    Op::Extend { hold, .. } => format!("extend {}", show(hold.as_bytes())),
                 };
                 let note = if stray.given_up { ", given up" } else { "" };
                 out += &format!(" stray({what}{note})");
@@ -1808,6 +1931,7 @@ pub fn configs() -> Vec<Config> {
             advances: 3,
             faults: 0,
             renewals: 0,
+            extends: 0,
             restarts: 0,
             force_unlocks: 0,
             busy: 0,
@@ -1823,6 +1947,7 @@ pub fn configs() -> Vec<Config> {
             advances: 3,
             faults: 1,
             renewals: 1,
+            extends: 0,
             restarts: 0,
             force_unlocks: 0,
             busy: 0,
@@ -1839,6 +1964,7 @@ pub fn configs() -> Vec<Config> {
             advances: 1,
             faults: 1,
             renewals: 1,
+            extends: 0,
             restarts: 1,
             force_unlocks: 0,
             busy: 1,
@@ -1853,13 +1979,14 @@ pub fn configs() -> Vec<Config> {
             ],
         },
         Config {
-            name: "fair: two owners, a force-unlock, a lost reply and renewal",
+            name: "fair: two owners, a force-unlock, a lost reply, renewal and extend",
             owners: vec!["a", "b"],
             acquires: 3,
             asks: 2,
             advances: 1,
             faults: 1,
             renewals: 1,
+            extends: 1,
             restarts: 0,
             force_unlocks: 1,
             busy: 0,
@@ -1871,6 +1998,9 @@ pub fn configs() -> Vec<Config> {
                 "a wiped holder and a new one both believed",
                 // Not "a waiter queued again after a wipe": `force_delete.lua` keeps the
                 // queue, so the waiters keep their places.
+                "an extend lengthened a hold",
+                "an extend found its hold gone",
+                "an extend's reply was lost",
             ],
         },
         Config {
@@ -1881,6 +2011,7 @@ pub fn configs() -> Vec<Config> {
             advances: 2,
             faults: 0,
             renewals: 1,
+            extends: 0,
             restarts: 0,
             force_unlocks: 0,
             busy: 0,
@@ -1903,6 +2034,7 @@ pub fn configs() -> Vec<Config> {
             advances: 1,
             faults: 0,
             renewals: 1,
+            extends: 0,
             restarts: 1,
             force_unlocks: 0,
             busy: 1,
@@ -1920,13 +2052,14 @@ pub fn configs() -> Vec<Config> {
         Config {
             // Late requests across a force-unlock, which leaves them on their connections:
             // a stray sent before it runs after it.
-            name: "fair: two owners, late requests and a force-unlock",
+            name: "fair: two owners, late requests, a force-unlock and extend",
             owners: vec!["a", "b"],
             acquires: 2,
             asks: 1,
             advances: 1,
             faults: 0,
             renewals: 1,
+            extends: 1,
             restarts: 0,
             force_unlocks: 1,
             busy: 0,
@@ -1938,6 +2071,9 @@ pub fn configs() -> Vec<Config> {
                 "a holder was told its wiped hold is lost",
                 "a wiped holder and a new one both believed",
                 "a stray acquire ran after its client gave up",
+                "an extend lengthened a hold",
+                "an extend found its hold gone",
+                "a stray extend ran",
             ],
         },
     ]
@@ -1957,6 +2093,7 @@ pub fn shared_owner() -> Config {
         advances: 1,
         faults: 0,
         renewals: 0,
+        extends: 0,
         restarts: 0,
         force_unlocks: 0,
         busy: 0,

@@ -10,8 +10,9 @@
 //! `release::told`, `semaphore::renew_call`, `renew::decode_renew`, `hold::HoldState` and
 //! `force::rwlock_call`/`decode`; every call runs the real `lua/rw_*.lua` /
 //! `lua/sem_renew.lua` / `lua/force_delete.lua` in the embedded Lua
-//! against the keyspace model. A small breadth-first explorer checks the properties in
-//! every state.
+//! against the keyspace model; a guard's `extend` is the core's `extend::extension_call`,
+//! read as `HoldEntry::on_extension_reply` reads it. A small breadth-first explorer checks
+//! the properties in every state.
 //!
 //! Modelled since the first version (each in configurations of its own, see `configs`):
 //! * fenced handles (`RwLock::with_fencing`): a write asks for a token; "tokens only go
@@ -29,7 +30,19 @@
 //!   library as `RwAcquired::Upgrade` (its `Error::WouldDeadlock`);
 //! * a watchdog tick racing its owner's own call (`racing_renewals`): two calls in flight
 //!   per client, the user's (attempt, re-entry or release) and the watchdog's renewal, in
-//!   any order (one small configuration: it multiplies the interleavings).
+//!   any order (one small configuration: it multiplies the interleavings);
+//! * a guard's `extend` (`Guard::extend`, `Step::Extend`, in the fenced re-entry
+//!   configuration and in the late-request one with a force-unlock): for a guard that
+//!   believes in its hold (a read, a write, or one taken through a guard), as the guard
+//!   checks first, one call in the user's slot to [`EXTEND_LEASE`] (twice the watchdog's
+//!   lease), not re-sent (a failure is the caller's error). The call is the core's
+//!   `extend::extension_call` with `HoldShape::SetMembers(1)` for the hold in the set of its
+//!   kind (what `HoldEntry::extension` sends: `lua/sem_renew.lua`); its reply is read as
+//!   `HoldEntry::on_extension_reply` reads it: `decode_renew`, then gone:
+//!   `HoldState::on_gone` (the holder is told), current: `HoldState::on_extended`. It runs
+//!   and is checked as a renewal of one hold (its reply must tell the truth, and a later
+//!   watchdog tick must not shorten it), is lost with a lost reply or a restart, refused by
+//!   `BUSY`, and a timed-out one is a stray that may run late (a stray renewal).
 //!
 //! Assumptions (as the reentrant lock's checker): one lock, one Redis; the clock only
 //! moves when no call is waiting to execute (a request executes at its send time), except
@@ -116,6 +129,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use redis_locks::LostReason;
+use redis_locks::protocol::extend::{HoldShape, extension_call};
 use redis_locks::protocol::force::{self, ForceDeleted};
 use redis_locks::protocol::hold::HoldState;
 use redis_locks::protocol::release::{Found as Reading, Told, told};
@@ -132,6 +146,9 @@ use crate::lua::ScriptRunner;
 
 /// The lease of every hold (the watchdog's), in ms.
 pub const LEASE: Millis = 100;
+/// The lease of a guard's `extend` (`Guard::extend`): longer than the watchdog's, so that
+/// a watchdog renewal after it must not shorten it.
+pub const EXTEND_LEASE: Millis = 2 * LEASE;
 /// How far the clock moves in one step: one step leaves a hold 40 ms, two expire it.
 pub const ADVANCE: Millis = 60;
 /// How long a waiting writer's reservation lasts.
@@ -176,9 +193,10 @@ pub const PROPERTIES: [&str; 10] = [
 /// What runs reach (each configuration names those it must reach, else it is vacuous):
 /// the first six need neither restarts, force-unlocks nor `BUSY`; the next five do; the
 /// next seven belong to the fenced, explicit-owner, re-entry and racing-renewal
-/// configurations; the last twelve to late requests: [`STRAY_MILESTONES`], then four with
-/// a restart, `BUSY` or a force-unlock, and an attempt that gives up.
-pub const MILESTONES: [&str; 30] = [
+/// configurations; the next twelve to late requests: [`STRAY_MILESTONES`], then four with
+/// a restart, `BUSY` or a force-unlock, and an attempt that gives up; the last five to a
+/// guard's `extend` ([`EXTEND_MILESTONES`]).
+pub const MILESTONES: [&str; 35] = [
     "a write granted",
     "two owners reading at once",
     "a retried acquire found its hold",
@@ -209,6 +227,21 @@ pub const MILESTONES: [&str; 30] = [
     "a stray copy of a call refused as BUSY ran",
     "a stray sent before a force-unlock ran after it",
     "an attempt that gave up gave back",
+    "an extend lengthened a hold",
+    "an extend found its hold gone",
+    "a stray extend ran",
+    "an extend's reply was lost",
+    "an extend lengthened a re-entered hold",
+];
+
+/// The milestones of a guard's `extend` (out of reach without one; the second needs a
+/// wipe, the third late requests, the fourth lost replies, the last re-entries).
+pub const EXTEND_MILESTONES: [&str; 5] = [
+    MILESTONES[30],
+    MILESTONES[31],
+    MILESTONES[32],
+    MILESTONES[33],
+    MILESTONES[34],
 ];
 
 /// The milestones of late requests (out of reach without `timeouts` and `drops`): the
@@ -238,6 +271,8 @@ pub struct Config {
     pub fenced: bool,
     /// Re-entries through a guard (`RwGuard::reenter/read/write`) in all.
     pub reentries: u8,
+    /// A guard's `extend` calls (`Guard::extend`, to [`EXTEND_LEASE`]) in all.
+    pub extends: u8,
     /// A client's watchdog tick may race its own call in flight (two calls in flight per
     /// client: the user's and the watchdog's); otherwise a client has one call at a time.
     pub racing_renewals: bool,
@@ -278,6 +313,8 @@ pub struct Guard {
     pub state: HoldState,
     /// The fencing token the library read from the grant.
     pub token: Option<u64>,
+    /// Taken through another guard (`RwGuard::reenter/read/write`), for a milestone.
+    pub reentered: bool,
 }
 
 /// How long an attempt or a give-back keeps re-sending (the model's faults run out long
@@ -369,6 +406,13 @@ pub enum Op {
         order: Vec<usize>,
         sent_at: Millis,
     },
+    /// A guard's `extend` of hold `hold` (of `kind`) to [`EXTEND_LEASE`]: one call, not
+    /// re-sent (a failure is the caller's error), run and checked as a renewal of one hold.
+    Extend {
+        hold: Arc<str>,
+        kind: RwKind,
+        sent_at: Millis,
+    },
 }
 
 /// What the run of a call found, for the checks at delivery.
@@ -379,7 +423,7 @@ pub enum Found {
     Acquire { existed: bool, through_live: bool },
     /// Whether this run took the member out.
     Release { removed: bool },
-    /// For each item, whether its member was live when the renewal ran.
+    /// For each item, whether its member was live when the renewal (or extension) ran.
     Renew { live: Vec<bool> },
 }
 
@@ -461,6 +505,16 @@ fn check_renewal(
     Some(status)
 }
 
+/// The one item an extension of `hold` (of `kind`) renews, as a renewal's item (for the
+/// truth check of its reply).
+fn extension_item(hold: &Arc<str>, kind: RwKind) -> RenewItem {
+    RenewItem {
+        key: keys().set_of(kind).clone(),
+        hold: hold.clone(),
+        renew: true,
+    }
+}
+
 /// Starts a re-sent call at `now`: the call the machine asks for.
 fn start_resend(resend: &mut Resend, now: Millis) -> Option<Call> {
     match resend.start(&mut ModelEnv(now), &mut ()) {
@@ -515,7 +569,8 @@ impl Client {
         let slot = self.slot(s);
         let flight = slot.as_mut().expect("a call in flight");
         let next = match &mut flight.op {
-            Op::Renew { .. } => {
+            // Nor an extension: its failure is its caller's error, the hold stays as it was.
+            Op::Renew { .. } | Op::Extend { .. } => {
                 *slot = None;
                 return Ok(false);
             }
@@ -598,6 +653,7 @@ pub struct State {
     /// Redis answers the next call that reaches it with `BUSY`/`LOADING` (it does not run).
     pub busy_next: bool,
     pub reentries: u8,
+    pub extends: u8,
     pub explicit: bool,
     pub fenced: bool,
     pub racing_renewals: bool,
@@ -625,6 +681,9 @@ pub enum Step {
     Reenter(usize, usize, RwKind),
     Release(usize, usize),
     Renew(usize),
+    /// Client, guard: the guard's `extend` (`Guard::extend`) to [`EXTEND_LEASE`], for a
+    /// guard that believes in its hold (it checks first that its hold is not lost).
+    Extend(usize, usize),
     /// Client and slot (`USER`, `TICK`).
     Run(usize, usize),
     Deliver(usize, usize),
@@ -761,6 +820,7 @@ impl State {
             busy: config.busy,
             busy_next: false,
             reentries: config.reentries,
+            extends: config.extends,
             explicit: config.explicit,
             fenced: config.fenced,
             racing_renewals: config.racing_renewals,
@@ -799,6 +859,14 @@ impl State {
                 }
                 for g in 0..client.guards.len() {
                     steps.push(Step::Release(c, g));
+                }
+                if self.extends > 0 {
+                    for (g, guard) in client.guards.iter().enumerate() {
+                        // `Guard::extend` checks first that its hold is not lost.
+                        if guard.state.lost().is_none() && self.now < guard.state.deadline() {
+                            steps.push(Step::Extend(c, g));
+                        }
+                    }
                 }
             }
             if tick_free && self.renewals > 0 && client.guards.iter().any(|g| g.state.is_active()) {
@@ -965,11 +1033,33 @@ impl State {
                     None,
                 ));
             }
+            Step::Extend(c, g) => {
+                self.extends -= 1;
+                let client = &mut self.clients[c];
+                let guard = &client.guards[g];
+                // `Guard::extend`'s call (`HoldEntry::extension`): the core's
+                // `extension_call` for the hold's one member, in the set of its kind (the
+                // key `held` registers the hold under: `set_key`).
+                let hold = guard.state.hold().clone();
+                let key = keys.set_of(guard.kind).clone();
+                let shape = HoldShape::SetMembers(1);
+                let call = extension_call(EXTEND_LEASE, key, hold.clone(), shape);
+                let op = Op::Extend {
+                    hold,
+                    kind: guard.kind,
+                    sent_at: self.now,
+                };
+                client.flight = Some(InFlight::new(op, Some(call)));
+            }
             Step::Run(c, s) if self.busy_next => self.refuse(c, s),
             Step::Run(c, s) => self.run(c, s, world, &mut fx),
             Step::Deliver(c, s) => self.deliver(c, s, &mut fx),
             Step::LoseReply(c, s) => {
                 self.faults -= 1;
+                let flight = self.clients[c].slot_ref(s).as_ref();
+                if flight.is_some_and(|f| matches!(f.op, Op::Extend { .. })) {
+                    fx.reach("an extend's reply was lost");
+                }
                 let keys = &world.keys;
                 let failed = self.clients[c].failed(s, self.now, Failure::Lost, keys);
                 self.gave_up(failed, &mut fx);
@@ -981,7 +1071,9 @@ impl State {
                     Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
                         resend.resume(&mut ModelEnv(now), &mut ())
                     }
-                    Op::Renew { .. } => unreachable!("renewals are not re-sent"),
+                    Op::Renew { .. } | Op::Extend { .. } => {
+                        unreachable!("renewals and extensions are not re-sent")
+                    }
                 };
                 flight.sleeping = false;
                 flight.call = match next {
@@ -1193,6 +1285,7 @@ impl State {
                             Op::Acquire { request, .. } => request.hold == *hold,
                             Op::Release { hold: h, .. } => h == hold,
                             Op::Renew { items, .. } => items.iter().any(|i| i.hold == *hold),
+                            Op::Extend { hold: h, .. } => h == hold,
                         })
             })
         };
@@ -1208,7 +1301,7 @@ impl State {
         let slot = self.clients[c].slot(s);
         let flight = slot.as_mut().expect("a call in flight");
         match &mut flight.op {
-            Op::Renew { .. } => *slot = None,
+            Op::Renew { .. } | Op::Extend { .. } => *slot = None,
             Op::Acquire { resend, .. } | Op::Release { resend, .. } => {
                 let busy = Failure::Transient("BUSY Redis is busy running a script".into());
                 match resend.on_failure(&mut ModelEnv(now), &mut (), busy) {
@@ -1245,7 +1338,9 @@ impl State {
             fx.reach("a renewal ran while the owner's attempt was in flight");
         }
         let call = match &flight.op {
-            Op::Acquire { .. } | Op::Release { .. } => flight.call.clone().expect("a call to run"),
+            Op::Acquire { .. } | Op::Release { .. } | Op::Extend { .. } => {
+                flight.call.clone().expect("a call to run")
+            }
             Op::Renew { items, .. } => renew_call(LEASE, items, &vec![1; items.len()]).0,
         };
         let (reply, found) = self.execute(c, &call, &flight.op, world, fx);
@@ -1317,6 +1412,12 @@ impl State {
                     .map(|item| present(&before, &member_of(&item.hold)))
                     .collect(),
             },
+            Op::Extend { hold, kind, .. } => {
+                let member = member_of(hold);
+                Found::Renew {
+                    live: vec![before.iter().any(|(m, k, _)| *m == member && k == kind)],
+                }
+            }
         };
         if let (Op::Release { leaving: true, .. }, Found::Release { removed: true }) = (op, &found)
         {
@@ -1384,6 +1485,11 @@ impl State {
                 // Nobody reads it, but the script must tell the truth all the same (only a
                 // late renewal can name a hold that expired meanwhile).
                 check_renewal(items, order, &reply, &live, fx);
+            }
+            (Op::Extend { hold, kind, .. }, Found::Renew { live }) => {
+                fx.reach("a stray extend ran");
+                // Nobody reads it either: it must tell the truth all the same.
+                check_renewal(&[extension_item(hold, *kind)], &[0], &reply, &live, fx);
             }
             _ => unreachable!("a run finds what its operation looks for"),
         }
@@ -1585,6 +1691,7 @@ impl State {
                         kind: request.kind,
                         state: HoldState::new(request.hold.clone(), sent_at, LEASE, true),
                         token,
+                        reentered: through.is_some(),
                     });
                 }
                 Ok(RwAcquired::Wait(_)) if request.waits => {
@@ -1712,6 +1819,52 @@ impl State {
                             "losses are told",
                             "renewal answered Elsewhere on one Redis".into(),
                         ),
+                    }
+                }
+            }
+            // Read as `HoldEntry::on_extension_reply` reads it (`decode_renew`, one item):
+            // gone, the hold is lost and its guard told (`Registry::gone`:
+            // `HoldState::on_gone`); otherwise its expiry is at least the extension's lease
+            // from the send (`HoldState::on_extended`). The reply must tell the truth about
+            // the hold as it was when the call ran, as a renewal's.
+            Op::Extend {
+                hold,
+                kind,
+                sent_at,
+            } => {
+                let Found::Renew { live } = found else {
+                    unreachable!()
+                };
+                let items = [extension_item(&hold, kind)];
+                let Some(status) = check_renewal(&items, &[0], &reply, &live, fx) else {
+                    return;
+                };
+                let client = &mut self.clients[c];
+                let Some(guard) = client.guards.iter_mut().find(|g| g.state.hold() == &hold) else {
+                    return; // released since
+                };
+                match status.first() {
+                    Some(Renewed::Gone) => {
+                        if guard.state.on_gone().is_some() {
+                            fx.reach("an extend found its hold gone");
+                            if self.doomed.contains(&hold) {
+                                fx.reach("a holder was told its wiped hold is lost");
+                            }
+                        }
+                    }
+                    Some(Renewed::Elsewhere) => fx.fail(
+                        "losses are told",
+                        "extension answered Elsewhere on one Redis".into(),
+                    ),
+                    _ => {
+                        let before = guard.state.deadline();
+                        guard.state.on_extended(sent_at, EXTEND_LEASE);
+                        if guard.state.deadline() > before {
+                            fx.reach("an extend lengthened a hold");
+                            if guard.reentered {
+                                fx.reach("an extend lengthened a re-entered hold");
+                            }
+                        }
                     }
                 }
             }
@@ -1922,6 +2075,7 @@ impl State {
                         show(hold.as_bytes())
                     ),
                     Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+                    Op::Extend { hold, .. } => format!("extend {}", show(hold.as_bytes())),
                 };
                 let stage = match &flight.ran {
                     None if flight.sleeping => "asleep before a re-send".to_string(),
@@ -1946,6 +2100,7 @@ impl State {
                         show(hold.as_bytes())
                     ),
                     Op::Renew { items, .. } => format!("renew {} holds", items.len()),
+                    Op::Extend { hold, .. } => format!("extend {}", show(hold.as_bytes())),
                 };
                 let given_up = if stray.given_up { ", given up" } else { "" };
                 let forced = if stray.forced {
@@ -2012,6 +2167,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: false,
             reentries: 0,
+            extends: 0,
             racing_renewals: false,
             timeouts: 0,
             drops: 0,
@@ -2031,6 +2187,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: false,
             reentries: 0,
+            extends: 0,
             racing_renewals: false,
             timeouts: 0,
             drops: 0,
@@ -2050,6 +2207,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: false,
             reentries: 0,
+            extends: 0,
             racing_renewals: false,
             timeouts: 0,
             drops: 0,
@@ -2069,6 +2227,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: false,
             reentries: 0,
+            extends: 0,
             racing_renewals: false,
             timeouts: 0,
             drops: 0,
@@ -2088,6 +2247,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: true,
             reentries: 2,
+            extends: 1,
             racing_renewals: false,
             timeouts: 0,
             drops: 0,
@@ -2107,6 +2267,7 @@ pub fn configs() -> Vec<Config> {
             explicit: true,
             fenced: true,
             reentries: 1,
+            extends: 0,
             racing_renewals: false,
             timeouts: 0,
             drops: 0,
@@ -2126,6 +2287,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: false,
             reentries: 0,
+            extends: 0,
             racing_renewals: true,
             timeouts: 0,
             drops: 0,
@@ -2145,6 +2307,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: false,
             reentries: 0,
+            extends: 0,
             racing_renewals: false,
             timeouts: 1,
             drops: 1,
@@ -2164,6 +2327,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: false,
             reentries: 0,
+            extends: 0,
             racing_renewals: false,
             timeouts: 1,
             drops: 1,
@@ -2183,6 +2347,7 @@ pub fn configs() -> Vec<Config> {
             explicit: false,
             fenced: false,
             reentries: 0,
+            extends: 1,
             racing_renewals: false,
             timeouts: 1,
             drops: 1,
@@ -2193,14 +2358,14 @@ pub fn configs() -> Vec<Config> {
 
 const RESTART: &str = "rw: two owners, a restart, BUSY and a lost reply";
 const FORCE_UNLOCK: &str = "rw: two owners, waiting writers, a force-unlock";
-const FENCED_REENTRY: &str = "rw: fenced writes, re-entry through guards, a lost reply";
+const FENCED_REENTRY: &str = "rw: fenced writes, re-entry through guards, extend, a lost reply";
 const EXPLICIT: &str =
     "rw: one explicit owner on two clients and a third, fenced, waiting writers, a lost reply";
 const RACING: &str = "rw: renewals race their owner's own calls";
 const LATE: &str = "rw: two owners, late requests: timeouts, a dropped acquire, renewal";
 const LATE_WIPE: &str = "rw: two owners, late requests, a restart and BUSY";
 const LATE_FORCE: &str =
-    "rw: two owners, late requests, attempts that give up at once, a force-unlock";
+    "rw: two owners, late requests, attempts that give up at once, a force-unlock, extend";
 
 /// The milestones each default configuration must reach at the default bound: the first
 /// two configurations the first six milestones; the restart and force-unlock ones those
@@ -2226,6 +2391,9 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a re-entered write kept its token",
             "a read re-entered through its guard",
             "a read taken through a write guard (downgrade)",
+            "an extend lengthened a hold",
+            "an extend's reply was lost",
+            "an extend lengthened a re-entered hold",
         ],
         EXPLICIT => vec![
             "a write granted",
@@ -2257,6 +2425,9 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a stray acquire ran after its client gave up",
         ],
         LATE_FORCE => vec![
+            "an extend lengthened a hold",
+            "an extend found its hold gone",
+            "a stray extend ran",
             "an attempt that gave up gave back",
             "a stray sent before a force-unlock ran after it",
             "a force-unlock while a reader held",
