@@ -123,6 +123,10 @@ pub enum Defect {
     /// one a force-unlock or a restart took: the user believes every member was given
     /// back while held).
     MultiReleaseHidesFailure,
+    /// `acquire::others_waiting` counts one listener too few (`listeners > caller + 1`): a
+    /// waiter woken by a release takes the lock without marking it for the other local
+    /// waiter, whose wake-up then never comes (found by `tests/wake_teeth.rs`).
+    OthersWaitingOffByOne,
     // --- transient server error defects (tests/latch_teeth.rs, tests/multi_teeth.rs) go
     // below this line ---
     /// `Failure::from_server_error` classifies every transient code (`BUSY`, `LOADING`,

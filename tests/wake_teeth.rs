@@ -1,0 +1,166 @@
+//! Teeth for the plain lock's wake-up checker (`tests/wake_check.rs`): each test plants one
+//! known defect in a copy of `lua/acquire.lua` or `lua/release.lua` (the wake-up mark and
+//! the conditional PUBLISH) and asserts that the checker finds a counterexample to the
+//! property it breaks, at the default bound. No checker found any of these before this one:
+//! the others run the scripts without waiters (`others_waiting` is always false there and
+//! nobody listens), and `tests/wait_check.rs` runs the waiting loop without the scripts.
+
+#[path = "protocol/checker.rs"]
+mod checker;
+#[path = "protocol/keyspace.rs"]
+mod keyspace;
+#[path = "protocol/lua.rs"]
+mod lua;
+#[path = "protocol/wakemodel.rs"]
+mod wakemodel;
+
+use redis_locks::protocol::ScriptId;
+use wakemodel::{Config, Scripts, Wake, World};
+
+/// The default bound of `tests/wake_check.rs` in a release build.
+const DEFAULT_DEPTH: usize = 22;
+const MAX_STATES: usize = 3_000_000;
+
+fn config(name: &str) -> Config {
+    wakemodel::configs()
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no configuration {name:?}"))
+}
+
+/// The first counterexample, in the order of the configurations (every configuration
+/// before it passed with the defect planted); its trace is printed.
+fn counterexample(scripts: Scripts) -> Option<checker::Found> {
+    let world = World::new(scripts);
+    let found =
+        checker::counterexample::<Wake>(&world, &wakemodel::configs(), DEFAULT_DEPTH, MAX_STATES);
+    if let Some((_, _, spec)) = &found
+        && let Some((name, path)) = spec.rsplit_once(':')
+        && let Ok(path) = checker::parse_path(path)
+        && let Ok((trace, _)) = checker::replay::<Wake>(&world, &config(name), &path, &[])
+    {
+        print!("{trace}");
+    }
+    found
+}
+
+/// A failed attempt that does not mark the hash: its release publishes nothing, and the
+/// waiter sleeps its whole pttl although the lock is free.
+#[test]
+fn a_failed_attempt_that_does_not_mark_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "  redis.call('HSETNX', lock, WAITING, 1)\n",
+        "",
+    );
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// A fresh acquire that ignores flag '2' (other waiters of its client): the one waiter a
+/// release woke takes the lock, and its own release wakes nobody, although the other
+/// waiters of its client sleep on the wake-up only one of them got.
+#[test]
+fn a_fresh_hold_not_marked_for_local_waiters_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "  elseif flags == '2' then",
+        "  elseif false then",
+    );
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// A release that never publishes.
+#[test]
+fn a_release_that_never_publishes_is_caught() {
+    let scripts = Scripts::real().planted(ScriptId::Release, "if held[4] then", "if false then");
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// A release that publishes only when the hash is NOT marked (the condition inverted).
+#[test]
+fn a_release_that_publishes_only_when_unmarked_is_caught() {
+    let scripts =
+        Scripts::real().planted(ScriptId::Release, "if held[4] then", "if not held[4] then");
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// A refusal that reports the caller's own lease instead of the holder's remaining TTL:
+/// the waiter sleeps past the key's expiry (the bound is read from the keyspace, not from
+/// the reply).
+#[test]
+fn a_refusal_that_overstates_the_pttl_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "  return math.max(pttl, 1)\n",
+        "  return tonumber(lease)\n",
+    );
+    checker::expect_found(counterexample(scripts), &["a sleep is bounded by the pttl"]);
+}
+
+/// The core's own defects (feature `planted-defects`), in the real decision.
+#[cfg(feature = "planted-defects")]
+mod core {
+    use redis_locks::protocol::planted::{Defect, plant};
+
+    use super::{Scripts, checker, counterexample};
+
+    fn found_with(defect: Defect) -> Option<checker::Found> {
+        plant(Some(defect));
+        let found = counterexample(Scripts::real());
+        plant(None);
+        found
+    }
+
+    /// The attempt's "others of this client wait" flag counts one listener too few: the
+    /// woken waiter takes the lock without marking it, and its release wakes nobody.
+    #[test]
+    fn others_waiting_one_short_is_caught() {
+        checker::expect_found(
+            found_with(Defect::OthersWaitingOffByOne),
+            &["no wake-up lost without a fault"],
+        );
+    }
+
+    /// The waiting loop sleeps without the pttl's bound.
+    #[test]
+    fn a_sleep_past_the_pttl_is_caught() {
+        checker::expect_found(
+            found_with(Defect::WaitIgnoresPttl),
+            &["a sleep is bounded by the pttl"],
+        );
+    }
+}
+
+/// Sanity: the real scripts pass at the same bound, every configuration exhaustive.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
+fn the_real_scripts_pass() {
+    let world = World::new(Scripts::real());
+    for config in wakemodel::configs() {
+        let depth = DEFAULT_DEPTH + <Wake as checker::Model>::extra_depth(&config);
+        let report = checker::explore::<Wake>(&world, &config, depth, MAX_STATES, &[]);
+        assert!(
+            !report.truncated,
+            "{}: the state bound was hit",
+            config.name
+        );
+        assert!(
+            report.violation.is_none(),
+            "{}: {:?}",
+            config.name,
+            report.violation
+        );
+    }
+}
