@@ -110,6 +110,65 @@ fn a_renewal_of_a_hold_that_is_not_its_own_is_caught() {
     expect(scripts, 12, &["never two holders", "losses are told"]);
 }
 
+/// Explores the one configuration whose users extend their guards (`model::extends`) at
+/// the default bound, with `scripts` (and whatever core defect is planted): the
+/// counterexample, which must be one of `properties` and must extend a guard on its way.
+fn expect_found_by_an_extend(scripts: Scripts, properties: &[&str]) {
+    let config = model::extends();
+    let found = counterexample_in(
+        std::slice::from_ref(&config),
+        scripts.clone(),
+        DEFAULT_DEPTH,
+    );
+    checker::expect_found(found.clone(), properties);
+    let (_, _, spec) = found.expect("found");
+    let (name, path) = spec.rsplit_once(':').expect("<config>:<steps>");
+    assert_eq!(name, model::EXTENDS);
+    let path = checker::parse_path(path).expect("a path");
+    let (trace, violation) =
+        checker::replay::<Lock>(&World::new(scripts), &config, &path, &[]).expect("replays");
+    print!("{trace}");
+    assert!(violation.is_some(), "the replay found no violation");
+    assert!(
+        trace.contains("Extend {"),
+        "the counterexample extends no guard:\n{trace}"
+    );
+}
+
+/// A renewal that sets the expiry without GT: the watchdog's tick after an extend to a
+/// longer lease (or an extend to a shorter lease than the expiry left) cuts the expiry
+/// below what the holder believes. Without extends nothing asks `renew.lua` for less than
+/// the expiry a current hold has (a nested fixed lease is shorter than the watchdog's):
+/// every other configuration explores its whole default bound without finding it (checked
+/// once, about 100 s, so not on every run), and only the extend configuration is searched.
+#[test]
+fn a_renewal_without_gt_is_caught_by_an_extend() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Renew,
+        "redis.call('PEXPIRE', keys[i], lease, 'GT')",
+        "redis.call('PEXPIRE', keys[i], lease)",
+    );
+    expect_found_by_an_extend(scripts, &["never two holders"]);
+}
+
+/// The same, for the watchdog's lease only (an extension's call keeps GT): what is left
+/// is the watchdog's tick after an extend to a longer lease, which cuts the expiry the
+/// extend set back to the watchdog's lease while the holder believes the extension.
+#[test]
+fn a_watchdog_renewal_without_gt_after_an_extend_is_caught() {
+    let renewal = format!(
+        "if lease == '{}' then redis.call('PEXPIRE', keys[i], lease) else \
+         redis.call('PEXPIRE', keys[i], lease, 'GT') end",
+        model::LEASE
+    );
+    let scripts = Scripts::real().planted(
+        ScriptId::Renew,
+        "redis.call('PEXPIRE', keys[i], lease, 'GT')",
+        &renewal,
+    );
+    expect_found_by_an_extend(scripts, &["never two holders"]);
+}
+
 /// Sanity: the real scripts pass at the same bounds (the teeth above bite on the defect,
 /// not on the model).
 #[test]
@@ -226,6 +285,21 @@ mod rust_core {
     )]
     fn reconciliation_that_stops_at_the_first_bound_is_caught() {
         expect_core(Defect::ReconcileStopsOnTimeouts, &["no orphans"]);
+    }
+
+    /// An extension credited from the end of the lease as last confirmed, not from its
+    /// send ("extend by" for "extend to"): the holder believes past the expiry
+    /// `renew.lua` set.
+    #[test]
+    fn an_extension_credited_from_the_lease_end_is_caught() {
+        plant(Some(Defect::ExtensionCreditedFromLeaseEnd));
+        let result = std::panic::catch_unwind(|| {
+            expect_found_by_an_extend(Scripts::real(), &["never two holders"])
+        });
+        plant(None);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
     }
 
     /// A renewal reply that overwrites belief instead of only lengthening it: harmless

@@ -222,7 +222,12 @@ impl HoldState {
     /// An explicit extension (`LockGuard::extend`) to `lease_ms` from `sent_at` found the
     /// hold current: the expiry is at least that now, whatever kind of lease it has.
     pub fn on_extended(&mut self, sent_at: Millis, lease_ms: Millis) {
-        let until = sent_at.saturating_add(lease_ms);
+        let from = if planted::is(Defect::ExtensionCreditedFromLeaseEnd) {
+            sent_at.max(self.confirmed_until)
+        } else {
+            sent_at
+        };
+        let until = from.saturating_add(lease_ms);
         self.floor = self.floor.max(until);
         if self.lost.is_none() && until > self.confirmed_until {
             self.confirmed_until = until;

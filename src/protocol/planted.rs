@@ -146,6 +146,12 @@ pub enum Defect {
     /// comes last, not the latest one confirmed: an older tick's late reply (two ticks in
     /// flight at once) moves belief back, and a hold Redis keeps is declared lost.
     RenewalReplyOverwrites,
+    /// `HoldState::on_extended` credits an extension from the end of the lease as last
+    /// confirmed instead of from its send (an extend to 30 s read as 30 s more), while
+    /// `renew.lua` sets the expiry to the lease from when it runs: the holder believes
+    /// past the expiry Redis has (found by the extend configuration of
+    /// `tests/protocol_teeth.rs`).
+    ExtensionCreditedFromLeaseEnd,
 }
 
 #[cfg(feature = "planted-defects")]

@@ -75,13 +75,15 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
 }
 
 /// Every configuration the checker runs: the default ones, the one in which a client's
-/// watchdog ticks overlap (`model::overlapping_ticks`) and the re-arm one (`model::rearm`). The
-/// last two are kept out of [`all`], which the teeth explore as "the other
-/// configurations": a tooth asserts that only one of them catches its defect.
+/// watchdog ticks overlap (`model::overlapping_ticks`), the re-arm one (`model::rearm`) and
+/// the one whose users extend their guards (`model::extends`). The last three are kept out
+/// of [`all`], which the teeth explore as "the other configurations": a tooth asserts that
+/// only one of them catches its defect (the extend teeth search `model::extends` alone).
 pub fn checked() -> Vec<Config> {
     let mut checked = all();
     checked.push(crate::model::overlapping_ticks());
     checked.push(crate::model::rearm());
+    checked.push(crate::model::extends());
     checked
 }
 
@@ -90,6 +92,7 @@ pub fn must_reach_checked(name: &str) -> Vec<&'static str> {
     match name {
         crate::model::OVERLAPPING_TICKS => crate::model::overlapping_ticks_must_reach(),
         crate::model::REARM => vec!["nested release"],
+        crate::model::EXTENDS => crate::model::extends_must_reach(),
         _ => must_reach(name),
     }
 }

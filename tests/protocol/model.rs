@@ -44,9 +44,27 @@
 //! that nobody believes in). Allowing overlap everywhere would multiply the state space
 //! well past the budget; the configuration is about 0.3 M states.
 //!
+//! Extends: in the configuration named [`EXTENDS`] (`extends()`: two clients (owners), one
+//! acquire each, one fault, one force-unlock, four clock steps, two extends per run;
+//! selected by its name, as for the overlapping ticks) a user may extend a guard it
+//! believes in (`Guard::extend` checks first that its hold is not lost, by the clock too):
+//! a watchdog guard or a fixed-lease one, to one of [`EXTEND_LEASES`] (twice the
+//! watchdog's lease: the watchdog's next tick then asks `renew.lua` for less than the
+//! expiry the extend set; one period: less than the expiry a watchdog hold has). As in
+//! the library, the extend is one call in the user's slot (`OpKind::Extend`), not re-sent
+//! (a failure is its caller's error): the core's `extend::extension_call` with
+//! `HoldShape::LockHash` (what `HoldEntry::extension` sends: `renew.lua` for that one hold
+//! to the extend's lease), sent now; its reply is read as `HoldEntry::on_extension_reply`
+//! reads it: `decode_renew` for one hold, then gone: `HoldState::on_gone` (its guards are
+//! told), current: `HoldState::on_extended` from the send time. It meets the faults of
+//! every call (lost request or reply, BUSY, a time-out that leaves it a stray that may run
+//! late). The watchdog then renews (or checks) the hold as before, with what
+//! `on_extended` left it. About 0.7 M states; the other configurations have no extend.
+//!
 //! Besides the properties of [`PROPERTIES`], checked in every state: a hold's belief never
 //! drops below what its client was told (its grants, each renewal reply that found it
-//! current while a watchdog guard was there), short of a re-arm at a partial release; else
+//! current while a watchdog guard was there, each extend reply that found it current),
+//! short of a re-arm at a partial release; else
 //! a hold Redis keeps would be declared lost (reported as "losses are told": a loss told
 //! that is not one). Only overlapping ticks can break it: an older tick's late reply.
 #![allow(dead_code)]
@@ -57,6 +75,7 @@ use std::sync::Arc;
 
 use redis_locks::protocol::acquire::{self, AcquireRequest, Granted};
 use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
+use redis_locks::protocol::extend::{HoldShape, extension_call};
 use redis_locks::protocol::hold::{HoldState, Joining, Rearm, drift};
 use redis_locks::protocol::lane::Lane;
 use redis_locks::protocol::release::{
@@ -83,6 +102,11 @@ pub const PERIOD: Millis = LEASE / 3;
 pub const FIXED: Millis = 15;
 /// How far one clock step moves.
 pub const STEP: Millis = PERIOD;
+/// The leases of a guard's `extend` (`Guard::extend`) in [`EXTENDS`]: twice the
+/// watchdog's (longer than any expiry the watchdog or a fixed lease sets, so the
+/// watchdog's next renewal asks for less than the expiry the extend set), and one
+/// period (shorter than the expiry a watchdog hold has when it is extended).
+pub const EXTEND_LEASES: [Millis; 2] = [2 * LEASE, PERIOD];
 
 pub use crate::lua::Scripts;
 
@@ -108,7 +132,7 @@ pub struct Config {
 }
 
 /// Things the checker must see at least once, so that the model is not vacuous.
-pub const MILESTONES: [&str; 9] = [
+pub const MILESTONES: [&str; 12] = [
     "hand-off to another owner",
     "nested release",
     "retried release",
@@ -118,10 +142,17 @@ pub const MILESTONES: [&str; 9] = [
     "an older renewal's reply arrived after a newer one's",
     "a renewal failed while another of its client was in flight",
     "two renewals of one client executed before either was answered",
+    "an extend lengthened a hold",
+    "an extend found its hold gone",
+    "a watchdog tick after an extend",
 ];
 
+/// The first of the milestones that only [`EXTENDS`] reaches.
+pub const FIRST_EXTEND_MILESTONE: usize = 9;
+
 /// The first of the milestones that only [`OVERLAPPING_TICKS`] reaches (at depth 11 and
-/// more: a debug build's smaller bound does not get there).
+/// more: a debug build's smaller bound does not get there), up to
+/// [`FIRST_EXTEND_MILESTONE`].
 pub const FIRST_OVERLAP_MILESTONE: usize = 5;
 
 /// The name of the one configuration in which the clock moves while renewals are in
@@ -148,7 +179,7 @@ pub fn overlapping_ticks() -> Config {
 /// The milestones the overlapping configuration must reach at the default bound.
 pub fn overlapping_ticks_must_reach() -> Vec<&'static str> {
     let mut must = vec![MILESTONES[4]];
-    must.extend_from_slice(&MILESTONES[FIRST_OVERLAP_MILESTONE..]);
+    must.extend_from_slice(&MILESTONES[FIRST_OVERLAP_MILESTONE..FIRST_EXTEND_MILESTONE]);
     must
 }
 
@@ -177,6 +208,36 @@ pub fn rearm() -> Config {
     }
 }
 
+/// The name of the one configuration whose users extend their guards (`Guard::extend`;
+/// selected by its name, as for [`OVERLAPPING_TICKS`]).
+pub const EXTENDS: &str = "extend a watchdog or a fixed lease";
+
+/// Extends in one run of [`EXTENDS`].
+pub const EXTENDS_PER_RUN: u8 = 2;
+
+/// The configuration in which users extend their guards (see the header): two clients
+/// (owners), one acquire each, one fault, one force-unlock (an extend that finds its hold
+/// gone), [`EXTENDS_PER_RUN`] extends, and the clock steps for watchdog ticks after them.
+pub fn extends() -> Config {
+    Config {
+        name: EXTENDS,
+        owners: vec!["a", "b"],
+        acquires: 1,
+        fenced: false,
+        faults: 1,
+        restarts: 0,
+        force_unlocks: 1,
+        advances: 4,
+    }
+}
+
+/// The milestones the extend configuration must reach at the default bound.
+pub fn extends_must_reach() -> Vec<&'static str> {
+    let mut must = vec![MILESTONES[4]];
+    must.extend_from_slice(&MILESTONES[FIRST_EXTEND_MILESTONE..]);
+    must
+}
+
 /// One step of the world.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Step {
@@ -187,6 +248,13 @@ pub enum Step {
         client: usize,
         guard: usize,
         drop: bool,
+    },
+    /// A client's user extends a guard it believes in (`Guard::extend`) to `lease` (one
+    /// of [`EXTEND_LEASES`]).
+    Extend {
+        client: usize,
+        guard: usize,
+        lease: Millis,
     },
     /// A client's background task probes a pending lost acquire.
     Reconcile { client: usize },
@@ -340,6 +408,13 @@ enum OpKind {
     Reconcile {
         round: ReconcileRound,
     },
+    /// A guard's `extend` (not one of the core's machines: one call, not re-sent, as
+    /// `Guard::extend` sends it; a failure is its caller's error).
+    Extend {
+        guard: usize,
+        sent_at: Millis,
+        lease: Millis,
+    },
 }
 
 /// What an operation is fed.
@@ -404,6 +479,8 @@ struct Renewal {
     blind: Vec<usize>,
     /// A newer renewal of the client was answered before this one.
     overtaken: bool,
+    /// Sent (renewing) after an extend of one of its holds was confirmed (a milestone).
+    after_extend: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -428,6 +505,8 @@ struct Client {
     /// lowered only by a re-arm at a partial release. Belief must never drop below it:
     /// the hold would be declared lost while Redis keeps it.
     kept: Vec<Millis>,
+    /// For each hold state: whether an extend of it was confirmed.
+    extended: Vec<bool>,
     /// A request the client gave up on (timed out before Redis ran it) that may still
     /// run: on the client's one connection it runs, if at all, before the client's next
     /// request (TCP keeps a connection's requests in order), at any point until then.
@@ -458,6 +537,8 @@ pub struct State {
     fenced: bool,
     /// Whether the clock moves while renewals are in flight ([`OVERLAPPING_TICKS`]).
     ticks_overlap: bool,
+    /// Extends the users may still make ([`EXTENDS`] only).
+    extends_left: u8,
 }
 
 /// What a step did that the checker reports on.
@@ -535,6 +616,7 @@ impl State {
                 acquires_left: config.acquires,
                 gone_since: Vec::new(),
                 kept: Vec::new(),
+                extended: Vec::new(),
                 stray: None,
             })
             .collect();
@@ -553,6 +635,11 @@ impl State {
             last_fresh_owner: None,
             fenced: config.fenced,
             ticks_overlap: config.name == OVERLAPPING_TICKS,
+            extends_left: if config.name == EXTENDS {
+                EXTENDS_PER_RUN
+            } else {
+                0
+            },
         }
     }
 
@@ -624,6 +711,22 @@ impl State {
                             guard: g,
                             drop: true,
                         });
+                    }
+                }
+                // `Guard::extend` checks first that its hold is not lost (by the clock too).
+                if self.extends_left > 0 {
+                    for (g, guard) in c.guards.iter().enumerate() {
+                        let state = &c.states[guard.state];
+                        if !guard.released && state.lost().is_none() && self.now < state.deadline()
+                        {
+                            for lease in EXTEND_LEASES {
+                                steps.push(Step::Extend {
+                                    client: i,
+                                    guard: g,
+                                    lease,
+                                });
+                            }
+                        }
                     }
                 }
                 if c.lane.is_pending() {
@@ -709,6 +812,26 @@ impl State {
                 guard,
                 drop,
             } => self.start_release(client, guard, !drop, world, &mut fx),
+            Step::Extend {
+                client,
+                guard,
+                lease,
+            } => {
+                self.extends_left -= 1;
+                let now = self.now;
+                let c = &mut self.clients[client];
+                // `Guard::extend`'s call (`HoldEntry::extension`): the core's
+                // `extension_call` for the guard's hold in the lock hash, sent now.
+                let hold = c.states[c.guards[guard].state].hold().clone();
+                let call =
+                    extension_call(lease, world.keys.hash.clone(), hold, HoldShape::LockHash);
+                let kind = OpKind::Extend {
+                    guard,
+                    sent_at: now,
+                    lease,
+                };
+                self.put_in_flight(client, kind, call);
+            }
             Step::Reconcile { client } => {
                 let round = ReconcileRound::new(world.keys.clone());
                 self.drive(client, OpKind::Reconcile { round }, Event::Start, &mut fx);
@@ -961,6 +1084,69 @@ impl State {
                     self.put_in_flight(client, OpKind::Reconcile { round }, call);
                 }
             }
+            OpKind::Extend {
+                guard,
+                sent_at,
+                lease,
+            } => {
+                // A failure (lost, BUSY, timed out) is the caller's error: nothing changes
+                // (a timed-out request may still run: a stray).
+                if let Event::Reply(reply) = event {
+                    self.extension_reply(client, guard, sent_at, lease, reply, fx);
+                }
+            }
+        }
+    }
+
+    /// An extension's reply, read as `HoldEntry::on_extension_reply` reads it: the core's
+    /// `decode_renew` for one hold, then gone: the hold is lost and its guards are told
+    /// (`Registry::gone`: `HoldState::on_gone`); current: `HoldState::on_extended`.
+    fn extension_reply(
+        &mut self,
+        client: usize,
+        guard: usize,
+        sent_at: Millis,
+        lease: Millis,
+        reply: &Reply,
+        fx: &mut Effects,
+    ) {
+        let status = match decode_renew(reply, 1) {
+            Ok(status) => status,
+            Err(err) => {
+                // The caller's `UnexpectedReply`: Redis answered something renew.lua never
+                // answers.
+                fx.violation = Some(("no garbage", format!("unreadable extend reply: {err}")));
+                return;
+            }
+        };
+        let c = &mut self.clients[client];
+        let i = c.guards[guard].state;
+        let state = &mut c.states[i];
+        match status.first() {
+            Some(Renewed::Gone) => {
+                fx.milestones.push(FIRST_EXTEND_MILESTONE + 1);
+                if state.on_gone().is_some() {
+                    fx.milestones.push(4);
+                }
+                Self::told(&self.ks, self.now, state, fx);
+            }
+            Some(Renewed::Elsewhere) => {
+                // One node holds the whole model keyspace: nothing is ever elsewhere.
+                fx.violation = Some(("losses are told", "an extend found a lock elsewhere".into()));
+            }
+            _ => {
+                let before = state.deadline();
+                state.on_extended(sent_at, lease);
+                if state.is_active() {
+                    // What the reply confirms: the expiry is at least the lease from the
+                    // send (renew.lua only lengthens it), whatever guards the hold has.
+                    c.kept[i] = c.kept[i].max(sent_at + lease - drift(lease));
+                    c.extended[i] = true;
+                    if state.deadline() > before {
+                        fx.milestones.push(FIRST_EXTEND_MILESTONE);
+                    }
+                }
+            }
         }
     }
 
@@ -1003,6 +1189,11 @@ impl State {
         let now = self.now;
         let c = &mut self.clients[client];
         c.tick_due = false;
+        let after_extend = c
+            .states
+            .iter()
+            .zip(&c.extended)
+            .any(|(s, extended)| *extended && s.is_active() && s.renews());
         let items: Vec<RenewItem> = c
             .states
             .iter()
@@ -1029,6 +1220,7 @@ impl State {
             flight: Flight::Sent(call),
             blind: Vec::new(),
             overtaken: false,
+            after_extend,
         });
         if c.renewals.len() > 1 {
             fx.milestones.push(5);
@@ -1199,6 +1391,7 @@ impl State {
                     watchdog,
                 ));
                 c.kept.push(c.states[c.states.len() - 1].deadline());
+                c.extended.push(false);
                 c.current = Some(c.states.len() - 1);
                 c.states.len() - 1
             }
@@ -1333,6 +1526,9 @@ impl State {
                 if item.renew && state.renews() {
                     let confirmed = renewal.sent_at + LEASE - drift(LEASE);
                     c.kept[i] = c.kept[i].max(confirmed);
+                    if renewal.after_extend && c.extended[i] && state.is_active() {
+                        fx.milestones.push(FIRST_EXTEND_MILESTONE + 2);
+                    }
                 }
                 state.on_renewal(item.renew, renewal.sent_at, LEASE);
             }
@@ -1593,7 +1789,13 @@ impl State {
                 out.push_str(" [lost acquire pending]");
             }
             if let Some(op) = &c.op {
-                let _ = write!(out, " [in flight: {}]", flight_text(&op.flight));
+                let what = match op.kind {
+                    OpKind::Extend { guard, lease, .. } => {
+                        format!("guard {guard}'s extend to {lease}: ")
+                    }
+                    _ => String::new(),
+                };
+                let _ = write!(out, " [in flight: {what}{}]", flight_text(&op.flight));
             }
             for r in &c.renewals {
                 let _ = write!(
