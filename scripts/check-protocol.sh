@@ -8,22 +8,49 @@
 #   CHECK_REPLAY='<config>:<steps>' ./scripts/check-protocol.sh   replay a counterexample
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --release --locked --test protocol_check
-# The read-write lock's checker (rw_*.lua, sem_renew.lua, late requests): default depth 12, ~60 s.
-cargo test --release --locked --test rw_check
-# The count-down latch's checker (latch_*.lua, restarts, BUSY, late count-downs): default depth 18, ~10 s.
-cargo test --release --locked --test latch_check
-# The semaphore's checker (sem_*.lua, late requests, drains, add_permits, extend): default depth 12, ~60 s.
-cargo test --release --locked --test sem_check
-# The fair lock's checker (fair_*.lua, sem_renew.lua, late requests): default depth 12, ~45 s.
-cargo test --release --locked --test fair_check
-# RedLock's checker (3 and 2 servers, outages, restarts, drift): default depth 12, ~40 s.
-cargo test --release --locked --test redlock_check
-# The multi-lock's checker (opposite orders, cycles, lost replies, BUSY, restarts): default
-# depth 22, ~35-45 s (late requests included).
-cargo test --release --locked --test multi_check
-# The waiting loop's checker (protocol::wait, every kind's policy): default depth 10, ~5 s.
-cargo test --release --locked --test wait_check -- --include-ignored
+# Every checker is one single-threaded process: they run in two lanes at once (this
+# machine has 2 cores), each lane's output printed when the lane ends. Built first, so the
+# lanes only run.
+#   protocol_check  the reentrant lock: default depth 13 (one configuration 17), ~100 s.
+#   rw_check        the read-write lock (rw_*.lua, sem_renew.lua, late requests, extend): depth 12, ~60 s.
+#   latch_check     the count-down latch (latch_*.lua, restarts, BUSY, late count-downs): depth 18, ~10 s.
+#   sem_check       the semaphore (sem_*.lua, late requests, drains, add_permits, extend): depth 12, ~60 s.
+#   fair_check      the fair lock (fair_*.lua, sem_renew.lua, late requests, extend): depth 12, ~75 s.
+#   redlock_check   RedLock (3 and 2 servers, outages, restarts, drift, BUSY, force-unlock): depth 12, ~70 s.
+#   multi_check     the multi-lock (opposite orders, cycles, lost replies, BUSY, restarts): depth 22, ~40 s.
+#   wait_check      the waiting loop (protocol::wait, every kind's policy): depth 10, ~5 s.
+#   wake_check      the plain lock's wake-ups (the "\1w" mark, the conditional PUBLISH, the
+#                   hub's one-waiter dispatch, protocol::wait): depth 22, ~25 s.
+CHECKERS_A=(protocol_check latch_check wait_check redlock_check)
+CHECKERS_B=(rw_check sem_check fair_check multi_check wake_check)
+build_args=()
+for t in "${CHECKERS_A[@]}" "${CHECKERS_B[@]}"; do build_args+=(--test "$t"); done
+cargo test --release --locked --no-run "${build_args[@]}"
+run_lane() {
+  local t
+  for t in "$@"; do
+    if [ "$t" = wait_check ]; then
+      cargo test --release --locked --test "$t" -- --include-ignored || return 1
+    else
+      cargo test --release --locked --test "$t" || return 1
+    fi
+  done
+}
+logs=$(mktemp -d)
+run_lane "${CHECKERS_A[@]}" >"$logs/a" 2>&1 &
+lane_a=$!
+run_lane "${CHECKERS_B[@]}" >"$logs/b" 2>&1 &
+lane_b=$!
+status=0
+wait "$lane_a" || status=1
+cat "$logs/a"
+wait "$lane_b" || status=1
+cat "$logs/b"
+rm -rf "$logs"
+if [ "$status" -ne 0 ]; then
+  echo "check-protocol.sh: a checker failed (see its output above)" >&2
+  exit 1
+fi
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
@@ -36,3 +63,4 @@ cargo test --release --locked --features planted-defects --test fair_teeth -- --
 cargo test --release --locked --features planted-defects --test redlock_teeth -- --include-ignored
 cargo test --release --locked --features planted-defects --test multi_teeth -- --include-ignored
 cargo test --release --locked --features planted-defects --test wait_check -- --include-ignored
+cargo test --release --locked --features planted-defects --test wake_teeth
