@@ -144,6 +144,10 @@ fn a_busy_reply_read_as_ran_is_caught() {
 
 /// Sanity: the real scripts pass at the same bound.
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
 fn the_real_scripts_pass() {
     let world = World::new(Scripts::real(), Driver::Library);
     for config in latchmodel::configs() {

@@ -279,6 +279,10 @@ mod rust_core {
     /// once; past it, a server whose clock runs ahead (within the margin) expires a counted
     /// hold before the validity ends.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn drift_ignored_is_caught() {
         expect_core(Defect::RedlockDriftIgnored, &[DRIFT], &[], &[VALIDITY]);
         expect_core(
@@ -304,6 +308,10 @@ mod rust_core {
     /// a 15 ms hold taken by an earlier attempt's lost request, adopted by a 30 ms attempt
     /// of the same owner, is believed for 30 ms.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn adoption_that_ignores_the_lease_is_caught() {
         expect_core(
             Defect::AdoptionIgnoresLease,
