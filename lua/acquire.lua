@@ -1,6 +1,6 @@
 -- acquire.lua: take or re-enter the reentrant lock for one owner.
 --
--- KEYS[1]  the lock hash        (<prefix>:{<name>})
+-- KEYS[1]  the lock key         (<prefix>:{<name>}; a string or a hash, below)
 -- KEYS[2]  the fencing counter  (<prefix>:{<name>}:fence; declared, and touched, only by a
 --          fenced acquire: while a cluster slot is being migrated, Redis answers TRYAGAIN to
 --          a command whose declared keys are not all present on one node, so an unfenced
@@ -9,7 +9,8 @@
 -- ARGV[2]  lease in ms
 -- ARGV[3]  request id           ('<client-tag>.<seq>', unique per request)
 -- ARGV[4]  flags: '0' plain, '1' fenced (hand out a fencing token), '2' other waiters of
---          this client wait (mark a fresh hold "\1w"), '3' both
+--          this client wait (mark a fresh hold: "\2" first in a string, "\1w" in a hash),
+--          '3' both
 --
 -- Returns (the two commonest outcomes as bare integers: a table reply costs Redis about
 -- as much as one more command):
@@ -23,7 +24,16 @@
 --   {2, what}                the key is not one of our locks; nothing was written
 -- An error reply (a command the ACL refuses, say) means that nothing was written.
 --
--- The hash of a held lock:
+-- A held lock has one of two forms:
+--   a string  <mark> .. <hold id> .. "\1" .. <owner>: a first hold and nothing else (count
+--             1, no records, no token). <mark> is "\1", or "\2" when someone may be
+--             waiting (the string's "\1w", below). take.lua writes it with a bare
+--             SET NX PX, and so does this script for an unfenced fresh acquire, so that an
+--             uncontended cycle costs what a raw lock costs. A failed attempt marks it with
+--             SET XX KEEPTTL (its expiry unchanged). A re-entry turns it into the hash
+--             form, with the same holder, hold id, mark and expiry (below); a hash never
+--             turns back into a string.
+--   a hash, with these fields:
 --   <owner>          hold count (the reentrancy depth, summed over every client of the owner)
 --   "\1h"            hold id: the request id of the fresh acquire that created this hold.
 --                    Every release, renewal and reconciliation names it and acts only while
@@ -61,12 +71,13 @@
 -- doubles: exact up to 2^53, i.e. for microsecond times until the year 2255.
 --
 -- Why PTTL first: -2 says "no key" in one call, and for a held lock it is the TTL that the
--- waiter needs. HMGET on a key of another type raises WRONGTYPE, caught with pcall, so a
--- foreign key gets a typed answer and nothing is written; any other error (an ACL that
--- refuses HMGET) is returned as the error it is, not mistaken for a foreign key. A hash
--- without an expiry or
--- without a hold id was not written by this library (every lock gets both in one script)
--- and is refused.
+-- waiter needs. Then GET tells the string form from the rest (WRONGTYPE, caught with
+-- pcall), and HMGET a hash from a key of another type (WRONGTYPE again), so a foreign key
+-- gets a typed answer and nothing is written; any other error (an ACL that refuses the
+-- read) is returned as the error it is, not mistaken for a foreign key. A string not of
+-- the form above, and a string or hash without an expiry or a hash without a hold id, was
+-- not written by this library (every lock gets both in one command or script) and is
+-- refused.
 -- Why no write is left half done: Redis does not roll back a script, so a command that the
 -- ACL refuses after a write would leave that write in place (a fresh hash without an
 -- expiry never frees). Every read comes before the first write; a fresh acquire runs its
@@ -86,18 +97,21 @@ end
 local flags = ARGV[4]
 local fenced = flags == '1' or flags == '3'
 local pttl = redis.call('PTTL', lock)
+if pttl == -2 and not fenced then
+  -- The string form (see take.lua), marked when others of this client wait: one
+  -- command, nothing to undo.
+  local mark = flags == '2' and '\2' or '\1'
+  redis.call('SET', lock, mark .. request .. '\1' .. owner, 'PX', lease)
+  return 0
+end
 if pttl == -2 then
-  local token = fenced and next_token()
-  if token then
-    if flags == '3' then
-      redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, token, WAITING, 1)
-    else
-      redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, token)
-    end
-  elseif flags == '2' then
-    redis.call('HSET', lock, owner, 1, HOLD, request, WAITING, 1)
+  -- A fenced fresh hold (an unfenced one is a string, above): the hash form, with its
+  -- token.
+  local token = next_token()
+  if flags == '3' then
+    redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, token, WAITING, 1)
   else
-    redis.call('HSET', lock, owner, 1, HOLD, request)
+    redis.call('HSET', lock, owner, 1, HOLD, request, FENCE, token)
   end
   -- The later writes run under pcall: if one failed, the new hash is deleted (DEL, which
   -- every release needs) and the error returned.
@@ -106,15 +120,71 @@ if pttl == -2 then
     redis.pcall('DEL', lock)
     return expiry
   end
-  if not token then
-    return 0
-  end
   local stored = redis.pcall('SET', KEYS[2], token)
   if stored.err then
     redis.pcall('DEL', lock)
     return stored
   end
   return {1, 1, request, tonumber(token)}
+end
+-- Fails the script, before anything is written, if the ACL would refuse this command
+-- later: the refused command is run now, for the ACL's own error and ACL LOG entry.
+local function check(...)
+  if not redis.acl_check_cmd(...) then
+    redis.call(...)
+  end
+end
+local value = redis.pcall('GET', lock)
+if type(value) == 'table' and not string.find(value.err, 'WRONGTYPE') then
+  return redis.error_reply(value.err)
+end
+if type(value) == 'string' then
+  -- A first hold in the string form, or a string that is not one of our locks.
+  local mark, hold, holder = string.match(value, '^([\1\2])([^\1]+)\1(.+)$')
+  if not mark then
+    return {2, 'string'}
+  end
+  if pttl < 0 then
+    return {2, 'string without an expiry'}
+  end
+  if holder ~= owner then
+    -- Held by another owner: mark it (its release then publishes), keeping its expiry
+    -- to the millisecond. Only the first waiter writes (and replicates) the mark.
+    if mark == '\1' then
+      redis.call('SET', lock, '\2' .. hold .. '\1' .. holder, 'XX', 'KEEPTTL')
+    end
+    return math.max(pttl, 1)
+  end
+  -- A re-entry into a first hold: the hash form, count 2, with this request's record, the
+  -- mark if set, a first token if asked for, and the later of the two expiries (what
+  -- PEXPIRE GT gives a re-entry of a hash; script time stands still, so the PTTL read
+  -- above is the string's expiry to the millisecond). Every write is checked before the
+  -- first one, the DEL.
+  local tag, seq = string.match(request, '^(.*)%.(%d+)$')
+  if not tag then
+    return redis.error_reply('ERR acquire.lua: malformed request id')
+  end
+  local fields = {owner, 2, HOLD, hold, '\1r' .. tag, seq}
+  local token = fenced and next_token()
+  if token then
+    fields[#fields + 1], fields[#fields + 2] = FENCE, token
+  end
+  if mark == '\2' then
+    fields[#fields + 1], fields[#fields + 2] = WAITING, 1
+  end
+  local expiry = math.max(pttl, tonumber(lease))
+  check('HSET', lock, unpack(fields))
+  check('PEXPIRE', lock, expiry)
+  if token then
+    check('SET', KEYS[2], token)
+  end
+  redis.call('DEL', lock)
+  redis.call('HSET', lock, unpack(fields))
+  redis.call('PEXPIRE', lock, expiry)
+  if token then
+    redis.call('SET', KEYS[2], token)
+  end
+  return {1, 2, hold, tonumber(token) or 0}
 end
 local held = redis.pcall('HMGET', lock, owner, HOLD, FENCE)
 if held.err and not string.find(held.err, 'WRONGTYPE') then
@@ -142,14 +212,8 @@ local tag, seq = string.match(request, '^(.*)%.(%d+)$')
 if not tag then
   return redis.error_reply('ERR acquire.lua: malformed request id')
 end
--- A re-entry. Its later writes are checked before the first one: check() fails the
--- script if the ACL would refuse the command (redis.acl_check_cmd, Redis 7.0+), by running
--- it now, for the ACL's own error and ACL LOG entry, while nothing is written yet.
-local function check(...)
-  if not redis.acl_check_cmd(...) then
-    redis.call(...)
-  end
-end
+-- A re-entry. Its later writes are checked before the first one (check() above), while
+-- nothing is written yet.
 -- The hold's first token, when a fenced re-entry finds none, is new.
 local token, new_token = 0, nil
 if fenced then

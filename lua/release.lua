@@ -1,7 +1,7 @@
 -- release.lua: give back one hold of the reentrant lock, exactly once, and only the hold
 -- that the caller names.
 --
--- KEYS[1]  the lock hash       (<prefix>:{<name>})
+-- KEYS[1]  the lock key        (<prefix>:{<name>}; a string or a hash, see acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  hold id             (from acquire.lua: the hold this guard belongs to)
 -- ARGV[3]  client tag          (the request id is '<client-tag>.<seq>'; sent in two parts
@@ -25,6 +25,10 @@
 -- An error other than WRONGTYPE from the HMGET (an ACL refusing it) is returned as an error.
 -- An error reply (a command the ACL refuses, say) means that nothing was written.
 --
+-- Why GET first: a first hold is a string (take.lua; acquire.lua names both forms), which
+-- a final release compares whole, hold id and owner, and deletes: the raw lock's
+-- compare-and-delete, plus the PUBLISH when its first byte marks it. WRONGTYPE sends
+-- every other key to the hash path.
 -- Why the hold id: the owner field alone cannot tell a guard's own hold from a newer hold
 -- of the same owner (after a force-unlock or an expiry the owner may acquire afresh).
 -- Matching "\1h" makes a stale guard or a late retry answer -1 instead of freeing a
@@ -56,6 +60,30 @@
 -- A partial release checks its later writes with redis.acl_check_cmd (Redis 7.0+) before
 -- the first one.
 local lock, owner, hold, seq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
+local value = redis.pcall('GET', lock)
+if type(value) == 'string' then
+  -- The string form (see acquire.lua): a first hold, count 1; "\2" first when marked.
+  local mine = hold .. '\1' .. owner
+  if value == '\1' .. mine then
+    redis.call('DEL', lock)
+    return 0
+  end
+  if value == '\2' .. mine then
+    redis.call(ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[5], 'released')
+    redis.call('DEL', lock)
+    return 0
+  end
+  if string.match(value, '^[\1\2][^\1]+\1.+$') then
+    return -1
+  end
+  return -2
+end
+if not value then
+  return -1
+end
+if not string.find(value.err, 'WRONGTYPE') then
+  return redis.error_reply(value.err)
+end
 local held = redis.pcall('HMGET', lock, owner, '\1h', '\1r' .. ARGV[3], '\1w')
 if held.err and not string.find(held.err, 'WRONGTYPE') then
   return redis.error_reply(held.err)

@@ -2,8 +2,8 @@
 -- renew.lua: the watchdog's tick: extend many held locks, and check that others still
 -- exist, in one call.
 --
--- KEYS[1..n]       lock hashes (one server, or one cluster slot), or none: then the n lock
---                  hashes come after the hold ids, in ARGV[n + 3 .. 2n + 2], and may be in
+-- KEYS[1..n]       lock keys (one server, or one cluster slot), or none: then the n lock
+--                  keys come after the hold ids, in ARGV[n + 3 .. 2n + 2], and may be in
 --                  any slots that this cluster node serves
 -- ARGV[1]          lease in ms for the renewed locks
 -- ARGV[2]          m: locks 1..m are renewed; locks m+1..n (fixed leases) are only checked
@@ -25,6 +25,8 @@
 -- Any other error (e.g. a command the ACL does not allow) fails the whole call, so the
 -- client counts a failed renewal instead of wrongly declaring locks lost.
 --
+-- Why GET, then HGET: a first hold is a string whose value starts (after its mark byte)
+-- with its hold id; any other hold is a hash with the id in "\1h" (see acquire.lua).
 -- Why the hold id and not the owner: a renewal must never extend a hold that is not its
 -- own, such as a newer hold of the same owner after this one was lost.
 -- Why GT: renewal only lengthens. A longer lease set by a nested fixed-lease hold of the
@@ -45,7 +47,17 @@ if n == 0 then
 end
 local result = {}
 for i = 1, n do
-  local hold = redis.pcall('HGET', keys[i], '\1h')
+  -- The string form (a first hold, see acquire.lua) names its hold id first.
+  local hold = redis.pcall('GET', keys[i])
+  if type(hold) == 'string' then
+    -- Compared in place (no new string per lock): the id at byte 2, then "\1".
+    local id = ARGV[i + 2]
+    local mark = string.byte(hold)
+    hold = (mark == 1 or mark == 2) and string.find(hold, id, 2, true) == 2
+      and string.byte(hold, #id + 2) == 1 and id
+  elseif type(hold) == 'table' and hold.err and string.find(hold.err, 'WRONGTYPE') then
+    hold = redis.pcall('HGET', keys[i], '\1h')
+  end
   if hold == ARGV[i + 2] then
     if i <= renewing then
       redis.call('PEXPIRE', keys[i], lease, 'GT')

@@ -59,13 +59,13 @@ pub(crate) async fn drive<M: Machine>(
                 // Acquires go where replica acknowledgement is waited for, and probes after
                 // them on the same connection (in order); the rest on the shared one.
                 let result = match call.script {
-                    ScriptId::Acquire => calls.run_acquire(&call).await,
+                    ScriptId::Take | ScriptId::Acquire => calls.run_acquire(&call).await,
                     ScriptId::Probe => calls.run_probe(&call).await.map(|reply| (reply, None)),
                     _ => calls.run(&call).await.map(|reply| (reply, None)),
                 };
                 match result {
                     Ok((reply, replicas)) => {
-                        if call.script == ScriptId::Acquire {
+                        if matches!(call.script, ScriptId::Take | ScriptId::Acquire) {
                             acked = replicas;
                         }
                         machine.on_reply(&mut env, lane, &reply)

@@ -73,7 +73,14 @@ pub(crate) struct CallError {
 
 /// `EVALSHA <sha> <numkeys> <keys...> <args...>` for a call. Building a plain `Cmd` writes
 /// every argument into one buffer, which matters for the watchdog's large batches.
+///
+/// [`ScriptId::Take`] is the exception: its script is one command, and that command is
+/// sent itself, `SET <key> <value> NX PX <lease>`, so that an uncontended acquire runs no
+/// Lua (see `lua/take.lua`; the checker runs the script, which does the same).
 fn evalsha(script: &Script, call: &Call) -> Cmd {
+    if call.script == ScriptId::Take {
+        return take_command(call);
+    }
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.hashed.get_hash()).arg(call.keys.len());
     for key in &call.keys {
@@ -81,6 +88,19 @@ fn evalsha(script: &Script, call: &Call) -> Cmd {
     }
     for arg in &call.args {
         cmd.arg(&**arg);
+    }
+    cmd
+}
+
+/// `lua/take.lua` as the command it wraps: `SET KEYS[1] ARGV[1] NX PX ARGV[2]`.
+fn take_command(call: &Call) -> Cmd {
+    let mut cmd = redis::cmd("SET");
+    for part in call.keys.iter().take(1).chain(call.args.iter().take(1)) {
+        cmd.arg(&**part);
+    }
+    cmd.arg("NX").arg("PX");
+    for lease in call.args.iter().skip(1).take(1) {
+        cmd.arg(&**lease);
     }
     cmd
 }
@@ -288,6 +308,35 @@ mod tests {
         let expected: Vec<&[u8]> =
             vec![b"EVAL", b"return 1", b"2", b"k1", b"k2", b"owner", b"30000"];
         assert_eq!(args, expected);
+    }
+
+    #[test]
+    fn the_take_is_sent_as_the_one_command_its_script_runs() {
+        let call = Call {
+            script: ScriptId::Take,
+            keys: vec![Arc::from("p:{n}")],
+            args: vec![Arc::from("\u{1}c.1\u{1}o"), Arc::from("30000")],
+        };
+        let scripts = Scripts::new();
+        let args: Vec<Vec<u8>> = evalsha(scripts.get(ScriptId::Take), &call)
+            .args_iter()
+            .map(|arg| match arg {
+                Arg::Simple(bytes) => bytes.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let expected: Vec<&[u8]> = vec![b"SET", b"p:{n}", b"\x01c.1\x01o", b"NX", b"PX", b"30000"];
+        assert_eq!(args, expected);
+        // The script the checker runs is that command and nothing else.
+        let body: Vec<&str> = ScriptId::Take
+            .source()
+            .lines()
+            .filter(|line| !line.starts_with("--") && !line.trim().is_empty())
+            .collect();
+        assert_eq!(
+            body,
+            ["return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])"]
+        );
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! other than 0), try_acquire, re-entry, partial and final release, a waiter woken by a
 //! release, watchdog renewal, extend, fenced acquire, explicit-owner unlock,
 //! force_unlock, state, waiting_clients, an acquire on a key that is not a lock, and the
-//! latch's, the semaphore's and the read-write lock's operations. Every await is bounded.
+//! latch's, the semaphore's and the read-write lock's operations. The reentrant lock's
+//! operations that read a lock run on both of its forms where they differ (a first hold
+//! is a string, taken by a bare `SET NX PX`; a re-entered or fenced hold is a hash): a
+//! failed attempt, renewal, force_unlock. Every await is bounded.
 //!
 //! What must hold, per user: the operations that need the missing command fail with a
 //! typed error that says the ACL refused it (`Error::Redis` naming the server, or
@@ -44,10 +47,12 @@ const TRY_ACQUIRE: &str = "try_acquire (free)";
 const REENTER: &str = "guard.reenter";
 const RELEASE_PARTIAL: &str = "release (nested)";
 const TRY_BUSY: &str = "try_acquire (held by another owner)";
+const TRY_BUSY_HASH: &str = "try_acquire (held by another owner, hash form)";
 const STATE: &str = "state";
 const RELEASE_FINAL: &str = "release (last hold)";
 const FENCED: &str = "fenced try_acquire";
 const FENCED_STATE: &str = "state (fenced lock)";
+const FENCED_RENEWAL: &str = "watchdog renews the fenced lock (hash form)";
 const FENCED_RELEASE: &str = "release (fenced)";
 const EXTEND_ACQUIRE: &str = "try_acquire (fixed lease)";
 const EXTEND: &str = "guard.extend";
@@ -55,7 +60,9 @@ const EXTEND_RELEASE: &str = "release (extended)";
 const OWNER_ACQUIRE: &str = "acquire (explicit owner)";
 const UNLOCK: &str = "unlock (explicit owner)";
 const FORCE_UNLOCK: &str = "force_unlock";
+const FORCE_UNLOCK_HASH: &str = "force_unlock (hash form)";
 const FOREIGN_KEY: &str = "try_acquire on a key that is not a lock (WrongType)";
+const FOREIGN_LIST: &str = "try_acquire on a list (WrongType)";
 const LATCH_SET: &str = "latch try_set_count";
 const LATCH_COUNT: &str = "latch count";
 const LATCH_COUNT_DOWN: &str = "latch count_down";
@@ -79,7 +86,7 @@ const WAKING_RELEASE: &str = "release (wakes the waiter)";
 const WOKEN: &str = "waiter woken by the release";
 const LATCH_ATOMIC: &str = "a refused latch count_down counted nothing";
 const RELEASE_ATOMIC: &str = "a refused release gave nothing back";
-const STRANDED: &str = "no lock hash left without an expiry";
+const STRANDED: &str = "no lock left without an expiry";
 const EVAL_AFTER_FLUSH: &str = "try_acquire and release after SCRIPT FLUSH (EVAL)";
 const RW_READ: &str = "rw try_read";
 const RW_WRITE_BUSY: &str = "rw try_write (a read is held)";
@@ -290,21 +297,25 @@ async fn scenario(
         "another owner got a held lock".into()
     });
     admin_hold.release().await.unwrap();
-
-    // Fencing (TIME, GET, SET in the acquire; GET of the counter in state).
-    let fenced = holder.lock(&name("fenced")).unwrap().with_fencing();
-    match run.step(FENCED, fenced.try_acquire()).await.flatten() {
-        Some(guard) => {
-            let token = guard.fencing_token();
-            run.demand(token.is_some_and(|t| t > 0), || "no token".into());
-            let state = run.step(FENCED_STATE, fenced.state()).await;
-            run.demand(state.is_some_and(|s| s.fence == token), || {
-                "state lacks the fence".into()
-            });
-            run.step(FENCED_RELEASE, guard.release()).await;
-        }
-        None => run.skip(&[FENCED_STATE, FENCED_RELEASE]),
-    }
+    // The same on a hold in the hash form (a fenced hold is a hash from the start): the
+    // failed attempt reads it with HMGET and marks it with HSETNX.
+    let admin_hold = admin
+        .lock(&name("busy-hash"))
+        .unwrap()
+        .with_fencing()
+        .acquire()
+        .await
+        .unwrap();
+    let busy = run
+        .step(
+            TRY_BUSY_HASH,
+            holder.lock(&name("busy-hash")).unwrap().try_acquire(),
+        )
+        .await;
+    run.demand(matches!(busy, Some(None)), || {
+        "another owner got a held lock".into()
+    });
+    admin_hold.release().await.unwrap();
 
     // extend (renew.lua on one hold).
     let fixed = holder
@@ -327,7 +338,7 @@ async fn scenario(
         None => run.skip(&[EXTEND, EXTEND_RELEASE]),
     }
 
-    // A guard-less unlock by an explicit owner (HGET, then release.lua).
+    // A guard-less unlock by an explicit owner (inspect.lua, then release.lua).
     let owned = holder
         .lock(&name("owned"))
         .unwrap()
@@ -358,17 +369,47 @@ async fn scenario(
     run.demand(forced == Some(true), || format!("force_unlock: {forced:?}"));
     admin_hold.detach();
     let _ = admin.lock(&name("forced")).unwrap().force_unlock().await;
+    // The same on a hold in the hash form (HEXISTS of its hold id instead of GET).
+    let admin_hold = admin
+        .lock(&name("forced-hash"))
+        .unwrap()
+        .with_fencing()
+        .acquire()
+        .await
+        .unwrap();
+    let forced = run
+        .step(
+            FORCE_UNLOCK_HASH,
+            holder.lock(&name("forced-hash")).unwrap().force_unlock(),
+        )
+        .await;
+    run.demand(forced == Some(true), || format!("force_unlock: {forced:?}"));
+    admin_hold.detach();
+    let _ = admin
+        .lock(&name("forced-hash"))
+        .unwrap()
+        .force_unlock()
+        .await;
 
-    // A key that is not a lock: WrongType, untouched (TYPE inside acquire.lua).
-    let foreign = holder.lock(&name("foreign")).unwrap();
-    let _: () = admin_conn.set(foreign.key(), "payload").await.unwrap();
-    match tokio::time::timeout(OP_LIMIT, foreign.try_acquire()).await {
-        Ok(Err(Error::WrongType { .. })) => run.results.push((FOREIGN_KEY, Outcome::Ok)),
-        Ok(Err(err)) => run.results.push((FOREIGN_KEY, judge(&err, &run.addr))),
-        Ok(Ok(got)) => run
-            .results
-            .push((FOREIGN_KEY, Outcome::Failed(format!("{got:?}")))),
-        Err(_) => run.results.push((FOREIGN_KEY, Outcome::Hung)),
+    // Keys that are not locks: WrongType, untouched. A string that is not a first hold
+    // (the bare SET NX finds it, acquire.lua's GET reads it), and a list (GET and HMGET
+    // answer WRONGTYPE, TYPE names it).
+    for (op, foreign, fill) in [
+        (FOREIGN_KEY, "foreign", false),
+        (FOREIGN_LIST, "list", true),
+    ] {
+        let foreign = holder.lock(&name(foreign)).unwrap();
+        if fill {
+            let _: () = admin_conn.rpush(foreign.key(), "payload").await.unwrap();
+        } else {
+            let _: () = admin_conn.set(foreign.key(), "payload").await.unwrap();
+        }
+        match tokio::time::timeout(OP_LIMIT, foreign.try_acquire()).await {
+            Ok(Err(Error::WrongType { .. })) => run.results.push((op, Outcome::Ok)),
+            Ok(Err(err)) => run.results.push((op, judge(&err, &run.addr))),
+            Ok(Ok(got)) => run.results.push((op, Outcome::Failed(format!("{got:?}")))),
+            Err(_) => run.results.push((op, Outcome::Hung)),
+        }
     }
 
     // The latch. try_set_count on a fresh latch; the rest on one the admin closed.
@@ -493,7 +534,8 @@ async fn scenario(
         None => None,
     };
 
-    // Renewal: a watchdog-leased lock and the permit live three leases.
+    // Renewal: a watchdog-leased lock (a first hold: the string form) and the permit live
+    // three leases.
     let renewed = holder.lock(&name("renewed")).unwrap();
     let guard = run.step(WATCHDOG_ACQUIRE, renewed.acquire()).await;
     let failed_before = holder.watchdog_stats().failed_calls;
@@ -510,6 +552,35 @@ async fn scenario(
             run.step(RENEWED_RELEASE, guard.release()).await;
         }
         None => run.skip(&[RENEWAL, RENEWED_RELEASE]),
+    }
+    // Fencing (TIME, GET, SET in the acquire; GET of the counter in state). A fenced hold
+    // is a hash from the start: the watchdog renews it with renew.lua's HGET path (after
+    // the string's renewal above, so that a refusal here cannot fail that one).
+    let fenced = holder.lock(&name("fenced")).unwrap().with_fencing();
+    match run.step(FENCED, fenced.try_acquire()).await.flatten() {
+        Some(guard) => {
+            let failed_before = holder.watchdog_stats().failed_calls;
+            let token = guard.fencing_token();
+            run.demand(token.is_some_and(|t| t > 0), || "no token".into());
+            let state = run.step(FENCED_STATE, fenced.state()).await;
+            run.demand(state.is_some_and(|s| s.fence == token), || {
+                "state lacks the fence".into()
+            });
+            tokio::time::sleep(3 * WATCHDOG).await;
+            let failed_calls = holder.watchdog_stats().failed_calls - failed_before;
+            run.check(
+                FENCED_RENEWAL,
+                !guard.is_lost() && failed_calls == 0,
+                || {
+                    format!(
+                        "lost: {:?}; failed renew calls: {failed_calls}",
+                        guard.lost_reason()
+                    )
+                },
+            );
+            run.step(FENCED_RELEASE, guard.release()).await;
+        }
+        None => run.skip(&[FENCED_STATE, FENCED_RENEWAL, FENCED_RELEASE]),
     }
     match permit {
         Some(permit) => {
@@ -671,8 +742,9 @@ async fn scenario(
         None => run.skip(&[WAITING_CLIENTS, WAKING_RELEASE, RELEASE_ATOMIC, WOKEN]),
     }
 
-    // No lock hash is left without an expiry: it would never free, and the library
-    // would refuse it as "not a lock" from then on.
+    // No lock is left without an expiry, in either form (a hash, or a first hold's
+    // string): it would never free, and the library would refuse it as "not a lock" from
+    // then on. (The foreign string and list above have none, and are not locks.)
     let keys: Vec<String> = admin_conn
         .keys(format!("redis-locks:{{{tag}-*"))
         .await
@@ -685,12 +757,17 @@ async fn scenario(
             .await
             .unwrap();
         let pttl: i64 = admin_conn.pttl(key).await.unwrap();
-        if kind == "hash" && pttl == -1 {
+        let first_hold = kind == "string"
+            && common::lock_hget(key, "\x01h")
+                .query_async::<Option<String>>(&mut admin_conn)
+                .await
+                .is_ok_and(|hold| hold.is_some());
+        if (kind == "hash" || first_hold) && pttl == -1 {
             stranded.push(key.clone());
         }
     }
     run.check(STRANDED, stranded.is_empty(), || {
-        format!("lock hashes without an expiry: {stranded:?}")
+        format!("locks without an expiry: {stranded:?}")
     });
     run.results
 }
@@ -874,25 +951,24 @@ fn fits(expect: Expect, outcome: &Outcome) -> bool {
     }
 }
 
-/// Every fresh acquisition runs acquire.lua's first branch: PTTL, HSET, PEXPIRE (and,
-/// fenced, TIME, GET, SET).
-const FRESH_ACQUIRES: &[&str] = &[
+/// The unfenced fresh acquisitions of a free lock: a first hold, taken with the bare
+/// `SET <key> <value> NX PX <lease>` (no script; lua/take.lua) and kept in the string
+/// form. `CONNECT_DB3` and `EVAL_AFTER_FLUSH` also release theirs (release.lua's string
+/// path: GET, DEL).
+const TAKES: &[&str] = &[
     CONNECT_DB3,
     TRY_ACQUIRE,
-    FENCED,
     EXTEND_ACQUIRE,
     OWNER_ACQUIRE,
     WATCHDOG_ACQUIRE,
     WAIT_ACQUIRE,
     EVAL_AFTER_FLUSH,
 ];
-/// What needs a lock the user acquired.
-const AFTER_FRESH_ACQUIRES: &[&str] = &[
+/// What needs a lock the user took with the bare SET.
+const AFTER_TAKES: &[&str] = &[
     REENTER,
     RELEASE_PARTIAL,
     RELEASE_FINAL,
-    FENCED_STATE,
-    FENCED_RELEASE,
     EXTEND,
     EXTEND_RELEASE,
     UNLOCK,
@@ -903,6 +979,9 @@ const AFTER_FRESH_ACQUIRES: &[&str] = &[
     RELEASE_ATOMIC,
     WOKEN,
 ];
+/// What needs the fenced lock (a hash from the start: acquire.lua's fresh branch, PTTL,
+/// TIME, GET, HSET, PEXPIRE, SET).
+const AFTER_FENCED: &[&str] = &[FENCED_STATE, FENCED_RENEWAL, FENCED_RELEASE];
 /// What needs a permit the user acquired.
 const AFTER_SEM_ACQUIRE: &[&str] = &[
     SEM_RENEWAL,
@@ -926,8 +1005,22 @@ const AFTER_RW_ACQUIRES: &[&str] = &[
 /// The operations that taking `permission` away must break, and how; every other
 /// operation must work. Derived from the commands each script calls (`lua/*.lua`) and
 /// the library's own commands (PING at connect, SELECT for a database other than 0,
-/// HGET in `Lock::unlock`, TYPE and HGET in `CountDownLatch::count`, PUBSUB NUMSUB in
-/// `waiting_clients`, SUBSCRIBE and UNSUBSCRIBE for waiters).
+/// the bare `SET NX PX` of an uncontended acquire, TYPE and HGET in
+/// `CountDownLatch::count`, PUBSUB NUMSUB in `waiting_clients`, SUBSCRIBE and UNSUBSCRIBE
+/// for waiters).
+///
+/// The reentrant lock's paths, by the form of the lock:
+/// * a first hold is a string: taken by `SET NX PX`; a failed attempt on it (after the
+///   SET found the key) runs acquire.lua's PTTL, GET and marks it with SET XX KEEPTTL; a
+///   re-entry turns it into a hash (PTTL, GET, then DEL, HSET, PEXPIRE, each checked
+///   before the first); release.lua reads it with GET and DELs it (PUBLISH first when a
+///   waiter marked it); renew.lua reads it with GET; inspect.lua (`state`, and `unlock`,
+///   which reads the hold id through it) with TYPE, PTTL, GET; force_unlock.lua with
+///   TYPE, GET;
+/// * a hash (a re-entered or fenced hold): acquire.lua's GET answers WRONGTYPE, then
+///   HMGET (HSETNX marks it on a failed attempt); release.lua the same, then HMGET
+///   (HINCRBY, HSET for a partial release); renew.lua GET, then HGET; inspect.lua
+///   HGETALL; force_unlock.lua HEXISTS.
 fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
     use Expect::{Fails, Refused, Skipped};
     let groups: Vec<(&[&'static str], Expect)> = match permission {
@@ -935,14 +1028,24 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
         // a refused UNSUBSCRIBE drops the subscription connection, which unsubscribes.
         // ACL LOG still names them (checked below).
         "+ping" | "+subscribe" | "+unsubscribe" => vec![],
+        // The bare SET NX takes a free lock without a script: every other operation of
+        // the lock (and the release of those two) is refused.
         "+evalsha" => vec![
-            (FRESH_ACQUIRES, Refused),
+            (&[CONNECT_DB3, EVAL_AFTER_FLUSH, FENCED], Refused),
             (
                 &[
+                    REENTER,
                     STATE,
+                    RELEASE_FINAL,
                     TRY_BUSY,
+                    TRY_BUSY_HASH,
+                    EXTEND,
+                    EXTEND_RELEASE,
+                    UNLOCK,
                     FORCE_UNLOCK,
+                    FORCE_UNLOCK_HASH,
                     FOREIGN_KEY,
+                    FOREIGN_LIST,
                     LATCH_SET,
                     LATCH_COUNT,
                     LATCH_COUNT_DOWN,
@@ -951,12 +1054,19 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
                     SEM_SET,
                     SEM_STATE,
                     SEM_ACQUIRE,
+                    RENEWED_RELEASE,
+                    WAKING_RELEASE,
                 ],
                 Refused,
             ),
-            // The waiter's checks of the count (latch_count.lua) are refused too.
-            (&[LATCH_WOKEN], Refused),
-            (AFTER_FRESH_ACQUIRES, Skipped),
+            // The waiter's attempt (acquire.lua, after its SET NX found the key) and the
+            // waiter's checks of the count (latch_count.lua) are refused too.
+            (&[WOKEN, LATCH_WOKEN], Refused),
+            // renew.lua is refused: the watchdog counts failed calls until the lease runs
+            // out unconfirmed.
+            (&[RENEWAL], Fails),
+            (&[RELEASE_PARTIAL], Skipped),
+            (AFTER_FENCED, Skipped),
             (AFTER_SEM_ACQUIRE, Skipped),
             (RW_ACQUIRES, Refused),
             (AFTER_RW_ACQUIRES, Skipped),
@@ -970,8 +1080,10 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
                 &[
                     STATE,
                     FENCED_STATE,
+                    UNLOCK,
                     FORCE_UNLOCK,
-                    FOREIGN_KEY,
+                    FORCE_UNLOCK_HASH,
+                    FOREIGN_LIST,
                     LATCH_SET,
                     LATCH_COUNT,
                     LATCH_COUNT_DOWN,
@@ -989,34 +1101,69 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
             (&[LATCH_WOKEN], Refused),
             (AFTER_SEM_ACQUIRE, Skipped),
         ],
-        // GET: the fencing counter, and rw_acquire.lua's reservation.
+        // GET: every script's first read of the lock (the string form), the fencing
+        // counter, and rw_acquire.lua's reservation. The bare SET NX needs none.
         "+get" => vec![
-            (&[FENCED], Refused),
-            (&[FENCED_STATE, FENCED_RELEASE], Skipped),
+            (
+                &[
+                    CONNECT_DB3,
+                    REENTER,
+                    STATE,
+                    RELEASE_FINAL,
+                    TRY_BUSY,
+                    TRY_BUSY_HASH,
+                    FENCED,
+                    EXTEND,
+                    EXTEND_RELEASE,
+                    UNLOCK,
+                    FORCE_UNLOCK,
+                    FOREIGN_KEY,
+                    FOREIGN_LIST,
+                    RENEWED_RELEASE,
+                    WAKING_RELEASE,
+                    EVAL_AFTER_FLUSH,
+                ],
+                Refused,
+            ),
+            // The waiter's attempt is refused too.
+            (&[WOKEN], Refused),
+            (&[RENEWAL], Fails),
+            (&[RELEASE_PARTIAL], Skipped),
+            (AFTER_FENCED, Skipped),
             (RW_ACQUIRES, Refused),
             (AFTER_RW_ACQUIRES, Skipped),
         ],
+        // SET: the bare SET NX of every acquire not yet waiting, and the fencing counter.
         "+set" => vec![
-            (&[FENCED, RW_WRITE], Refused),
+            (TAKES, Refused),
             (
                 &[
-                    FENCED_STATE,
-                    FENCED_RELEASE,
-                    RW_WRITE_STATE,
-                    RW_WRITE_RELEASE,
+                    TRY_BUSY,
+                    TRY_BUSY_HASH,
+                    FENCED,
+                    FOREIGN_KEY,
+                    FOREIGN_LIST,
+                    RW_WRITE,
                 ],
-                Skipped,
+                Refused,
             ),
+            (AFTER_TAKES, Skipped),
+            (AFTER_FENCED, Skipped),
+            (&[RW_WRITE_STATE, RW_WRITE_RELEASE], Skipped),
         ],
+        // DEL: every final release, force_unlock, and a re-entry into a string (checked
+        // before it runs: the string is left as it was).
         "+del" => vec![
             (
                 &[
                     CONNECT_DB3,
+                    REENTER,
                     RELEASE_FINAL,
                     FENCED_RELEASE,
                     EXTEND_RELEASE,
                     UNLOCK,
                     FORCE_UNLOCK,
+                    FORCE_UNLOCK_HASH,
                     LATCH_OPEN,
                     LATCH_DELETE,
                     RENEWED_RELEASE,
@@ -1025,100 +1172,112 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
                 ],
                 Refused,
             ),
+            (&[RELEASE_PARTIAL], Skipped),
             // The lock stays held for its 20 s lease: the waiter's 5 s wait ends.
             (&[WOKEN], Fails),
         ],
         // EXISTS: rw_release.lua, when the last hold of one kind leaves.
         "+exists" => vec![(&[RW_READ_RELEASE, RW_WRITE_RELEASE], Refused)],
+        // PTTL: acquire.lua (not the bare SET NX), inspect.lua.
         "+pttl" => vec![
-            (FRESH_ACQUIRES, Refused),
-            (&[STATE, TRY_BUSY, FOREIGN_KEY, SEM_ACQUIRE], Refused),
-            (AFTER_FRESH_ACQUIRES, Skipped),
+            (
+                &[
+                    REENTER,
+                    STATE,
+                    TRY_BUSY,
+                    TRY_BUSY_HASH,
+                    FENCED,
+                    UNLOCK,
+                    FOREIGN_KEY,
+                    FOREIGN_LIST,
+                    SEM_ACQUIRE,
+                ],
+                Refused,
+            ),
+            // The waiter's attempt is refused: it never sleeps, nobody marks the lock.
+            (&[WOKEN], Refused),
+            (&[RELEASE_PARTIAL], Skipped),
+            (AFTER_FENCED, Skipped),
             (AFTER_SEM_ACQUIRE, Skipped),
             (RW_ACQUIRES, Refused),
             (AFTER_RW_ACQUIRES, Skipped),
         ],
-        // A refused PEXPIRE leaves nothing behind: acquire.lua deletes the hash it has
-        // just written, rw_acquire.lua takes the hold back out (STATE finds no lock,
-        // STRANDED no hash without an expiry).
+        // A refused PEXPIRE leaves nothing behind: a fenced fresh acquire deletes the
+        // hash it has just written, a re-entry into a string checks it before its first
+        // write, rw_acquire.lua takes the hold back out (STRANDED finds no lock without
+        // an expiry).
         "+pexpire" => vec![
-            (FRESH_ACQUIRES, Refused),
-            (&[SEM_ACQUIRE], Refused),
-            (AFTER_FRESH_ACQUIRES, Skipped),
+            (&[FENCED, REENTER, EXTEND, SEM_ACQUIRE], Refused),
+            // renew.lua is refused: the lease runs out unconfirmed, and the release finds
+            // the lock lost.
+            (&[RENEWAL, RENEWED_RELEASE], Fails),
+            (&[RELEASE_PARTIAL], Skipped),
+            (AFTER_FENCED, Skipped),
             (AFTER_SEM_ACQUIRE, Skipped),
             (RW_ACQUIRES, Refused),
             (AFTER_RW_ACQUIRES, Skipped),
         ],
+        // HGET: renew.lua on a hash (the fenced lock; a first hold's string is read with
+        // GET). renew.lua is refused: the watchdog counts failed calls until the lease runs
+        // out unconfirmed, and the release finds the lock lost.
         "+hget" => vec![
-            (&[EXTEND, UNLOCK, SEM_SET, LATCH_COUNT], Refused),
-            // renew.lua is refused: the watchdog counts failed calls (and logs a
-            // warning) until the lease runs out unconfirmed (LeaseExpiredUnconfirmed).
-            (&[RENEWAL, RENEWED_RELEASE], Fails),
+            (&[SEM_SET, LATCH_COUNT], Refused),
+            (&[FENCED_RENEWAL, FENCED_RELEASE], Fails),
             // The waiter's checks of the count (CountDownLatch::count) are refused too.
             (&[LATCH_WOKEN], Refused),
         ],
+        // HMGET: every script's read of a hash (a re-entered or fenced hold, a key of
+        // another type). The refused partial release leaves the count at 2, which state
+        // shows.
         "+hmget" => vec![
             (
                 &[
-                    CONNECT_DB3,
-                    REENTER,
-                    TRY_BUSY,
+                    RELEASE_PARTIAL,
                     RELEASE_FINAL,
+                    TRY_BUSY_HASH,
                     FENCED_RELEASE,
-                    EXTEND_RELEASE,
-                    UNLOCK,
-                    FOREIGN_KEY,
+                    FOREIGN_LIST,
                     LATCH_COUNT_DOWN,
                     LATCH_OPEN,
                     SEM_STATE,
                     SEM_ACQUIRE,
-                    RENEWED_RELEASE,
-                    WAKING_RELEASE,
-                    WOKEN,
-                    EVAL_AFTER_FLUSH,
                 ],
                 Refused,
             ),
-            (&[RELEASE_PARTIAL], Skipped),
+            (&[STATE], Fails),
             (AFTER_SEM_ACQUIRE, Skipped),
         ],
         // A refused count-down's record: latch_count_down.lua gives the count back
-        // (LATCH_ATOMIC).
+        // (LATCH_ATOMIC). A re-entry into a string checks its HSET before the DEL.
         "+hset" => vec![
-            (FRESH_ACQUIRES, Refused),
-            (&[LATCH_SET, LATCH_COUNT_DOWN, SEM_SET, SEM_WOKEN], Refused),
             (
                 &[
+                    FENCED,
                     REENTER,
-                    RELEASE_PARTIAL,
-                    RELEASE_FINAL,
-                    FENCED_STATE,
-                    FENCED_RELEASE,
-                    EXTEND,
-                    EXTEND_RELEASE,
-                    UNLOCK,
-                    RENEWAL,
-                    RENEWED_RELEASE,
-                    WAITING_CLIENTS,
-                    WAKING_RELEASE,
-                    RELEASE_ATOMIC,
-                    WOKEN,
-                    SEM_WAITER_RELEASE,
+                    LATCH_SET,
+                    LATCH_COUNT_DOWN,
+                    SEM_SET,
+                    SEM_WOKEN,
                 ],
-                Skipped,
+                Refused,
             ),
+            (&[RELEASE_PARTIAL, SEM_WAITER_RELEASE], Skipped),
+            (AFTER_FENCED, Skipped),
         ],
-        "+hsetnx" => vec![(&[TRY_BUSY, WOKEN], Refused)],
+        // HSETNX: a failed attempt marks a hash (a string is marked with SET XX).
+        "+hsetnx" => vec![(&[TRY_BUSY_HASH], Refused)],
+        // A re-entry into a string writes the count (HSET); a release of a nested hold
+        // decrements it. Both refused releases leave the count at 2, which state shows.
         // The count-down that opens the latch deletes it without counting.
         "+hincrby" => vec![
-            (&[REENTER, LATCH_COUNT_DOWN], Refused),
-            (&[RELEASE_PARTIAL], Skipped),
+            (&[RELEASE_PARTIAL, RELEASE_FINAL, LATCH_COUNT_DOWN], Refused),
+            (&[STATE], Fails),
         ],
-        "+hexists" => vec![(&[FORCE_UNLOCK, LATCH_DELETE], Refused)],
+        "+hexists" => vec![(&[FORCE_UNLOCK_HASH, LATCH_DELETE], Refused)],
         "+hdel" => vec![(&[SEM_WOKEN], Refused), (&[SEM_WAITER_RELEASE], Skipped)],
         "+time" => vec![
             (&[FENCED, SEM_SET, SEM_STATE, SEM_ACQUIRE], Refused),
-            (&[FENCED_STATE, FENCED_RELEASE], Skipped),
+            (AFTER_FENCED, Skipped),
             (AFTER_SEM_ACQUIRE, Skipped),
             (RW_ACQUIRES, Refused),
             (AFTER_RW_ACQUIRES, Skipped),
@@ -1130,6 +1289,7 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
             (
                 &[
                     FORCE_UNLOCK,
+                    FORCE_UNLOCK_HASH,
                     LATCH_OPEN,
                     LATCH_DELETE,
                     SEM_SET,
@@ -1330,7 +1490,10 @@ async fn restricted(server: &RedisServer, user: &str) -> LockClient {
 /// would leave the write in place while the caller is told the operation failed. It
 /// once did:
 /// * without PEXPIRE, a fresh acquire left a lock hash without an expiry (HSET ran),
-///   which never frees and which every later acquire refuses as "not a lock";
+///   which never frees and which every later acquire refuses as "not a lock". A fresh
+///   hold is now a string written with its expiry by one SET, except a fenced one, still
+///   a hash (HSET, then PEXPIRE); and a re-entry turns a string into a hash (DEL, HSET,
+///   PEXPIRE): neither may leave a half-written lock, nor lose the string;
 /// * without PUBLISH, a release (with a waiter) and force_unlock deleted the lock (DEL
 ///   ran) but reported failure, and the waiters were not woken;
 /// * without HSET, a latch count-down counted (HINCRBY ran) but reported failure, so the
@@ -1344,28 +1507,73 @@ async fn a_script_refused_half_way_writes_nothing() {
     let server = RedisServer::start();
     let mut admin = server.conn().await;
     let rule = whole_rule();
-    for removed in ["+pexpire", "+publish", "+hset", "+exists"] {
+    for removed in ["+pexpire", "+publish", "+hset", "+exists", "+del"] {
         let without: Vec<&str> = rule.iter().copied().filter(|r| *r != removed).collect();
         set_user(&mut admin, &user_for(removed), &without).await;
     }
     let full = LockClient::connect(&server.url()).await.unwrap();
     let mut problems = Vec::new();
 
-    // No PEXPIRE: the fresh acquire is refused, and must leave no key.
+    // No PEXPIRE: the fenced fresh acquire (a hash: HSET, then PEXPIRE) is refused, and
+    // must leave no key and no fencing counter.
     let client = restricted(&server, "no-pexpire").await;
-    let lock = client.lock("stranded").unwrap();
+    let lock = client.lock("stranded").unwrap().with_fencing();
     let refused = tokio::time::timeout(OP_LIMIT, lock.try_acquire())
         .await
         .unwrap();
     assert!(matches!(refused, Err(Error::Redis(_))), "{refused:?}");
     let pttl: i64 = admin.pttl(lock.key()).await.unwrap();
-    if pttl != -2 {
+    let fence: bool = admin.exists(format!("{}:fence", lock.key())).await.unwrap();
+    if pttl != -2 || fence {
         let later = full.lock("stranded").unwrap().try_acquire().await;
         problems.push(format!(
-            "no-pexpire: the refused acquire left {} (pttl {pttl}); a later acquire with \
-             every permission: {later:?}",
+            "no-pexpire: the refused fenced acquire left {} (pttl {pttl}, fencing counter: \
+             {fence}); a later acquire with every permission: {later:?}",
             lock.key()
         ));
+    }
+
+    // No PEXPIRE, no HSET, no DEL: a re-entry into a first hold (a string; DEL, HSET,
+    // PEXPIRE, each checked before the first) is refused, and must leave the string as it
+    // was, with its expiry.
+    for user in ["no-pexpire", "no-hset", "no-del"] {
+        let client = restricted(&server, user).await;
+        let name = format!("reentered-{user}");
+        let lock = client.lock(&name).unwrap();
+        let guard = lock.try_acquire().await.unwrap().unwrap();
+        let before: Vec<u8> = admin.get(lock.key()).await.unwrap();
+        let refused = tokio::time::timeout(OP_LIMIT, guard.reenter())
+            .await
+            .unwrap();
+        assert!(
+            matches!(refused, Err(Error::Redis(_))),
+            "{user}: {refused:?}"
+        );
+        let kind: String = redis::cmd("TYPE")
+            .arg(lock.key())
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let pttl: i64 = admin.pttl(lock.key()).await.unwrap();
+        let after: Option<Vec<u8>> = if kind == "string" {
+            admin.get(lock.key()).await.unwrap()
+        } else {
+            None
+        };
+        if after.as_ref() != Some(&before) || pttl <= 0 {
+            problems.push(format!(
+                "{user}: the refused re-entry left a {kind} (pttl {pttl}, value {after:?}), \
+                 not the string {before:?}"
+            ));
+        }
+        // The first hold is intact: its guard gives it back (but for the user without
+        // DEL: then force_unlock, with every permission).
+        if user == "no-del" {
+            guard.detach();
+            full.lock(&name).unwrap().force_unlock().await.unwrap();
+        } else {
+            guard.release().await.unwrap();
+        }
     }
 
     // No PEXPIRE: a semaphore's and a read-write lock's first holds are refused, and must

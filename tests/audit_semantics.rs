@@ -183,30 +183,41 @@ async fn reentering_a_fixed_lease_never_stretches_it() {
 
 // ---- item 8: a fractional lease ---------------------------------------------------------
 
-/// The lease arguments that acquire.lua received for `key`, read from `MONITOR` output:
-/// the client's `EVALSHA`/`EVAL` calls (not the commands scripts run, logged as `lua`)
-/// of the form `... "<key>" "<owner>" "<lease ms>" ...`; a release's third field is a
-/// hold id, not a number.
+/// The leases that the client sent to take `key`, read from `MONITOR` output (the
+/// client's own commands, not the commands scripts run, logged as `lua`): the bare
+/// `SET "<key>" "<value>" "NX" "PX" "<lease ms>"` of an uncontended acquire (lua/take.lua),
+/// and the `EVALSHA`/`EVAL` calls of acquire.lua, of the form
+/// `... "<key>" "<owner>" "<lease ms>" ...` (a release's third field is a hold id, not a
+/// number).
 fn leases_sent(monitor: &str, key: &str) -> Vec<String> {
     let quoted = format!("\"{key}\" \"");
-    monitor
-        .lines()
-        .filter(|line| {
-            (line.contains("\"EVALSHA\"") || line.contains("\"EVAL\"")) && !line.contains(" lua]")
-        })
+    let client_lines = || monitor.lines().filter(|line| !line.contains(" lua]"));
+    let scripts = client_lines()
+        .filter(|line| line.contains("\"EVALSHA\"") || line.contains("\"EVAL\""))
         .filter_map(|line| {
             let rest = &line[line.find(&quoted)? + quoted.len()..];
             let mut fields = rest.split("\" \"");
             fields.next()?; // the owner
             Some(fields.next()?.trim_end_matches('"').to_owned())
-        })
+        });
+    let set_prefix = format!("\"SET\" {quoted}");
+    let takes = client_lines()
+        .filter(|line| line.contains(&set_prefix))
+        .filter_map(|line| {
+            let nx_px = "\"NX\" \"PX\" \"";
+            let rest = &line[line.find(nx_px)? + nx_px.len()..];
+            Some(rest.trim_end().trim_end_matches('"').to_owned())
+        });
+    scripts
+        .chain(takes)
         .filter(|lease| lease.bytes().all(|b| b.is_ascii_digit()))
         .collect()
 }
 
 /// Durations are whole milliseconds in Redis and a fraction rounds up: a 1.9 ms lease is
-/// sent as 2 ms (it was 1 ms), 60 000.9 ms as 60 001. Read from what the acquire script
-/// received (`MONITOR`), which the key's PTTL cannot show (time passes before it is read).
+/// sent as 2 ms (it was 1 ms), 60 000.9 ms as 60 001. Read from what the acquire sent
+/// (`MONITOR`: an uncontended acquire is the bare `SET NX PX`), which the key's PTTL cannot
+/// show (time passes before it is read).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fractional_lease_is_sent_rounded_up() {
     use std::io::{Read, Write};

@@ -59,12 +59,20 @@ async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
+/// The owner's hold count, in either form of the lock (a first hold's string counts 1).
 async fn count_of(conn: &mut MultiplexedConnection, key: &str, owner: &str) -> Option<u64> {
-    conn.hget(key, owner).await.unwrap()
+    common::lock_hget(key, owner)
+        .query_async(conn)
+        .await
+        .unwrap()
 }
 
+/// The current hold id, in either form of the lock.
 async fn hold_of(conn: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    conn.hget(key, HOLD_FIELD).await.unwrap()
+    common::lock_hget(key, HOLD_FIELD)
+        .query_async(conn)
+        .await
+        .unwrap()
 }
 
 async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
@@ -312,7 +320,8 @@ async fn a_stale_guards_watchdog_never_renews_a_newer_hold_of_its_owner() {
 
 // ---- #15 item 3: an acquire lost in a partition longer than 13 s ----------------------
 
-/// The acquire runs in Redis, its reply is lost (the proxy cuts the connection), and a
+/// The acquire runs in Redis, its reply is lost (the proxy cuts the connection after the
+/// request that takes the lock: an uncontended acquire's bare `SET NX PX`), and a
 /// partition starts before the client can ask what happened; `acquire_timeout(2 s)`
 /// returns an error. The partition lasts 14 s (the issue's orphans appeared past ~13 s).
 /// The orphan is still in Redis just before the heal (so the test proves something); after
@@ -327,13 +336,13 @@ async fn an_acquire_whose_reply_is_lost_in_a_14_s_partition_leaves_no_orphan() {
     load_scripts(&mut conn).await;
     warm_up(&client, None).await;
     let other = server.client(30 * SEC).await;
-    let sha = acquire_sha();
+    let take = proxy::take_pattern();
 
     for attempt in 1..=3 {
         let lock = client.lock(&format!("orphan14-{attempt}")).unwrap();
         let key = lock.key().to_owned();
         let cuts = proxy.cuts();
-        proxy.cut_after_request_containing(&sha);
+        proxy.cut_after_request_containing(&take);
         let acquiring = {
             let lock = lock.clone();
             tokio::spawn(async move { lock.acquire_timeout(2 * SEC).await })
@@ -360,7 +369,10 @@ async fn an_acquire_whose_reply_is_lost_in_a_14_s_partition_leaves_no_orphan() {
         }
         let error = outcome.err().unwrap();
         assert_eq!(proxy.cuts(), cuts + 1, "the proxy did not cut the acquire");
-        let owner_fields: HashMap<String, String> = conn.hgetall(&key).await.unwrap();
+        let owner_fields: HashMap<String, String> = common::lock_hgetall(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
         assert!(
             owner_fields.len() >= 2,
             "no hold in Redis: {owner_fields:?}"
@@ -685,14 +697,15 @@ async fn a_release_and_a_waiter_ride_through_loading() {
 
 /// Permanent errors fail fast with a typed error naming the server. An ACL user without
 /// `+del` can take a lock but its release's `DEL` is refused inside the script ("can't run
-/// this command"); one without `+hmget` is refused on a held lock (`NOPERM`). With a 15 s wait and a release that would retry a
-/// transient state for 4 response timeouts (12 s), both must return within a few seconds,
-/// as `Error::Redis` naming the server.
+/// this command"); one without `+get` is refused on a held lock (its bare `SET NX` finds
+/// the key, then acquire.lua's `GET` of the holder's string is refused). With a 15 s wait
+/// and a release that would retry a transient state for 4 response timeouts (12 s), both
+/// must return within a few seconds, as `Error::Redis` naming the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permanent_errors_fail_fast_naming_the_server() {
     let server = RedisServer::start();
     let mut admin = server.conn().await;
-    for (user, without) in [("nodel", "+del"), ("nohmget", "+hmget")] {
+    for (user, without) in [("nodel", "+del"), ("noget", "+get")] {
         let pass = format!(">{user}-pw");
         let mut rule = vec!["SETUSER", user, "on", pass.as_str()];
         rule.extend(ACL_RULES.iter().copied().filter(|r| *r != without));
@@ -733,15 +746,15 @@ async fn permanent_errors_fail_fast_naming_the_server() {
 
     let holder = server.client(30 * SEC).await;
     let held = holder.lock("perm").unwrap().acquire().await.unwrap();
-    let nohmget = LockClient::connect(&url("nohmget")).await.unwrap();
+    let noget = LockClient::connect(&url("noget")).await.unwrap();
     let started = Instant::now();
-    let result = nohmget
+    let result = noget
         .lock("perm")
         .unwrap()
         .acquire_timeout(15 * SEC)
         .await
         .map(|_| ());
-    check("acquire_timeout without +hmget", result, started.elapsed());
+    check("acquire_timeout without +get", result, started.elapsed());
     held.release().await.unwrap();
 }
 
@@ -1136,7 +1149,9 @@ async fn commandstats(conn: &mut MultiplexedConnection) -> HashMap<String, u64> 
 /// Issue #9: "8 or fewer [Redis calls per lock/unlock cycle] is the target", "publish a
 /// release only when someone may be waiting", "0 keys left after every lock was
 /// released". Counted, not timed: 20 uncontended cycles, every command Redis ran (inside
-/// scripts too) from `INFO commandstats`.
+/// scripts too) from `INFO commandstats`. An uncontended cycle is the acquire's bare
+/// `SET <key> <value> NX PX <lease>` (no script: lua/take.lua) and the release's
+/// `EVALSHA` of release.lua, which runs `GET` and `DEL` on the first hold's string.
 #[tokio::test]
 async fn an_uncontended_cycle_costs_at_most_eight_commands_and_leaves_no_key() {
     const CYCLES: u64 = 20;
@@ -1165,7 +1180,18 @@ async fn an_uncontended_cycle_costs_at_most_eight_commands_and_leaves_no_key() {
         "per cycle: {:.1} commands ({stats:?})",
         total as f64 / CYCLES as f64
     );
-    assert_eq!(calls("evalsha"), 2 * CYCLES, "two script calls per cycle");
+    assert_eq!(
+        calls("set"),
+        CYCLES,
+        "one SET per cycle: the acquire's bare SET NX PX"
+    );
+    assert_eq!(
+        calls("evalsha"),
+        CYCLES,
+        "one script call per cycle: the release"
+    );
+    assert_eq!(calls("get"), CYCLES, "release.lua reads the string once");
+    assert_eq!(calls("del"), CYCLES, "release.lua deletes the string once");
     assert_eq!(calls("eval"), 0);
     assert_eq!(calls("publish"), 0, "an uncontended release published");
     assert!(

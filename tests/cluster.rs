@@ -81,13 +81,12 @@ fn scan(cluster: &Cluster, port: u16, pattern: &str) -> Vec<String> {
     }
 }
 
-/// `HGET key field` on a node; on a replica after `READONLY`.
+/// `HGET key field` of a lock in either form (`common::lock_hget`, a read-only script) and
+/// its `PTTL` on a node; on a replica after `READONLY`.
 fn hget_on(cluster: &Cluster, port: u16, key: &str, field: &str) -> (Option<u64>, i64) {
     let mut conn = cluster.node_conn(port);
     let _: redis::Value = redis::cmd("READONLY").query(&mut conn).unwrap();
-    let count: Option<u64> = redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
+    let count: Option<u64> = common::lock_hget(key, field)
         .query(&mut conn)
         .unwrap_or_else(|err| panic!("HGET on {port}: {err}"));
     let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).unwrap();
@@ -320,8 +319,9 @@ async fn processes_exclude_each_other_through_the_cluster() {
 // ---------------------------------------------------------------------------------------
 
 /// 3000 locks from one client over all three primaries: each is held (another client's
-/// try fails; the hash is on the primary that serves its slot, with the holder's count
-/// and a TTL), and after releasing them no key of the prefix is left on any node.
+/// try fails; the key is on the primary that serves its slot, with the holder's count
+/// (read in either form of the lock) and a TTL), and after releasing them no key of the
+/// prefix is left on any node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_locks_over_every_primary() {
     let cluster = topology::shared_cluster();
@@ -376,7 +376,8 @@ async fn thousands_of_locks_over_every_primary() {
         );
     }
 
-    // Each hash is on the primary serving its slot, with the holder's count and a TTL.
+    // Each key is on the primary serving its slot, with the holder's count and a TTL (a
+    // first hold is the string form: `common::lock_hget` reads it as the hash's count 1).
     let mut by_node: BTreeMap<u16, Vec<(String, String)>> = BTreeMap::new();
     for guard in &guards {
         let key = key_of(prefix, guard.name());
@@ -390,7 +391,7 @@ async fn thousands_of_locks_over_every_primary() {
         let mut counts = redis::pipe();
         let mut ttls = redis::pipe();
         for (key, owner) in entries {
-            counts.cmd("HGET").arg(key).arg(owner);
+            counts.add_command(common::lock_hget(key, owner));
             ttls.cmd("PTTL").arg(key);
         }
         let counts: Vec<Option<u64>> = counts.query(&mut conn).unwrap();
@@ -700,7 +701,7 @@ async fn the_watchdog_keeps_thousands_of_locks_across_shards() {
         let mut counts = redis::pipe();
         let mut ttls = redis::pipe();
         for (key, owner) in entries {
-            counts.cmd("HGET").arg(key).arg(owner);
+            counts.add_command(common::lock_hget(key, owner));
             ttls.cmd("PTTL").arg(key);
         }
         let counts: Vec<Option<u64>> = counts.query(&mut conn).unwrap();

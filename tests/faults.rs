@@ -24,7 +24,7 @@ use harness::{
     Fleet, Log, Report, WorkerConfig, check, now_us, read_records, resource_log, result_line,
     run_tasks, scale, worker_main,
 };
-use proxy::{FaultProxy, proxied_client, script_sha, warm_up};
+use proxy::{FaultProxy, proxied_client, script_sha, take_pattern, warm_up};
 use redis::AsyncCommands;
 use redis_locks::{Error, LockClient};
 
@@ -842,8 +842,11 @@ async fn fault_4d_load_through_a_flapping_proxy() {
 }
 
 /// 4e. The connection breaks after Redis ran an acquire but before its reply arrived.
-/// The caller gets `Error::Redis`; the hold it cannot know about must not block the lock
-/// for everyone else for a whole lease.
+/// The lock is free, so the acquire is the bare `SET <key> <value> NX PX <lease>` (a first
+/// hold in the string form, see `lua/take.lua`), and that is the request cut.
+/// The caller either adopts the hold (the probe, `lua/probe.lua`, finds the string naming
+/// its request) or gets `Error::Redis`; a hold it cannot know about must not block the
+/// lock for everyone else for a whole lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_4e_lost_acquire_reply_strands_no_hold() {
     let server = RedisServer::start();
@@ -852,7 +855,7 @@ async fn fault_4e_lost_acquire_reply_strands_no_hold() {
     let other = server.client(30 * SEC).await;
     warm_up(&client, None).await;
     let lock = client.lock("stranded").unwrap();
-    proxy.cut_after_request_containing(&script_sha(include_str!("../lua/acquire.lua")));
+    proxy.cut_after_request_containing(&take_pattern());
     let outcome = lock.acquire().await;
     println!("4e: acquire with its reply cut: {outcome:?}");
     assert_eq!(proxy.cuts(), 1);
@@ -1098,7 +1101,10 @@ async fn an_acquire_lost_in_a_long_partition_leaves_no_orphan() {
     warm_up(&client, None).await;
     let mut conn = server.conn().await;
     let lock = client.lock("orphan").unwrap();
-    let before = common::command_calls(&mut conn, &["hset"]).await;
+    // The writes that take the lock: the bare `SET NX PX` of a free lock (`lua/take.lua`),
+    // and `acquire.lua`'s (a string with `SET`, a hash with `HSET`).
+    let takes = ["set", "hset"];
+    let before = common::command_calls(&mut conn, &takes).await;
 
     proxy.stall(true);
     let outcome = lock.acquire_timeout(2 * SEC).await;
@@ -1110,7 +1116,7 @@ async fn an_acquire_lost_in_a_long_partition_leaves_no_orphan() {
     // Wait for the run first: a key that is absent before it ran would prove nothing.
     let ran = eventually(5 * SEC, || {
         let mut conn = conn.clone();
-        async move { common::command_calls(&mut conn, &["hset"]).await > before }
+        async move { common::command_calls(&mut conn, &takes).await > before }
     })
     .await;
     assert!(ran, "the acquire never ran: the test proved nothing");

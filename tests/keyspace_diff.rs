@@ -1053,7 +1053,7 @@ impl Gen<'_> {
     fn hold_id(&mut self, owner: &str) -> String {
         format!("{owner}\u{1}{}", self.pick(REQUESTS))
     }
-    /// Who holds the lock hash `key`: (an owner, the hold id).
+    /// Who holds the lock `key`, in either form: (an owner, the hold id).
     fn holder(&self, key: &str) -> Option<(String, String)> {
         holder(self.ks, key, self.now)
     }
@@ -1098,9 +1098,10 @@ fn owner_of(hold: &str) -> String {
     hold.split('\u{1}').next().unwrap_or_default().to_owned()
 }
 
-/// Who holds the lock hash `key` in `ks`: (an owner field, the hold id field "\1h").
+/// Who holds the lock `key` in `ks`: (an owner field, the hold id field "\1h") of the hash,
+/// or of the hash that a first hold's string stands for (`Keyspace::lock_hash`).
 fn holder(ks: &Keyspace, key: &str, now: u64) -> Option<(String, String)> {
-    let fields = ks.hash(key.as_bytes(), now)?;
+    let fields = ks.lock_hash(key.as_bytes(), now)?;
     let hold = lossy(fields.get(&b"\x01h"[..])?);
     let owner = fields.keys().find(|field| !field.starts_with(b"\x01"))?;
     Some((lossy(owner), hold))
@@ -1122,6 +1123,19 @@ fn acquire(g: &mut Gen) -> Call {
     }
     let (lease, request) = (g.lease(), g.request());
     (keys, vec![owner, lease, request, flags])
+}
+
+/// KEYS lock; ARGV value `<mark><request id>\1<owner>` (the mark "\2" when other waiters
+/// of the client wait, flag '2' of acquire), lease. The library sends the bare command the
+/// script wraps (`SET NX PX`); here both sides run the script.
+fn take(g: &mut Gen) -> Call {
+    let owner = match g.holder(&g.k.lock) {
+        Some((owner, _)) if g.chance(30) => owner,
+        _ => g.pick(OWNERS),
+    };
+    let mark = if g.chance(25) { "\u{2}" } else { "\u{1}" };
+    let value = format!("{mark}{}\u{1}{owner}", g.request());
+    (vec![g.k.lock.clone()], vec![value, g.lease()])
 }
 
 /// KEYS lock; ARGV owner, hold, client tag, seq, channel, re-arm ms, expected, publish how.
@@ -1607,6 +1621,14 @@ const SCRIPTS: &[Script] = &[
         times: Times::No,
     },
     Script {
+        id: ScriptId::Take,
+        name: "take",
+        weight: 3,
+        call: take,
+        success: |r, _| *r == Reply::Status("OK".into()),
+        times: Times::No,
+    },
+    Script {
         id: ScriptId::Release,
         name: "release",
         weight: 3,
@@ -1837,7 +1859,7 @@ fn disturbance(rng: &mut Rng) -> Vec<Vec<String>> {
     let (latch, sem, permits) = (k.latch.as_str(), k.sem.as_str(), k.permits.as_str());
     let dead = "o3\u{1}c9.1";
     let commands: Vec<Vec<&str>> = match rng.next() % 5 {
-        0 => vec![match rng.next() % 10 {
+        0 => vec![match rng.next() % 12 {
             0 => vec!["SET", lock, "x", "PX", "20"],
             1 => vec!["DEL", lock],
             2 => vec!["PERSIST", lock],
@@ -1847,6 +1869,9 @@ fn disturbance(rng: &mut Rng) -> Vec<Vec<String>> {
             6 => vec!["SET", fence, "nan", "PX", "30"],
             7 => vec!["DEL", fence],
             8 => vec!["SET", fence, "42"],
+            // Somebody else's first hold (the string form), marked; and one without a TTL.
+            9 => vec!["SET", lock, "\u{2}c9.1\u{1}o3", "PX", "80"],
+            10 => vec!["SET", lock, "\u{1}c9.1\u{1}o3"],
             _ => vec!["PEXPIRE", lock, "5"],
         }],
         1 => vec![match rng.next() % 6 {

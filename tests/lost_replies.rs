@@ -8,17 +8,26 @@
 //!
 //! Every cell reads Redis directly (a plain connection, not the library) and checks:
 //! * the fault happened (`proxy.cuts()` grew by one) and was the kind intended: the number
-//!   of script calls that reached Redis (`INFO commandstats`) is the one the cut implies;
-//! * exactly once: the owner's count field is what one application of the operation gives,
+//!   of requests that reached Redis (`INFO commandstats`: script calls, and for an unfenced
+//!   lock the bare `SET ... NX PX` that takes it while free, `lua/take.lua`) is the one the
+//!   cut implies;
+//! * exactly once: the owner's count is what one application of the operation gives (read
+//!   in either form of the lock: a first hold is a string, any other a hash, see
+//!   `lua/acquire.lua`),
 //!   or, for an acquire that returned an error, what the caller's guards account for after
 //!   `client.flush()` (no orphan, no double increment);
-//! * fenced: the token is > 0 and is the hash's `"\1fence"`, a re-entry keeps its outer
+//! * fenced: the token is > 0 and is the hash's `"\1fence"` (a fenced hold is always a
+//!   hash), a re-entry keeps its outer
 //!   hold's token, and a fresh acquire after the final release gets a strictly larger one;
 //! * nothing stranded: after the last release the lock key is gone and the only keys left
 //!   in Redis are the fencing counters (`<key>:fence`) of the fenced cells.
 //!
 //! Every lock handle uses the explicit owner `"o"`; re-entry acquires again on the same
 //! handle while the first guard is held.
+//!
+//! Which request a cell cuts: a fresh unfenced acquire is the bare `SET <key> <value> NX PX
+//! <lease>` (the lock is free, so it takes it as a string); a fresh fenced acquire and every
+//! re-entry are an `EVALSHA` of `acquire.lua`; a release is an `EVALSHA` of `release.lua`.
 
 mod common;
 #[allow(dead_code)]
@@ -30,14 +39,15 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use common::RedisServer;
-use proxy::{FaultProxy, proxied_client, script_sha, warm_up};
+use proxy::{FaultProxy, proxied_client, script_sha, take_pattern, warm_up};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redis_locks::{Error, Lock, LockClient, LockGuard};
 
 const SEC: Duration = Duration::from_secs(1);
 const OWNER: &str = "o";
-/// The reserved hash fields (see `lua/acquire.lua`).
+/// The reserved hash fields (see `lua/acquire.lua`; read through `common::lock_hget`, which
+/// reads a first hold's string as the hash it stands for).
 const HOLD_FIELD: &str = "\u{1}h";
 const TOKEN_FIELD: &str = "\u{1}fence";
 /// Bound on every single library call of a cell.
@@ -86,7 +96,7 @@ impl Rig {
         let server = RedisServer::start();
         let proxy = FaultProxy::start(server.port).await;
         // A long watchdog timeout: no renewal script call lands in a cell's window, so the
-        // script-call counts below see only the operation under test.
+        // request counts below see only the operation under test.
         let client = proxied_client(&proxy, 300 * SEC, 2 * SEC).await;
         let mut conn = server.conn().await;
         // Cache every script a cell sends (probe.lua included), so that no fault lands on
@@ -120,43 +130,60 @@ impl Rig {
         if fenced { lock.with_fencing() } else { lock }
     }
 
-    /// Arms a one-shot cut on the next request containing `sha`; returns the cut count
-    /// and the script-call count before it.
-    async fn arm(&mut self, cut: Cut, sha: &[u8]) -> (u64, u64) {
-        let before = (self.proxy.cuts(), self.script_calls().await);
+    /// Arms a one-shot cut on the next request containing `pattern`; returns the cut
+    /// count and the request count (of `fenced`'s kind of lock, see [`requests`]) before
+    /// it.
+    async fn arm(&mut self, cut: Cut, pattern: &[u8], fenced: bool) -> Armed {
+        let armed = Armed {
+            cuts: self.proxy.cuts(),
+            requests: self.requests(fenced).await,
+            fenced,
+        };
         match cut {
-            Cut::AfterRedisRan => self.proxy.cut_after_request_containing(sha),
-            Cut::BeforeRedis => self.proxy.cut_before_request_containing(sha),
+            Cut::AfterRedisRan => self.proxy.cut_after_request_containing(pattern),
+            Cut::BeforeRedis => self.proxy.cut_before_request_containing(pattern),
         }
-        before
+        armed
     }
 
-    /// Checks that exactly one cut happened since `arm`, and returns how many script calls
+    /// Checks that exactly one cut happened since `arm`, and returns how many requests
     /// reached Redis since.
-    async fn fault_happened(&mut self, armed: (u64, u64), context: &str) -> u64 {
+    async fn fault_happened(&mut self, armed: Armed, context: &str) -> u64 {
         assert_eq!(
             self.proxy.cuts(),
-            armed.0 + 1,
+            armed.cuts + 1,
             "{context}: the proxy did not cut the request"
         );
-        self.script_calls().await - armed.1
+        self.requests(armed.fenced).await - armed.requests
     }
 
-    /// `EVALSHA` + `EVAL` calls the server has processed.
-    async fn script_calls(&mut self) -> u64 {
-        common::command_calls(&mut self.conn, &["evalsha", "eval"]).await
+    /// The requests the server has processed that count in a cell ([`requests`]).
+    async fn requests(&mut self, fenced: bool) -> u64 {
+        common::command_calls(&mut self.conn, requests(fenced)).await
     }
 
+    /// The owner's hold count, in either form of the lock.
     async fn count(&mut self, key: &str) -> Option<u64> {
-        self.conn.hget(key, OWNER).await.unwrap()
+        common::lock_hget(key, OWNER)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
     }
 
+    /// The current hold id, in either form of the lock.
     async fn hold(&mut self, key: &str) -> Option<String> {
-        self.conn.hget(key, HOLD_FIELD).await.unwrap()
+        common::lock_hget(key, HOLD_FIELD)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
     }
 
+    /// The hold's fencing token (a string form has none).
     async fn hash_token(&mut self, key: &str) -> Option<u64> {
-        self.conn.hget(key, TOKEN_FIELD).await.unwrap()
+        common::lock_hget(key, TOKEN_FIELD)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
     }
 
     async fn fence_counter(&mut self, key: &str) -> Option<u64> {
@@ -246,6 +273,38 @@ impl Rig {
     }
 }
 
+/// The counts taken when a cut was armed.
+struct Armed {
+    cuts: u64,
+    requests: u64,
+    fenced: bool,
+}
+
+/// The commands whose calls (`INFO commandstats`) a cell counts as its requests: the
+/// scripts (`EVALSHA`, and `EVAL` after a `NOSCRIPT`), and for an unfenced lock also `SET`:
+/// the bare `SET ... NX PX` that takes the lock while it is free (`lua/take.lua`); no script
+/// an unfenced cell runs calls `SET` (the probe and the release read with `GET`, a re-entry
+/// rewrites the string as a hash). A fenced lock is taken by `acquire.lua` only, and its
+/// scripts do `SET` the fencing counter, which commandstats would count too (it counts the
+/// commands scripts run): a fenced cell counts the scripts only.
+fn requests(fenced: bool) -> &'static [&'static str] {
+    if fenced {
+        &["evalsha", "eval"]
+    } else {
+        &["evalsha", "eval", "set"]
+    }
+}
+
+/// The request an acquire on a lock of `fenced`'s kind sends first: the bare `SET NX PX`
+/// when it is a fresh unfenced one (`fresh`; the lock is free), else `acquire.lua`.
+fn acquire_pattern(rig: &Rig, fenced: bool, fresh: bool) -> Vec<u8> {
+    if fresh && !fenced {
+        take_pattern()
+    } else {
+        rig.acquire_sha.clone()
+    }
+}
+
 async fn bounded<T>(fut: impl Future<Output = T>, what: &str) -> T {
     tokio::time::timeout(STEP, fut)
         .await
@@ -268,15 +327,16 @@ fn describe<T>(result: &Result<T, Error>) -> String {
     }
 }
 
-/// Script calls that reach Redis for one acquire whose connection is cut: the acquire
-/// itself (only when cut after Redis ran it) and the probe that reconciles it.
+/// Requests that reach Redis for one acquire whose connection is cut: the acquire itself
+/// (only when cut after Redis ran it) and the probe that reconciles it. (A fresh unfenced
+/// acquire is the bare `SET NX PX`, counted with the scripts: see [`requests`].)
 fn acquire_calls(_cut: Cut) -> u64 {
     // Cut after: the acquire and the probe that finds its hold. Cut before: the probe that
     // finds nothing, and the acquire sent afresh.
     2
 }
 
-/// Script calls that reach Redis for one release whose connection is cut: the first
+/// Requests (script calls) that reach Redis for one release whose connection is cut: the first
 /// attempt (only when cut after Redis ran it) and the retry with the same request id.
 fn release_calls(cut: Cut) -> u64 {
     match cut {
@@ -285,7 +345,7 @@ fn release_calls(cut: Cut) -> u64 {
     }
 }
 
-/// The script calls that reached Redis: at least the expected ones (the cut really hit
+/// The requests that reached Redis: at least the expected ones (the cut really hit
 /// the operation under test), and at most two more. A read-only probe, or a retry with the
 /// same request id, sent while the connection was still being rebuilt can reach Redis
 /// twice (seen once in CI, on a cold first run: 4 calls for an expected 2); both are
@@ -293,19 +353,22 @@ fn release_calls(cut: Cut) -> u64 {
 /// are what prove that nothing was applied twice.
 fn assert_calls(calls: u64, expected: u64, ctx: &str) {
     if calls != expected {
-        println!("{ctx}: {calls} script calls in Redis, expected {expected}");
+        println!("{ctx}: {calls} requests in Redis, expected {expected}");
     }
     assert!(
         (expected..=expected + 2).contains(&calls),
-        "{ctx}: {calls} script calls in Redis, expected {expected} (at most 2 more)"
+        "{ctx}: {calls} requests in Redis, expected {expected} (at most 2 more)"
     );
 }
 
 // ---- the cells -----------------------------------------------------------------------
 
-/// Fresh acquire (0 -> 1) with its connection cut.
+/// Fresh acquire (0 -> 1) with its connection cut. The lock is free, so an unfenced acquire
+/// is the bare `SET <key> <value> NX PX <lease>` (a first hold in the string form, whose
+/// value names the request), and that is the request cut; a fenced one is `acquire.lua`.
 ///
-/// Cut after Redis ran it: the probe finds the hold and the caller adopts it (README,
+/// Cut after Redis ran it: the probe finds the hold (`probe.lua` reads the string's value,
+/// or the hash's record) and the caller adopts it (README,
 /// "Lost replies": "A caller that is still waiting adopts the hold"): `Ok`, count 1.
 /// Cut before: nothing ran; the probe (on the new connection) says so and the acquire is
 /// sent afresh: `Ok`, count 1. Redis was reachable, so no error reaches the caller.
@@ -325,8 +388,8 @@ async fn lost_reply_fresh_acquire() {
             bounded(guard.release(), "release").await.unwrap();
         }
 
-        let sha = rig.acquire_sha.clone();
-        let armed = rig.arm(cut, &sha).await;
+        let pattern = acquire_pattern(&rig, fenced, true);
+        let armed = rig.arm(cut, &pattern, fenced).await;
         let result = bounded(lock.acquire(), "acquire with a cut").await;
         let calls = rig.fault_happened(armed, &ctx).await;
         assert_calls(calls, acquire_calls(cut), &ctx);
@@ -354,7 +417,7 @@ async fn lost_reply_fresh_acquire() {
         };
         rig.assert_nothing_stranded(&lock, highest, &ctx).await;
         println!(
-            "lost_replies {ctx}: acquire -> {outcome}, script calls {calls}, token {token:?}, \
+            "lost_replies {ctx}: acquire -> {outcome}, requests {calls}, token {token:?}, \
              {:?}",
             started.elapsed()
         );
@@ -379,8 +442,10 @@ async fn lost_reply_reentrant_acquire() {
         rig.assert_guard_matches(&outer, &key, 1, fenced, &ctx)
             .await;
 
-        let sha = rig.acquire_sha.clone();
-        let armed = rig.arm(cut, &sha).await;
+        // A re-entry is always `acquire.lua` (it turns an unfenced first hold's string into
+        // the hash).
+        let pattern = acquire_pattern(&rig, fenced, false);
+        let armed = rig.arm(cut, &pattern, fenced).await;
         let result = bounded(lock.acquire(), "re-entry with a cut").await;
         let calls = rig.fault_happened(armed, &ctx).await;
         assert_calls(calls, acquire_calls(cut), &ctx);
@@ -417,7 +482,7 @@ async fn lost_reply_reentrant_acquire() {
             .unwrap_or_else(|err| panic!("{ctx}: outer release: {err}"));
         rig.assert_nothing_stranded(&lock, highest, &ctx).await;
         println!(
-            "lost_replies {ctx}: re-entry -> {outcome}, script calls {calls}, token {highest:?}, \
+            "lost_replies {ctx}: re-entry -> {outcome}, requests {calls}, token {highest:?}, \
              {:?}",
             started.elapsed()
         );
@@ -447,7 +512,7 @@ async fn lost_reply_partial_release() {
         );
 
         let sha = rig.release_sha.clone();
-        let armed = rig.arm(cut, &sha).await;
+        let armed = rig.arm(cut, &sha, fenced).await;
         let result = bounded(inner.release(), "partial release with a cut").await;
         let calls = rig.fault_happened(armed, &ctx).await;
         assert_calls(calls, release_calls(cut), &ctx);
@@ -467,7 +532,7 @@ async fn lost_reply_partial_release() {
             .unwrap_or_else(|err| panic!("{ctx}: outer release: {err}"));
         rig.assert_nothing_stranded(&lock, highest, &ctx).await;
         println!(
-            "lost_replies {ctx}: release 2->1 -> {outcome}, script calls {calls}, token \
+            "lost_replies {ctx}: release 2->1 -> {outcome}, requests {calls}, token \
              {highest:?}, {:?}",
             started.elapsed()
         );
@@ -476,7 +541,8 @@ async fn lost_reply_partial_release() {
 
 /// Final release (1 -> 0) with its connection cut.
 ///
-/// Cut after: the first attempt deleted the hash; the retry finds the hold gone and
+/// Cut after: the first attempt deleted the lock (a string, or a fenced hold's hash); the
+/// retry finds the hold gone and
 /// cannot tell who ended it, so `release()` is `Err(ReleaseUnconfirmed)`, never `Ok`
 /// (README, "Lost replies"; `LockGuard::release`). Cut before: the retry gives the hold
 /// back while it is held: `Ok`. The key is gone either way.
@@ -494,7 +560,7 @@ async fn lost_reply_final_release() {
         let highest = guard.fencing_token();
 
         let sha = rig.release_sha.clone();
-        let armed = rig.arm(cut, &sha).await;
+        let armed = rig.arm(cut, &sha, fenced).await;
         let result = bounded(guard.release(), "final release with a cut").await;
         let calls = rig.fault_happened(armed, &ctx).await;
         assert_calls(calls, release_calls(cut), &ctx);
@@ -507,7 +573,7 @@ async fn lost_reply_final_release() {
         assert_eq!(rig.count(&key).await, None, "{ctx}: still held");
         rig.assert_nothing_stranded(&lock, highest, &ctx).await;
         println!(
-            "lost_replies {ctx}: release 1->0 -> {outcome}, script calls {calls}, token \
+            "lost_replies {ctx}: release 1->0 -> {outcome}, requests {calls}, token \
              {highest:?}, {:?}",
             started.elapsed()
         );
@@ -516,8 +582,9 @@ async fn lost_reply_final_release() {
 
 /// An acquire that the server reads only after the client's reconciliation bound (a
 /// lease after it noticed the timeout: the server stalled for longer): the lane goes on
-/// asking while its probes time out, so the hold the late acquire takes is given back
-/// (a `del`/`hdel` in Redis's keyspace events), never left to expire. `flush` does not
+/// asking while its probes time out, so the hold the late acquire takes (the lock is free:
+/// the bare `SET NX PX`, a `set` in Redis's keyspace events) is given back (a `del`),
+/// never left to expire. `flush` does not
 /// wait for that asking: it returns while the server still stalls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_run_after_the_reconciliation_bound_is_given_back() {
@@ -569,8 +636,11 @@ async fn an_acquire_run_after_the_reconciliation_bound_is_given_back() {
     })
     .await
     .unwrap_or_else(|_| panic!("the late hold never ended: {seen:?}"));
+    // `set`: the string form a free lock is taken in (`lua/take.lua`); a hash write would
+    // be an acquire through `acquire.lua`, which runs too.
     assert!(
-        seen.iter().any(|e| e == "hset" || e == "hincrby"),
+        seen.iter()
+            .any(|e| ["set", "hset", "hincrby"].contains(&e.as_str())),
         "the late acquire did not run: {seen:?}"
     );
     assert_eq!(ended, "del", "the late hold was left to expire: {seen:?}");

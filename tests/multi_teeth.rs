@@ -17,7 +17,6 @@ mod lua;
 mod multimodel;
 
 use multimodel::{Config, Multi, Scripts, World};
-use redis_locks::protocol::ScriptId;
 
 /// The default bound of `tests/multi_check.rs` in a release build.
 const DEFAULT_DEPTH: usize = 22;
@@ -136,11 +135,7 @@ fn expect(scripts: Scripts, properties: &[&str]) {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn an_acquire_that_grants_over_another_owner_is_caught() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Acquire,
-        "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
-        "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
-    );
+    let scripts = Scripts::real().with_grant_over_another_owner();
     expect(scripts, &["never two holders of one lock"]);
 }
 
@@ -148,11 +143,7 @@ fn an_acquire_that_grants_over_another_owner_is_caught() {
 /// a stale release frees a member another client holds.
 #[test]
 fn a_release_that_ignores_the_owner_is_caught() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Release,
-        "if not held[1] or held[2] ~= hold then\n  return -1\nend",
-        "",
-    );
+    let scripts = Scripts::real().with_release_of_any_hold();
     expect(scripts, &["never two holders of one lock", "all or none"]);
 }
 
@@ -167,11 +158,7 @@ fn a_release_that_ignores_the_owner_is_caught() {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn a_release_that_reports_a_gone_lock_released_is_caught_only_with_restarts() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Release,
-        "if not held[1] or held[2] ~= hold then\n  return -1\nend",
-        "if not held[2] then\n  return 0\nend\nif not held[1] or held[2] ~= hold then\n  return -1\nend",
-    );
+    let scripts = Scripts::real().with_gone_lock_reported_released();
     expect_only_with_restarts(scripts);
 }
 
@@ -184,11 +171,7 @@ fn a_release_that_reports_a_gone_lock_released_is_caught_only_with_restarts() {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn a_release_that_reports_a_force_unlocked_lock_released_is_caught_only_with_the_force_unlock() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Release,
-        "if not held[1] or held[2] ~= hold then\n  return -1\nend",
-        "if not held[2] then\n  return 0\nend\nif not held[1] or held[2] ~= hold then\n  return -1\nend",
-    );
+    let scripts = Scripts::real().with_gone_lock_reported_released();
     expect_only_with_force_unlocks(scripts);
 }
 

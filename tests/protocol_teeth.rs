@@ -80,6 +80,78 @@ fn pexpire_without_gt_is_caught() {
     expect(scripts, 10, &["never two holders"]);
 }
 
+/// A final release of a first hold (the string form) that deletes any unmarked first
+/// hold, not only the one it names: the raw lock's compare-and-delete without the compare.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_release_of_a_first_hold_that_ignores_its_value_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Release,
+        "if value == '\\1' .. mine then",
+        "if string.byte(value) == 1 then",
+    );
+    expect(scripts, 10, &["never two holders", "release is true"]);
+}
+
+/// A renewal that extends any first hold (the string form), whoever's.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_renewal_of_a_first_hold_that_is_not_its_own_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Renew,
+        "hold = (mark == 1 or mark == 2) and string.sub(hold, 2, #id + 2) == id .. '\\1' and id",
+        "hold = id",
+    );
+    expect(scripts, 12, &["never two holders", "losses are told"]);
+}
+
+/// A probe that takes any first hold (the string form) for the lost request's: the
+/// client adopts, or gives back, a hold that is not its own.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_probe_that_owns_up_to_any_first_hold_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Probe,
+        "if value == '\\1' .. mine or value == '\\2' .. mine then",
+        "if true then",
+    );
+    expect(
+        scripts,
+        DEFAULT_DEPTH,
+        &["never two holders", "release is true", "no orphans"],
+    );
+}
+
+/// A re-entry into a first hold (the string form) that keeps the string's expiry when
+/// the re-entry's lease reaches further (what PEXPIRE GT gives a hash): the re-entering
+/// guard believes in a lease Redis does not keep.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_reentry_into_a_first_hold_that_keeps_its_expiry_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "local expiry = math.max(pttl, tonumber(lease))",
+        "local expiry = pttl",
+    );
+    expect(
+        scripts,
+        DEFAULT_DEPTH,
+        &["never two holders", "losses are told"],
+    );
+}
+
 /// An acquire that grants while another owner holds.
 #[test]
 #[cfg_attr(
@@ -229,6 +301,12 @@ mod rust_core {
             Defect::DriftAdded,
             &["never two holders", "losses are told"],
         );
+    }
+
+    /// A bare `SET NX` that found the key read as a grant.
+    #[test]
+    fn a_take_that_found_the_key_read_as_a_grant_is_caught() {
+        expect_core(Defect::TakeNilReadAsGranted, &["never two holders"]);
     }
 
     #[test]

@@ -141,11 +141,7 @@ fn the_real_code_passes_the_configurations_without_lost_replies() {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn an_acquire_that_grants_over_another_owner_is_caught() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Acquire,
-        "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
-        "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
-    );
+    let scripts = Scripts::real().with_grant_over_another_owner();
     expect(
         scripts.clone(),
         &[RESTART, DRIFT],
@@ -169,11 +165,7 @@ fn an_acquire_that_grants_over_another_owner_is_caught() {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn an_acquire_that_grants_over_another_owner_is_caught_despite_force_unlocks() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Acquire,
-        "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
-        "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
-    );
+    let scripts = Scripts::real().with_grant_over_another_owner();
     expect(scripts, &[FORCED], &[LOST_SIGNAL, OUTLIVES], &[TWO_HOLDERS]);
 }
 
@@ -185,11 +177,7 @@ fn an_acquire_that_grants_over_another_owner_is_caught_despite_force_unlocks() {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn an_acquire_that_sets_a_shorter_expiry_is_caught() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Acquire,
-        "local expiry = redis.pcall('PEXPIRE', lock, lease)",
-        "local expiry = redis.pcall('PEXPIRE', lock, lease - 5)",
-    );
+    let scripts = Scripts::real().with_short_fresh_expiry();
     expect(scripts, &[DRIFT], &[], &[LOST_SIGNAL, OUTLIVES]);
 }
 
@@ -201,11 +189,7 @@ fn an_acquire_that_sets_a_shorter_expiry_is_caught() {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn a_probe_that_finds_nothing_is_caught() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Probe,
-        "if held[2] == request or held[3] == seq then",
-        "if false then",
-    );
+    let scripts = Scripts::real().with_probe_finding_nothing();
     expect(scripts, &[OUTAGE, EVEN, LEASES], &[], &[ORPHANS]);
 }
 

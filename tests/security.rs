@@ -120,7 +120,8 @@ async fn acl_user_limited_to_the_prefix_can_use_every_operation() {
     assert!(!again.is_lost(), "renewal after SCRIPT FLUSH refused");
     again.release().await.unwrap();
 
-    // Wrong types are still detected (TYPE is allowed) and nothing is written.
+    // Wrong types are still detected (acquire.lua reads the string with GET) and nothing
+    // is written.
     let _: () = admin.set("redis-locks:{acl-str}", "x").await.unwrap();
     assert!(matches!(
         holder.lock("acl-str").unwrap().try_acquire().await,
@@ -145,41 +146,67 @@ async fn acl_user_limited_to_the_prefix_can_use_every_operation() {
     );
 }
 
-/// An ACL that refuses a command the scripts need (here HMGET) is reported as the
+/// An ACL that refuses a command the scripts read a held lock with is reported as the
 /// permission error it is: `Error::Redis` with NOPERM, never "the key is not a lock"
-/// (WrongType), which is what a script's pcall made of every error before.
+/// (WrongType), which is what a script's pcall made of every error before. Both reads
+/// that acquire.lua runs under pcall (each answers WRONGTYPE for the other form) are
+/// refused in turn: GET, which reads a first hold (a string), and HMGET, which reads a
+/// hash (here a fenced hold, a hash from the start). The held lock is left as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acl_refusing_a_script_command_is_a_permission_error_not_wrong_type() {
     let server = RedisServer::start();
     let mut admin = server.conn().await;
-    let mut rule = vec!["SETUSER", "nohmget", "on", ">nohmget-pw"];
-    rule.extend(ACL_RULES.iter().copied().filter(|r| *r != "+hmget"));
-    let _: () = redis::cmd("ACL")
-        .arg(&rule)
-        .query_async(&mut admin)
+    let holder = server.client(Duration::from_secs(30)).await;
+    for (removed, fenced) in [("+get", false), ("+hmget", true)] {
+        let user = format!("no{}", removed.trim_start_matches('+'));
+        let password = format!(">{user}-pw");
+        let mut rule = vec!["SETUSER", user.as_str(), "on", password.as_str()];
+        rule.extend(ACL_RULES.iter().copied().filter(|r| *r != removed));
+        let _: () = redis::cmd("ACL")
+            .arg(&rule)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let name = format!("perm-{user}");
+        let lock = holder.lock(&name).unwrap();
+        let lock = if fenced { lock.with_fencing() } else { lock };
+        let guard = lock.acquire().await.unwrap();
+        let kind: String = redis::cmd("TYPE")
+            .arg(lock.key())
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        assert_eq!(kind, if fenced { "hash" } else { "string" });
+        let before: Vec<Vec<u8>> = common::lock_hgetall(lock.key())
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let restricted = LockClient::connect(&format!(
+            "redis://{user}:{user}-pw@127.0.0.1:{}/0",
+            server.port
+        ))
         .await
         .unwrap();
-    let holder = server.client(Duration::from_secs(30)).await;
-    let guard = holder.lock("perm").unwrap().acquire().await.unwrap();
-    let restricted = LockClient::connect(&format!(
-        "redis://nohmget:nohmget-pw@127.0.0.1:{}/0",
-        server.port
-    ))
-    .await
-    .unwrap();
-    // A held lock: acquire.lua reaches HMGET.
-    let refused = restricted.lock("perm").unwrap().try_acquire().await;
-    match &refused {
-        Err(Error::Redis(err)) => {
-            let text = err.to_string();
-            assert!(
-                text.contains("NOPERM") || text.contains("can't run this command"),
-                "{text}"
-            );
+        // A held lock: the bare SET NX finds the key, and acquire.lua reads it (GET, then
+        // HMGET on a hash).
+        let refused = restricted.lock(&name).unwrap().try_acquire().await;
+        match &refused {
+            Err(Error::Redis(err)) => {
+                let text = err.to_string();
+                assert!(
+                    text.contains("NOPERM") || text.contains("can't run this command"),
+                    "{user}: {text}"
+                );
+            }
+            other => panic!("{user}: an acquire refused by the ACL: {other:?}"),
         }
-        other => panic!("an acquire refused by the ACL: {other:?}"),
+        let after: Vec<Vec<u8>> = common::lock_hgetall(lock.key())
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        assert_eq!(after, before, "{user}: the refused acquire wrote");
+        guard.release().await.unwrap();
     }
-    guard.release().await.unwrap();
 }
 
 #[tokio::test]

@@ -64,10 +64,11 @@ fn try_query<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> Option<T>
     cmd.query(&mut conn).ok()
 }
 
-/// Whether `owner` has a field in the lock hash `key` on the node `port` (replicas answer
-/// reads too).
+/// Whether `owner` holds the lock `key` on the node `port`, in either form of the lock (a
+/// first hold's string or the hash: `common::lock_hget`, a read-only script that replicas
+/// answer too).
 fn holds(port: u16, key: &str, owner: &str) -> bool {
-    query(port, redis::cmd("HEXISTS").arg(key).arg(owner))
+    query::<Option<String>>(port, &common::lock_hget(key, owner)).is_some()
 }
 
 fn pttl(port: u16, key: &str) -> i64 {
@@ -201,7 +202,7 @@ async fn acquire_reenter_release_and_hand_off_through_sentinel() {
         set.startup_time()
     );
 
-    // Acquire, re-enter, release: the hash lives on the primary the sentinels name.
+    // Acquire, re-enter, release: the hold lives on the primary the sentinels name.
     let started = Instant::now();
     let a = client(&url, "sentinel-basics", 30 * SEC).await;
     println!("[basics] connect via sentinels: {:?}", started.elapsed());
@@ -216,7 +217,7 @@ async fn acquire_reenter_release_and_hand_off_through_sentinel() {
     let nested = guard.reenter().await.unwrap();
     assert_eq!(nested.hold_count(), 2);
     assert_eq!(lock.state().await.unwrap().count_of(&owner), 2);
-    let count: String = blocking(|| query(primary, redis::cmd("HGET").arg(&key).arg(&owner)));
+    let count: String = blocking(|| query(primary, &common::lock_hget(&key, &owner)));
     assert_eq!(count, "2");
     // Another client is excluded meanwhile.
     let b = client(&url, "sentinel-basics", 30 * SEC).await;
@@ -345,7 +346,7 @@ struct FailoverOutcome {
     /// The replica had A's hold right after A's acquire returned / just before the kill.
     replica_had_at_acquire: bool,
     replica_had_at_kill: bool,
-    /// PTTL of A's hash on the replica just before the kill.
+    /// PTTL of A's hold on the replica just before the kill.
     replica_pttl_at_kill: i64,
     /// A kept its hold through the failover (renewed on the new primary).
     kept: bool,
@@ -425,7 +426,7 @@ async fn holder_and_waiter_through_failover(
     );
 
     // Watch until B has the lock, A is lost, or A is seen renewing on the new primary
-    // (its hash there gets a fresh TTL): whichever comes first.
+    // (its hold there gets a fresh TTL): whichever comes first.
     let deadline = killed + 20 * SEC;
     let mut last_pttl: Option<i64> = None;
     let kept = loop {

@@ -24,7 +24,8 @@ use redis::aio::MultiplexedConnection;
 use redis_locks::{Error, Lock, LockGuard, LostReason};
 
 const SEC: Duration = Duration::from_secs(1);
-/// The reserved hash field holding the current hold id (see `lua/acquire.lua`).
+/// The reserved hash field holding the current hold id (see `lua/acquire.lua`; a first
+/// hold's string carries it too, read through `common::lock_hget`).
 const HOLD_FIELD: &str = "\u{1}h";
 
 fn release_sha() -> Vec<u8> {
@@ -37,12 +38,21 @@ async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
+/// The owner's hold count, read from the lock in either form (a first hold is a string,
+/// any other hold a hash: see `lua/acquire.lua`).
 async fn count_of(conn: &mut MultiplexedConnection, key: &str, owner: &str) -> Option<u64> {
-    conn.hget(key, owner).await.unwrap()
+    common::lock_hget(key, owner)
+        .query_async(conn)
+        .await
+        .unwrap()
 }
 
+/// The current hold id, read from the lock in either form.
 async fn hold_of(conn: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    conn.hget(key, HOLD_FIELD).await.unwrap()
+    common::lock_hget(key, HOLD_FIELD)
+        .query_async(conn)
+        .await
+        .unwrap()
 }
 
 async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
@@ -355,9 +365,7 @@ async fn watch_while_held(
         let (left, count): (i64, Option<u64>) = redis::pipe()
             .cmd("PTTL")
             .arg(key)
-            .cmd("HGET")
-            .arg(key)
-            .arg("o")
+            .add_command(common::lock_hget(key, "o"))
             .query_async(conn)
             .await
             .unwrap();

@@ -44,7 +44,7 @@ fn counterexample(scripts: Scripts) -> Option<checker::Found> {
     found
 }
 
-/// A failed attempt that does not mark the hash: its release publishes nothing, and the
+/// A failed attempt that does not mark the hash (a fenced hold): its release publishes nothing, and the
 /// waiter sleeps its whole pttl although the lock is free.
 #[test]
 fn a_failed_attempt_that_does_not_mark_is_caught() {
@@ -59,15 +59,15 @@ fn a_failed_attempt_that_does_not_mark_is_caught() {
     );
 }
 
-/// A fresh acquire that ignores flag '2' (other waiters of its client): the one waiter a
+/// A fresh fenced acquire (the hash form) that ignores flag '2' (other waiters of its client): the one waiter a
 /// release woke takes the lock, and its own release wakes nobody, although the other
 /// waiters of its client sleep on the wake-up only one of them got.
 #[test]
 fn a_fresh_hold_not_marked_for_local_waiters_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
-        "  elseif flags == '2' then",
-        "  elseif false then",
+        "  if flags == '3' then",
+        "  if false then",
     );
     checker::expect_found(
         counterexample(scripts),
@@ -90,6 +90,71 @@ fn a_release_that_never_publishes_is_caught() {
 fn a_release_that_publishes_only_when_unmarked_is_caught() {
     let scripts =
         Scripts::real().planted(ScriptId::Release, "if held[4] then", "if not held[4] then");
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// A failed attempt that does not mark the lock (a first hold's string, the form every
+/// hold in this model has: it has no re-entries): its release publishes nothing, and the
+/// waiter sleeps its whole pttl although the lock is free.
+#[test]
+fn a_failed_attempt_that_does_not_mark_a_first_hold_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "    if mark == '\\1' then\n      redis.call('SET'",
+        "    if false then\n      redis.call('SET'",
+    );
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// A fresh acquire that ignores flag '2' (other waiters of its client): the one waiter a
+/// release woke takes the lock (with the script: a waiter is contended), and its own
+/// release wakes nobody, although the other waiters of its client sleep on the wake-up
+/// only one of them got.
+#[test]
+fn a_fresh_first_hold_not_marked_for_local_waiters_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Acquire,
+        "local mark = flags == '2' and '\\2' or '\\1'",
+        "local mark = '\\1'",
+    );
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// A release that never publishes.
+#[test]
+fn a_release_of_a_first_hold_that_never_publishes_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::Release,
+        "  if value == '\\2' .. mine then\n    redis.call(ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[5], 'released')\n",
+        "  if value == '\\2' .. mine then\n",
+    );
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// A release that publishes only when the lock is NOT marked (the condition inverted).
+#[test]
+fn a_release_of_a_first_hold_that_publishes_only_when_unmarked_is_caught() {
+    let publish =
+        "    redis.call(ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[5], 'released')\n";
+    let scripts = Scripts::real()
+        .planted(ScriptId::Release, publish, "")
+        .planted(
+            ScriptId::Release,
+            "  if value == '\\1' .. mine then\n",
+            &format!("  if value == '\\1' .. mine then\n{publish}"),
+        );
     checker::expect_found(
         counterexample(scripts),
         &["no wake-up lost without a fault"],

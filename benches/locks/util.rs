@@ -531,18 +531,17 @@ pub async fn keys_left(
 // Diagnostic: the library's scripts without the library
 // ---------------------------------------------------------------------------------------
 
-/// The library's own `lua/acquire.lua` and `lua/release.lua`, sent with EVALSHA on a
-/// `ConnectionManager` exactly as the library lays out KEYS and ARGV (see
-/// `src/protocol/acquire.rs` and `release.rs`: acquire gets the hash and the fencing
-/// counter, owner, lease, request id `<tag>.<seq>`, fenced `0`; release gets the hash,
-/// owner, the hold id, a new request id as client tag and seq, and the wake-up channel),
+/// The library's own commands for an uncontended cycle, on a `ConnectionManager`, laid out
+/// as the library lays them out (see `src/protocol/acquire.rs` and `release.rs`): the bare
+/// `SET NX PX` of `lua/take.lua` with the value `"\1" <tag>.<seq> "\1" <owner>`, then
+/// `lua/release.lua` with EVALSHA (the key, owner, the hold id, a new request id as client
+/// tag and seq, and the wake-up channel),
 /// but without any of the library's client-side code (no lanes, no task per attempt, no
 /// registry, no extra timeout). Its gap to the raw baseline is the cost of the scripts in
 /// Redis; the library's gap to it is the cost of the client code. Keys use the prefix
 /// `diag`.
 pub struct LibScripts {
     conn: ConnectionManager,
-    acquire: redis::Script,
     release: redis::Script,
     owner: String,
     /// The request ids' client tag (no `.`: the scripts split `<tag>.<seq>` at the last dot).
@@ -555,7 +554,6 @@ impl LibScripts {
         let tag = format!("diag-{}-{}", std::process::id(), now_us());
         Ok(Arc::new(LibScripts {
             conn: manager(url).await?,
-            acquire: redis::Script::new(include_str!("../../lua/acquire.lua")),
             release: redis::Script::new(include_str!("../../lua/release.lua")),
             owner: format!("{tag}:task-1"),
             tag,
@@ -568,26 +566,26 @@ impl LibScripts {
         format!("{}.{n}", self.tag)
     }
 
-    /// Acquires `name` (it must be free); returns the hold id.
+    /// Acquires `name` (it must be free) as the library takes a free lock: the bare
+    /// `SET <key> <mark><request>\x01<owner> NX PX <lease>` of `lua/take.lua`; returns the
+    /// hold id.
     pub async fn acquire(&self, name: &str) -> Res<String> {
-        let hash = format!("diag:{{{name}}}");
+        let key = format!("diag:{{{name}}}");
         let mut conn = self.conn.clone();
         let request = self.request();
-        let reply: redis::Value = self
-            .acquire
-            .key(&hash)
-            .key(format!("{hash}:fence"))
-            .arg(&self.owner)
+        let reply: redis::Value = redis::cmd("SET")
+            .arg(&key)
+            .arg(format!("\u{1}{request}\u{1}{}", self.owner))
+            .arg("NX")
+            .arg("PX")
             .arg(30_000)
-            .arg(&request)
-            .arg("0")
-            .invoke_async(&mut conn)
+            .query_async(&mut conn)
             .await?;
         match reply {
             // A fresh unfenced hold: its hold id is the request id.
-            redis::Value::Int(0) => Ok(request),
+            redis::Value::Okay => Ok(request),
             _ => Err(err(format!(
-                "diagnostic acquire: unexpected reply {reply:?} (did lua/acquire.lua change its arguments?)"
+                "diagnostic acquire: unexpected reply {reply:?} (did lua/take.lua change?)"
             ))),
         }
     }

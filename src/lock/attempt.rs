@@ -70,6 +70,8 @@ impl Lock {
             request: inner.calls.next_request_id(),
             fenced: self.fenced,
             others_waiting,
+            // A listener failed an attempt already: the lock is most likely still held.
+            contended: listening,
         };
         let may_reenter = inner.registry.holds(&self.keys.hash, owner);
         let mut op = AttemptOp::new(self.keys.protocol.clone(), request).may_reenter(may_reenter);

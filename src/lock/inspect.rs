@@ -7,7 +7,7 @@ use redis::{FromRedisValue, Value};
 use crate::error::{Error, Result};
 use crate::protocol::{Reply, force_unlock_call};
 
-use super::{Lock, TOKEN_FIELD};
+use super::{HOLD_FIELD, Lock, TOKEN_FIELD};
 
 /// A snapshot of a lock's state in Redis, from [`Lock::state`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,6 +193,33 @@ impl Lock {
     /// Cancel-safe: read-only.
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         Ok(self.state().await?.ttl)
+    }
+
+    /// The id of the lock's current hold (whoever holds it), from the same snapshot as
+    /// [`Lock::state`]: a first hold's string and a hash read alike (see `lua/inspect.lua`).
+    /// `None` when the lock is free.
+    pub(crate) async fn current_hold_id(&self) -> Result<Option<String>> {
+        let inner = &self.client.inner;
+        let call = crate::protocol::Call {
+            script: crate::protocol::ScriptId::Inspect,
+            keys: vec![self.keys.hash.clone(), self.keys.fence.clone()],
+            args: Vec::new(),
+        };
+        let Reply::Array(items) = inner.calls.read(&call).await? else {
+            return Err(Error::UnexpectedReply("inspect: not an array".into()));
+        };
+        let kind = items.first().and_then(Reply::text).unwrap_or_default();
+        match kind.as_str() {
+            "none" => Ok(None),
+            "hash" => Ok(items
+                .get(3..)
+                .unwrap_or_default()
+                .chunks(2)
+                .find(|pair| pair.first().and_then(Reply::text).as_deref() == Some(HOLD_FIELD))
+                .and_then(|pair| pair.get(1))
+                .and_then(Reply::text)),
+            _ => Err(self.wrong_type("not a hash")),
+        }
     }
 
     /// `found`: a Redis type name (`string`, from `TYPE`) or a description from a script

@@ -8,7 +8,7 @@ use crate::protocol::Millis;
 use crate::protocol::hold::Rearm;
 use crate::protocol::release::{ReleaseFlow, ReleaseOutcome};
 
-use super::{HOLD_FIELD, Lock};
+use super::Lock;
 
 impl Lock {
     /// Releases one hold of this handle's owner without a guard: for owners that took the
@@ -35,20 +35,7 @@ impl Lock {
             owner: owner.to_string(),
         };
         // The owner's current hold, whichever it is: a guardless release acts for the owner.
-        let mut conn = inner.calls.conn.clone();
-        let hold: Option<String> = tokio::time::timeout(
-            inner.calls.response_timeout,
-            redis::cmd("HGET")
-                .arg(&*self.keys.hash)
-                .arg(HOLD_FIELD)
-                .query_async(&mut conn),
-        )
-        .await
-        .map_err(|_| inner.calls.redis_error(inner.calls.timeout_error()))?
-        .map_err(|err| match err.code() {
-            Some("WRONGTYPE") => self.wrong_type("not a hash"),
-            _ => inner.calls.redis_error(err),
-        })?;
+        let hold = self.current_hold_id().await?;
         let Some(hold) = hold else {
             return Err(not_held());
         };

@@ -25,6 +25,10 @@ pub struct AcquireRequest {
     /// Whether other waiters of this client wait for the lock: a fresh hold is then marked
     /// so that its release wakes them (see `lua/acquire.lua`, "\1w").
     pub others_waiting: bool,
+    /// Whether the caller already waits for this lock (it failed an attempt): the lock is
+    /// most likely held, so `acquire.lua` is sent at once rather than after a bare
+    /// `SET NX` ([`AcquireRequest::take_call`]) that would most likely fail.
+    pub contended: bool,
 }
 
 /// A hold that a request got.
@@ -74,6 +78,53 @@ impl AcquireRequest {
         self.owner == other.owner && same_lease && self.fenced == other.fenced
     }
 
+    /// The value of the first hold this request takes in the string form:
+    /// `<mark> <request id> "\1" <owner>`, the mark `"\2"` when others of this client
+    /// wait (its release must wake them), else `"\1"` (see `lua/acquire.lua`).
+    pub fn value(&self) -> String {
+        let mark = if self.others_waiting {
+            '\u{2}'
+        } else {
+            '\u{1}'
+        };
+        format!("{mark}{}\u{1}{}", self.request, self.owner)
+    }
+
+    /// The `lua/take.lua` call (sent as the bare `SET <key> <value> NX PX <lease>`) that
+    /// takes a free lock in one plain command, when this request may: an unfenced request
+    /// (a token needs the counter), not contended (the caller already waits). `None`:
+    /// send [`AcquireRequest::call`] at once.
+    pub fn take_call(&self, keys: &LockKeys) -> Option<Call> {
+        if self.fenced || self.contended {
+            return None;
+        }
+        Some(Call {
+            script: ScriptId::Take,
+            keys: vec![keys.hash.clone()],
+            args: vec![self.value().into(), self.lease_ms.to_string().into()],
+        })
+    }
+
+    /// Reads the take's reply: `Some` hold when it took the lock; `None` when the key
+    /// exists (held, by this owner too, or not a lock), for [`AcquireRequest::call`],
+    /// with the same request id, to tell which.
+    pub fn decode_take(&self, reply: &Reply) -> Result<Option<Granted>, String> {
+        match reply {
+            Reply::Status(ok) if ok == "OK" => Ok(Some(self.fresh())),
+            Reply::Nil if planted::is(Defect::TakeNilReadAsGranted) => Ok(Some(self.fresh())),
+            Reply::Nil => Ok(None),
+            _ => Err(format!("take: {reply:?}")),
+        }
+    }
+
+    fn fresh(&self) -> Granted {
+        Granted {
+            count: 1,
+            hold: self.request.as_str().into(),
+            token: None,
+        }
+    }
+
     /// The `acquire.lua` call.
     pub fn call(&self, keys: &LockKeys) -> Call {
         Call {
@@ -104,13 +155,7 @@ impl AcquireRequest {
     pub fn decode(&self, reply: &Reply) -> Result<AcquireReply, String> {
         let bad = || format!("acquire: {reply:?}");
         let items = match reply {
-            Reply::Int(0) if !self.fenced => {
-                return Ok(AcquireReply::Granted(Granted {
-                    count: 1,
-                    hold: self.request.as_str().into(),
-                    token: None,
-                }));
-            }
+            Reply::Int(0) if !self.fenced => return Ok(AcquireReply::Granted(self.fresh())),
             // At least 1 ms (the script sees to it), so a lock on the verge of expiry
             // cannot make a waiter spin.
             Reply::Int(pttl) if *pttl > 0 => {
@@ -316,6 +361,7 @@ mod tests {
             request: "c.1".into(),
             fenced: true,
             others_waiting: false,
+            contended: false,
         }
     }
 

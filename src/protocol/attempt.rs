@@ -65,7 +65,10 @@ enum Stage {
     ProbingFirst,
     /// Giving back a hold an earlier lost request took on other terms.
     GivingBack(ReleaseOp),
-    /// The acquire request is in flight.
+    /// The bare `SET NX` of a request that may take a free lock in one plain command
+    /// ([`AcquireRequest::take_call`]) is in flight.
+    Taking,
+    /// The acquire request (`acquire.lua`) is in flight.
     Sending,
     /// The probe right after this attempt's own reply was lost.
     ProbingAfterLoss(Failure),
@@ -116,7 +119,26 @@ impl AttemptOp {
         &self.request
     }
 
+    /// Sends the request: as a bare `SET NX` first when it may take the lock that way and
+    /// the client tracks no hold of the owner that it would re-enter (a re-entry would
+    /// find the key and need `acquire.lua` after all).
     fn send(&mut self, env: &mut dyn Env) -> Next<AttemptOutcome> {
+        let take = if self.may_reenter {
+            None
+        } else {
+            self.request.take_call(&self.keys)
+        };
+        match take {
+            Some(call) => {
+                self.stage = Stage::Taking;
+                self.sent_at = env.now();
+                Next::Send(call)
+            }
+            None => self.send_script(env),
+        }
+    }
+
+    fn send_script(&mut self, env: &mut dyn Env) -> Next<AttemptOutcome> {
         self.stage = Stage::Sending;
         self.sent_at = env.now();
         Next::Send(self.request.call(&self.keys))
@@ -192,6 +214,18 @@ impl Machine for AttemptOp {
             },
             Stage::GivingBack(give_back) => match give_back.on_reply(reply) {
                 Ok(_) => self.send(env),
+                Err(unreadable) => self.done(AttemptOutcome::Unreadable(unreadable)),
+            },
+            Stage::Taking => match self.request.decode_take(reply) {
+                Ok(Some(granted)) => self.done(AttemptOutcome::Granted {
+                    granted,
+                    sent_at: self.sent_at,
+                    lease_ms: self.request.lease_ms,
+                    adopted: false,
+                }),
+                // The key exists: the script says whose it is, and re-enters or waits. The
+                // take wrote nothing, so the request id is still unused.
+                Ok(None) => self.send_script(env),
                 Err(unreadable) => self.done(AttemptOutcome::Unreadable(unreadable)),
             },
             Stage::Sending => {
@@ -274,7 +308,7 @@ impl Machine for AttemptOp {
                     }
                 }
             }
-            Stage::Sending => match after_failure(&failure) {
+            Stage::Taking | Stage::Sending => match after_failure(&failure) {
                 AfterFailure::DidNotRun | AfterFailure::Fail => self.done(AttemptOutcome::Failed {
                     failure,
                     reconcile_in_background: false,
@@ -520,6 +554,7 @@ mod tests {
             request: id.into(),
             fenced: false,
             others_waiting: false,
+            contended: false,
         }
     }
 
@@ -569,7 +604,7 @@ mod tests {
             op.on_failure(&mut env, &mut lane, Failure::Lost);
             let next = op.on_reply(&mut env, &mut lane, &Reply::Array(vec![Reply::Int(0)]));
             assert!(
-                matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Acquire)
+                matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Take)
             );
         }
         op.on_failure(&mut env, &mut lane, Failure::Lost);
@@ -625,7 +660,52 @@ mod tests {
         );
         let next = op.on_reply(&mut env, &mut lane, &Reply::Int(0));
         assert!(
-            matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Acquire)
+            matches!(next, Next::Send(ref call) if call.script == super::super::ScriptId::Take)
         );
+    }
+
+    #[test]
+    fn a_free_lock_is_taken_with_a_bare_set_and_a_taken_one_asked_with_the_same_request() {
+        use super::super::ScriptId;
+        let mut env = TestEnv { now: 3, next: 1 };
+        let mut lane = Lane::default();
+        let mut op = AttemptOp::new(keys(), request("c.1", 100));
+        let Next::Send(call) = op.start(&mut env, &mut lane) else {
+            panic!("sends");
+        };
+        assert_eq!(call.script, ScriptId::Take);
+        assert_eq!(&*call.args[0], "\u{1}c.1\u{1}o");
+        assert_eq!(
+            op.on_reply(&mut env, &mut lane, &Reply::Status("OK".into())),
+            Next::Done(AttemptOutcome::Granted {
+                granted: Granted {
+                    count: 1,
+                    hold: "c.1".into(),
+                    token: None
+                },
+                sent_at: 3,
+                lease_ms: 100,
+                adopted: false
+            })
+        );
+        // The key exists: acquire.lua, with the same request id, says whose it is.
+        let mut op = AttemptOp::new(keys(), request("c.1", 100));
+        op.start(&mut env, &mut lane);
+        let Next::Send(call) = op.on_reply(&mut env, &mut lane, &Reply::Nil) else {
+            panic!("sends the script");
+        };
+        assert_eq!(call.script, ScriptId::Acquire);
+        assert_eq!(&*call.args[2], "c.1");
+        // A contended request, or one that may re-enter, sends the script at once.
+        let contended = AcquireRequest {
+            contended: true,
+            ..request("c.2", 100)
+        };
+        let mut op = AttemptOp::new(keys(), contended);
+        assert!(matches!(op.start(&mut env, &mut lane),
+            Next::Send(ref call) if call.script == ScriptId::Acquire));
+        let mut op = AttemptOp::new(keys(), request("c.3", 100)).may_reenter(true);
+        assert!(matches!(op.start(&mut env, &mut lane),
+            Next::Send(ref call) if call.script == ScriptId::Acquire));
     }
 }

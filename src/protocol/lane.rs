@@ -141,6 +141,7 @@ mod tests {
             request: "c.1".into(),
             fenced: false,
             others_waiting: false,
+            contended: false,
         };
         lane.lost_acquire(request, 5, 10, false);
         assert!(lane.probe(&keys).is_some());

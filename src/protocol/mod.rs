@@ -61,6 +61,8 @@ pub type Millis = u64;
 /// The scripts of `lua/`, by role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ScriptId {
+    /// `lua/take.lua`: sent as the bare command it wraps (`SET NX PX`).
+    Take,
     /// `lua/acquire.lua`
     Acquire,
     /// `lua/release.lua`
@@ -111,6 +113,7 @@ impl ScriptId {
     /// The script's source, as loaded by the library (the same bytes the checker runs).
     pub fn source(self) -> &'static str {
         match self {
+            ScriptId::Take => include_str!("../../lua/take.lua"),
             ScriptId::Acquire => include_str!("../../lua/acquire.lua"),
             ScriptId::Release => include_str!("../../lua/release.lua"),
             ScriptId::Probe => include_str!("../../lua/probe.lua"),
@@ -137,7 +140,8 @@ impl ScriptId {
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 22] = [
+    pub const ALL: [ScriptId; 23] = [
+        ScriptId::Take,
         ScriptId::Acquire,
         ScriptId::Release,
         ScriptId::Probe,

@@ -13,6 +13,9 @@ use std::cell::Cell;
 /// A defect of the core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Defect {
+    /// A bare `SET NX` that found the key (nil) is read as a grant
+    /// (`AcquireRequest::decode_take`).
+    TakeNilReadAsGranted,
     /// `HoldState::deadline` adds the drift margin instead of subtracting it: a client
     /// believes it holds past the lease Redis was told.
     DriftAdded,

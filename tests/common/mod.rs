@@ -244,3 +244,47 @@ where
         }
     }
 }
+
+/// Reads field ARGV[1] of the reentrant lock at KEYS[1] in either form it has (see
+/// `lua/acquire.lua`): a hash as `HGET` reads it, and a first hold's string
+/// (`<mark><hold id>\x01<owner>`) as the hash it stands for: `<owner>` → `1`, `"\x01h"` →
+/// the hold id, `"\x01w"` → `1` when the mark is `\x02`. Nil when there is no such field or
+/// key; an error for a key that is neither form. Read-only (runs on replicas too).
+pub const LOCK_FIELD_SCRIPT: &str = "#!lua flags=no-writes
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' then return false end
+if kind == 'hash' then return redis.call('HGET', KEYS[1], ARGV[1]) end
+if kind ~= 'string' then return redis.error_reply('WRONGTYPE not a lock: ' .. kind) end
+local mark, hold, owner = string.match(redis.call('GET', KEYS[1]), '^([\\1\\2])([^\\1]+)\\1(.+)$')
+if not mark then return redis.error_reply('WRONGTYPE a string that is not a lock') end
+if ARGV[1] == owner then return '1' end
+if ARGV[1] == '\\1h' then return hold end
+if ARGV[1] == '\\1w' and mark == '\\2' then return '1' end
+return false";
+
+/// The same, every field: a flat `field, value, ...` array as `HGETALL` returns it.
+pub const LOCK_FIELDS_SCRIPT: &str = "#!lua flags=no-writes
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' then return {} end
+if kind == 'hash' then return redis.call('HGETALL', KEYS[1]) end
+if kind ~= 'string' then return redis.error_reply('WRONGTYPE not a lock: ' .. kind) end
+local mark, hold, owner = string.match(redis.call('GET', KEYS[1]), '^([\\1\\2])([^\\1]+)\\1(.+)$')
+if not mark then return redis.error_reply('WRONGTYPE a string that is not a lock') end
+local fields = {owner, '1', '\\1h', hold}
+if mark == '\\2' then fields[5], fields[6] = '\\1w', '1' end
+return fields";
+
+/// `HGET key field` for a reentrant lock in either form ([`LOCK_FIELD_SCRIPT`]); use it
+/// like the `HGET` command (`query`, `query_async`, in a pipeline).
+pub fn lock_hget(key: &str, field: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(LOCK_FIELD_SCRIPT).arg(1).arg(key).arg(field);
+    cmd
+}
+
+/// `HGETALL key` for a reentrant lock in either form ([`LOCK_FIELDS_SCRIPT`]).
+pub fn lock_hgetall(key: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(LOCK_FIELDS_SCRIPT).arg(1).arg(key);
+    cmd
+}

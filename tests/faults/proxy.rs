@@ -328,6 +328,15 @@ pub fn script_sha(source: &str) -> Vec<u8> {
     redis::Script::new(source).get_hash().as_bytes().to_vec()
 }
 
+/// What every bare `SET <key> <value> NX PX <lease>` request carries on the wire (RESP):
+/// the pattern to cut on for an acquire that takes a free lock without a script, i.e. an
+/// uncontended, unfenced acquire of the reentrant lock (see `lua/take.lua`; a contended
+/// or fenced acquire, and a re-entry, are an `EVALSHA` of `lua/acquire.lua`).
+#[allow(dead_code)]
+pub fn take_pattern() -> Vec<u8> {
+    b"\r\n$2\r\nNX\r\n$2\r\nPX\r\n".to_vec()
+}
+
 /// Runs acquire, re-entry, release and inspect once (as `owner`, or a fresh owner), so
 /// that Redis has the scripts cached: otherwise the first `EVALSHA` of a script is
 /// answered `NOSCRIPT` and a fault injected on it tests the script loading, not the

@@ -65,6 +65,7 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "nested release",
             "retried release",
             "reconciled orphan",
+            "a re-entry turned a first hold's string into the hash form",
         ],
         "one owner on two clients (handover), restart" => {
             vec!["nested release", "reconciled orphan", "loss told"]
@@ -91,7 +92,10 @@ pub fn checked() -> Vec<Config> {
 pub fn must_reach_checked(name: &str) -> Vec<&'static str> {
     match name {
         crate::model::OVERLAPPING_TICKS => crate::model::overlapping_ticks_must_reach(),
-        crate::model::REARM => vec!["nested release"],
+        crate::model::REARM => vec![
+            "nested release",
+            "a re-entry turned a first hold's string into the hash form",
+        ],
         crate::model::EXTENDS => crate::model::extends_must_reach(),
         _ => must_reach(name),
     }

@@ -327,6 +327,38 @@ impl Keyspace {
         }
     }
 
+    /// The reentrant lock at `key` as the hash it stands for: a hash as it is, and a first
+    /// hold's string form (`<mark> <hold id> "\1" <owner>`, see `lua/acquire.lua`) as
+    /// `{<owner>: 1, "\1h": <hold id>}`, with `"\1w"` when the mark is `"\2"`. `None` when there is no key, or it is neither.
+    pub fn lock_hash(
+        &self,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Option<std::borrow::Cow<'_, BTreeMap<Vec<u8>, Vec<u8>>>> {
+        match &self.live(key, now_ms)?.value {
+            Value::Hash(hash) => Some(std::borrow::Cow::Borrowed(hash)),
+            Value::Str(value) => {
+                let (&mark, rest) = value.split_first()?;
+                if mark != 1 && mark != 2 {
+                    return None;
+                }
+                let split = rest.iter().position(|&b| b == 1)?;
+                let (hold, owner) = (&rest[..split], &rest[split + 1..]);
+                if hold.is_empty() || owner.is_empty() {
+                    return None;
+                }
+                let mut fields = BTreeMap::new();
+                fields.insert(owner.to_vec(), b"1".to_vec());
+                fields.insert(b"\x01h".to_vec(), hold.to_vec());
+                if mark == 2 {
+                    fields.insert(b"\x01w".to_vec(), b"1".to_vec());
+                }
+                Some(std::borrow::Cow::Owned(fields))
+            }
+            _ => None,
+        }
+    }
+
     /// The string at `key`; `None` when there is no key or it is not a string.
     pub fn get_str(&self, key: &[u8], now_ms: u64) -> Option<&[u8]> {
         match &self.live(key, now_ms)?.value {

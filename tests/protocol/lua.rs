@@ -449,3 +449,131 @@ impl Scripts {
             .map_or("", |(_, source)| source.as_str())
     }
 }
+
+/// The request id of a reentrant-lock acquire call: `acquire.lua`'s ARGV[3], or the one
+/// that the value of `take.lua` (the bare `SET NX`) names (`<mark> <request> "\1" <owner>`).
+/// `None` for any other call.
+pub fn acquire_request(call: &redis_locks::protocol::Call) -> Option<std::sync::Arc<str>> {
+    use redis_locks::protocol::ScriptId;
+    match call.script {
+        ScriptId::Acquire => call.args.get(2).cloned(),
+        ScriptId::Take => {
+            let value = call.args.first()?;
+            let rest = value.get(1..)?;
+            rest.split('\u{1}').next().map(std::sync::Arc::from)
+        }
+        _ => None,
+    }
+}
+
+/// Whether `reply` to the reentrant-lock acquire call `call` says it took a fresh hold:
+/// `take.lua`'s OK, `acquire.lua`'s bare 0 or `{1, 1, hold, token}`. Returns the hold's
+/// token (0: none).
+pub fn fresh_grant(call: &redis_locks::protocol::Call, reply: &Reply) -> Option<i64> {
+    use redis_locks::protocol::ScriptId;
+    match (call.script, reply) {
+        (ScriptId::Take, Reply::Status(ok)) if ok == "OK" => Some(0),
+        (ScriptId::Acquire, Reply::Int(0)) => Some(0),
+        (ScriptId::Acquire, Reply::Array(items)) => match items.as_slice() {
+            [Reply::Int(1), Reply::Int(1), _, Reply::Int(token)] => Some(*token),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The owner an acquire call asks for: `acquire.lua`'s ARGV[1], or the part of `take.lua`'s
+/// value after the request id.
+pub fn acquire_owner(call: &redis_locks::protocol::Call) -> Option<std::sync::Arc<str>> {
+    use redis_locks::protocol::ScriptId;
+    match call.script {
+        ScriptId::Acquire => call.args.first().cloned(),
+        ScriptId::Take => {
+            let rest = call.args.first()?.get(1..)?;
+            rest.split_once('\u{1}')
+                .map(|(_, owner)| std::sync::Arc::from(owner))
+        }
+        _ => None,
+    }
+}
+
+/// Defects that the teeth of several checkers plant in the reentrant lock's scripts, in
+/// both forms a hold can have (a first hold's string, `lua/take.lua`, and the hash), so
+/// that a tooth bites whichever form its configurations reach.
+impl Scripts {
+    /// `acquire.lua` grants while another owner holds.
+    pub fn with_grant_over_another_owner(self) -> Self {
+        self.planted(
+            redis_locks::protocol::ScriptId::Acquire,
+            "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
+            "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
+        )
+        .planted(
+            redis_locks::protocol::ScriptId::Acquire,
+            "  if holder ~= owner then\n",
+            "  if holder ~= owner then\n    redis.call('SET', lock, '\\1' .. request .. '\\1' .. owner, 'KEEPTTL')\n    do return {1, 1, request, 0} end\n",
+        )
+    }
+
+    /// `release.lua` gives back whatever hold it finds, any owner's.
+    pub fn with_release_of_any_hold(self) -> Self {
+        self.planted(
+            redis_locks::protocol::ScriptId::Release,
+            "if not held[1] or held[2] ~= hold then\n  return -1\nend",
+            "",
+        )
+        .planted(
+            redis_locks::protocol::ScriptId::Release,
+            "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    return -1\n",
+            "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    redis.call('DEL', lock)\n    return 0\n",
+        )
+    }
+
+    /// `release.lua` reports a lock it finds gone as given back (0), not "not current".
+    pub fn with_gone_lock_reported_released(self) -> Self {
+        self.planted(
+            redis_locks::protocol::ScriptId::Release,
+            "if not held[1] or held[2] ~= hold then\n  return -1\nend",
+            "if not held[2] then\n  return 0\nend\nif not held[1] or held[2] ~= hold then\n  return -1\nend",
+        )
+        .planted(
+            redis_locks::protocol::ScriptId::Release,
+            "if not value then\n  return -1\nend",
+            "if not value then\n  return 0\nend",
+        )
+    }
+
+    /// `probe.lua` never finds what a lost acquire took.
+    pub fn with_probe_finding_nothing(self) -> Self {
+        self.planted(
+            redis_locks::protocol::ScriptId::Probe,
+            "if held[2] == request or held[3] == seq then",
+            "if false then",
+        )
+        .planted(
+            redis_locks::protocol::ScriptId::Probe,
+            "if value == '\\1' .. mine or value == '\\2' .. mine then",
+            "if false then",
+        )
+    }
+
+    /// A fresh hold's expiry is set 5 ms shorter than the lease asked for (the take's bare
+    /// `SET NX` too: as the library would send it with a wrong `PX`).
+    pub fn with_short_fresh_expiry(self) -> Self {
+        self.planted(
+            redis_locks::protocol::ScriptId::Acquire,
+            "local expiry = redis.pcall('PEXPIRE', lock, lease)",
+            "local expiry = redis.pcall('PEXPIRE', lock, lease - 5)",
+        )
+        .planted(
+            redis_locks::protocol::ScriptId::Acquire,
+            "owner, 'PX', lease)",
+            "owner, 'PX', lease - 5)",
+        )
+        .planted(
+            redis_locks::protocol::ScriptId::Take,
+            "'PX', ARGV[2])",
+            "'PX', ARGV[2] - 5)",
+        )
+    }
+}

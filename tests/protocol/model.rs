@@ -132,7 +132,7 @@ pub struct Config {
 }
 
 /// Things the checker must see at least once, so that the model is not vacuous.
-pub const MILESTONES: [&str; 12] = [
+pub const MILESTONES: [&str; 13] = [
     "hand-off to another owner",
     "nested release",
     "retried release",
@@ -145,7 +145,12 @@ pub const MILESTONES: [&str; 12] = [
     "an extend lengthened a hold",
     "an extend found its hold gone",
     "a watchdog tick after an extend",
+    "a re-entry turned a first hold's string into the hash form",
 ];
+
+/// A re-entry found the lock in the string form of a first hold (`lua/take.lua`) and turned
+/// it into the hash form: reached by the unfenced configurations that re-enter.
+pub const STRING_REENTRY_MILESTONE: usize = 12;
 
 /// The first of the milestones that only [`EXTENDS`] reaches.
 pub const FIRST_EXTEND_MILESTONE: usize = 9;
@@ -234,7 +239,7 @@ pub fn extends() -> Config {
 /// The milestones the extend configuration must reach at the default bound.
 pub fn extends_must_reach() -> Vec<&'static str> {
     let mut must = vec![MILESTONES[4]];
-    must.extend_from_slice(&MILESTONES[FIRST_EXTEND_MILESTONE..]);
+    must.extend_from_slice(&MILESTONES[FIRST_EXTEND_MILESTONE..STRING_REENTRY_MILESTONE]);
     must
 }
 
@@ -948,7 +953,7 @@ impl State {
 
     /// The current hold id in Redis and every owner's count.
     fn current_hold(&self) -> Option<CurrentHold> {
-        let hash = self.ks.hash(b"L:{x}", self.now)?;
+        let hash = self.ks.lock_hash(b"L:{x}", self.now)?;
         let hold = hash.get(b"\x01h".as_slice())?;
         let hold: Arc<str> = String::from_utf8_lossy(hold).into_owned().into();
         let counts = hash
@@ -980,6 +985,7 @@ impl State {
             fenced,
             // The model has no waiters; the wake-up marker is not a safety matter.
             others_waiting: false,
+            contended: false,
         };
         let holds = c.current.is_some_and(|i| c.states[i].is_active());
         let op = AttemptOp::new(world.keys.clone(), request).may_reenter(holds);
@@ -1293,7 +1299,11 @@ impl State {
     /// Runs `call` in Redis now, with the bookkeeping the properties need.
     fn run_call(&mut self, call: &Call, world: &World, fx: &mut Effects) -> Reply {
         let now = self.now;
+        let was_string = self.ks.get_str(b"L:{x}", now).is_some();
         let reply = world.run(call, &mut self.ks, now);
+        if was_string && self.ks.hash(b"L:{x}", now).is_some() {
+            fx.milestones.push(STRING_REENTRY_MILESTONE);
+        }
         // Bookkeeping the properties need: what the script did in Redis.
         match call.script {
             ScriptId::Release if matches!(reply, Reply::Int(n) if n >= 0) => {
@@ -1310,18 +1320,12 @@ impl State {
                     fx.milestones.push(3);
                 }
             }
-            ScriptId::Acquire => {
-                // A fresh hold: a bare 0 (unfenced), or {1, 1, hold, token}.
-                let fresh_token = match &reply {
-                    Reply::Int(0) => Some(0),
-                    Reply::Array(items) => match items.as_slice() {
-                        [Reply::Int(1), Reply::Int(1), _, Reply::Int(token)] => Some(*token),
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                if let Some(token) = fresh_token {
-                    let owner: Arc<str> = call.args[0].clone();
+            ScriptId::Take | ScriptId::Acquire => {
+                // A fresh hold: take.lua's OK, a bare 0 (unfenced), or {1, 1, hold, token}.
+                if let (Some(token), Some(owner)) = (
+                    crate::lua::fresh_grant(call, &reply),
+                    crate::lua::acquire_owner(call),
+                ) {
                     if let Some(last) = &self.last_fresh_owner
                         && *last != owner
                     {
@@ -1410,7 +1414,7 @@ impl State {
     /// A hold was just told it is lost because it is gone: check that it is.
     fn told(ks: &Keyspace, now: Millis, state: &HoldState, fx: &mut Effects) {
         let current = ks
-            .hash(b"L:{x}", now)
+            .lock_hash(b"L:{x}", now)
             .and_then(|h| h.get(b"\x01h".as_slice()).cloned());
         if current.as_deref() == Some(state.hold().as_bytes()) && fx.violation.is_none() {
             fx.violation = Some((
@@ -1747,7 +1751,7 @@ impl State {
     pub fn describe(&self) -> String {
         let mut out = String::new();
         let _ = write!(out, "t={}", self.now);
-        match self.ks.hash(b"L:{x}", self.now) {
+        match self.ks.lock_hash(b"L:{x}", self.now) {
             Some(hash) => {
                 let fields: Vec<String> = hash
                     .iter()

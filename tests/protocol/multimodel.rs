@@ -808,8 +808,8 @@ struct Stray {
 
 impl Stray {
     /// A member acquire's request id (`None`: another call).
-    fn acquire_id(&self) -> Option<&Arc<str>> {
-        (self.call.script == ScriptId::Acquire).then(|| &self.call.args[2])
+    fn acquire_id(&self) -> Option<Arc<str>> {
+        crate::lua::acquire_request(&self.call)
     }
 }
 
@@ -1053,7 +1053,7 @@ impl State {
     /// Lock `lock` as Redis has it now (`None`: free).
     fn in_redis(&self, lock: usize) -> Option<InRedis> {
         let key = HASH_KEYS[lock];
-        let hash = self.ks.hash(key.as_bytes(), self.now)?;
+        let hash = self.ks.lock_hash(key.as_bytes(), self.now)?;
         let hold = hash.get(b"\x01h".as_slice())?;
         let counts = hash
             .iter()
@@ -1523,6 +1523,7 @@ impl State {
             request: client.ids.next_id(),
             fenced: false,
             others_waiting: false,
+            contended: false,
         };
         let holds = client.guards[lock]
             .as_ref()
@@ -1608,7 +1609,7 @@ impl State {
     /// leaves a hold that could be in Redis until its send time (now: the clock does not
     /// move while a call is in flight) plus its lease.
     fn lost(&mut self, c: usize, op: &Op) {
-        if op.call.script == ScriptId::Acquire {
+        if matches!(op.call.script, ScriptId::Take | ScriptId::Acquire) {
             self.clients[c].lost_until[op.lock] = Some(self.now + LEASE);
         }
     }
@@ -1750,7 +1751,10 @@ impl State {
                     (&fed, pending, &asked, lost_until)
                     && now > until
                     && (self.stray_holds.contains_key(id)
-                        || client.strays.iter().any(|s| s.acquire_id() == Some(id)))
+                        || client
+                            .strays
+                            .iter()
+                            .any(|s| s.acquire_id().as_ref() == Some(id)))
                 {
                     self.given_up.insert(id.clone());
                 }
@@ -2028,8 +2032,7 @@ impl State {
         let after = count(self);
         // A fresh hold taken while another client still has an unreleased guard of the
         // lock (not one a restart wiped): that holder stopped, and its lease ran out.
-        if op.call.script == ScriptId::Acquire
-            && reply == Reply::Int(0)
+        if crate::lua::fresh_grant(&op.call, &reply) == Some(0)
             && self.clients.iter().enumerate().any(|(j, other)| {
                 j != c
                     && other.guards[op.lock]
@@ -2065,8 +2068,8 @@ impl State {
                 .unwrap_or(0)
         };
         match stray.call.script {
-            ScriptId::Acquire => {
-                let id = stray.acquire_id().expect("an acquire").clone();
+            ScriptId::Take | ScriptId::Acquire => {
+                let id = stray.acquire_id().expect("an acquire");
                 world.run(&stray.call, &mut self.ks, now);
                 let client = &self.clients[c];
                 // Its acquisition is over: the walk that sent it gave up on the member.

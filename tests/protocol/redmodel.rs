@@ -852,7 +852,7 @@ impl Server {
 
     /// The current hold id and the owners' counts, at client time `now`.
     fn current(&self, now: Millis) -> Option<CurrentHold> {
-        let hash = self.ks.hash(b"L:{x}", self.now(now))?;
+        let hash = self.ks.lock_hash(b"L:{x}", self.now(now))?;
         let hold = hash.get(b"\x01h".as_slice())?;
         let hold: Arc<str> = String::from_utf8_lossy(hold).into_owned().into();
         let counts = hash
@@ -1259,7 +1259,7 @@ impl State {
                     let server_now = s.now(now);
                     world.run(&call, &mut s.ks, server_now);
                     s.loading = false;
-                    if call.script == ScriptId::Acquire {
+                    if matches!(call.script, ScriptId::Take | ScriptId::Acquire) {
                         fx.milestones.push(M_STRAY);
                     }
                     if now > sent_at {
@@ -1637,6 +1637,7 @@ impl State {
                 request: c.ids[server].next_id(),
                 fenced: false,
                 others_waiting: false,
+                contended: false,
             };
             // As `Lock::attempt_in_lane`: the client tracks no live hold of the owner on
             // this server when a RedLock attempt starts (the user re-enters nothing).

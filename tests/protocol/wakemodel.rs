@@ -133,6 +133,10 @@ pub struct Config {
     /// between; a caller may drop its acquire while its attempt is in flight, which then
     /// runs detached and gives back a hold it wins, as `Detachable` does).
     pub in_flight: bool,
+    /// Fenced acquires: every hold has the hash form (`lua/acquire.lua`), where an
+    /// unfenced first hold is a string; the marks and the release's PUBLISH of both forms
+    /// are explored.
+    pub fenced: bool,
     /// Steps explored beyond the run's depth (in a release build). The configurations but
     /// the first have enough to explore every state they can reach (the search ends before
     /// the bound); the first is bounded by the run's depth.
@@ -155,6 +159,16 @@ pub fn configs() -> Vec<Config> {
             stops: 0,
             drops: 0,
             in_flight: false,
+            fenced: false,
+            extra: 0,
+        },
+        Config {
+            name: "wake: a holder releasing twice, two waiters of the other client, fenced",
+            clients: vec![vec![plan(2)], vec![plan(1), plan(1)]],
+            stops: 0,
+            drops: 0,
+            in_flight: false,
+            fenced: true,
             extra: 0,
         },
         Config {
@@ -163,6 +177,7 @@ pub fn configs() -> Vec<Config> {
             stops: 1,
             drops: 0,
             in_flight: false,
+            fenced: false,
             extra: 16,
         },
         Config {
@@ -181,6 +196,7 @@ pub fn configs() -> Vec<Config> {
             stops: 0,
             drops: 1,
             in_flight: false,
+            fenced: false,
             extra: 10,
         },
         Config {
@@ -199,6 +215,7 @@ pub fn configs() -> Vec<Config> {
             stops: 0,
             drops: 1,
             in_flight: true,
+            fenced: false,
             extra: 26,
         },
     ]
@@ -207,7 +224,8 @@ pub fn configs() -> Vec<Config> {
 /// The milestones each configuration must reach at the default bound.
 pub fn must_reach(name: &str) -> Vec<&'static str> {
     match name {
-        "wake: a holder releasing twice, two waiters of the other client" => vec![
+        "wake: a holder releasing twice, two waiters of the other client"
+        | "wake: a holder releasing twice, two waiters of the other client, fenced" => vec![
             "a waiter woken by a release message took the lock",
             "a waiter of the same client woken after a local hand-off",
         ],
@@ -771,7 +789,7 @@ impl State {
                 self.follow(c, u, next, world, &mut fx);
             }
             Step::Attempt(c, u) => {
-                let sent = self.send_attempt(c, u, world);
+                let sent = self.send_attempt(c, u, config.fenced, world);
                 if config.in_flight {
                     self.users[c][u].phase = Phase::Sent(Box::new(sent));
                 } else {
@@ -844,7 +862,7 @@ impl State {
     /// User `u`'s attempt, as `src/lock/attempt.rs` builds it: the request (with the
     /// core's `others_waiting` over this client's listeners) and the core's `AttemptOp`,
     /// started (the call it sends).
-    fn send_attempt(&mut self, c: usize, u: usize, world: &World) -> Sent {
+    fn send_attempt(&mut self, c: usize, u: usize, fenced: bool, world: &World) -> Sent {
         let now = self.now;
         let listeners = self.listeners(c);
         let user = &self.users[c][u];
@@ -855,8 +873,9 @@ impl State {
             owner: user.owner.clone(),
             lease_ms: LEASE,
             request: client.ids.next_id(),
-            fenced: false,
+            fenced,
             others_waiting,
+            contended: listening,
         };
         let mut op = AttemptOp::new(world.keys.clone(), request);
         let mut env = ModelEnv {
@@ -1147,7 +1166,7 @@ impl State {
 
     pub fn describe(&self) -> String {
         let mut out = format!("t={} key:", self.now);
-        match self.ks.hash(keys().hash.as_bytes(), self.now) {
+        match self.ks.lock_hash(keys().hash.as_bytes(), self.now) {
             None => out.push_str(&format!(" absent ({:?})", self.free)),
             Some(fields) => {
                 let owner = fields

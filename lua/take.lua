@@ -1,0 +1,27 @@
+-- take.lua: the reentrant lock's first hold, as one plain command.
+--
+-- KEYS[1]  the lock key         (<prefix>:{<name>})
+-- ARGV[1]  the hold's value     (<mark> .. <request id> .. "\1" .. <owner id>; the mark is
+--                                "\2" when other waiters of this client must be woken by
+--                                its release, else "\1": see acquire.lua)
+-- ARGV[2]  lease in ms
+--
+-- Returns OK when the lock was free and is now held (count 1, the hold id is the request
+-- id), nil when the key exists: held (by anyone, this owner too), or not one of our locks.
+-- Then acquire.lua, sent next with the same request id, says which and re-enters, waits
+-- or refuses.
+--
+-- The library does not send this script: it sends the command itself,
+-- `SET <key> <value> NX PX <lease>`, which is what makes an uncontended acquire exactly a
+-- raw lock's cost (no Lua). The checker runs it as this script, which is the same single
+-- atomic command.
+--
+-- Why a string: a first hold needs only its holder, its hold id and its expiry. Everything
+-- else a hold can carry (a re-entry's count, the per-client records that make re-entries
+-- and partial releases exactly-once, a fencing token) is written by acquire.lua, which
+-- turns the string into the hash form with the same holder, hold id and expiry. Every
+-- script reads both forms (see acquire.lua).
+-- Why the hold id and owner in one value: a release, renewal or probe compares the whole
+-- value, so a stale guard or a late retry never touches a newer hold ("release is true"),
+-- and a lost reply is reconciled by reading it (probe.lua: the value names the request).
+return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
