@@ -232,9 +232,10 @@ pub fn add_into(acc: &mut CmdStats, d: &CmdStats) {
 }
 
 /// Commands a client sends itself (as opposed to commands that scripts call inside Redis,
-/// which `INFO commandstats` also counts). The library only sends these; the raw baseline
-/// and rslock also send `SET` at top level (`extra_top`). Scenarios measure one kind of
-/// client at a time, so "top-level commands" = round trips.
+/// which `INFO commandstats` also counts). Every implementation also sends `SET` at top
+/// level to take a free lock (the library's `lua/take.lua`; `extra_top`), which scripts
+/// may run too (the library's acquire.lua marks a held first hold with one). Scenarios
+/// measure one kind of client at a time, so "top-level commands" = round trips.
 pub const TOP_LEVEL: &[&str] = &[
     "evalsha",
     "eval",
