@@ -105,7 +105,7 @@ fn a_release_of_a_first_hold_that_ignores_its_value_is_caught() {
 fn a_renewal_of_a_first_hold_that_is_not_its_own_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Renew,
-        "hold = (mark == 1 or mark == 2) and string.find(hold, id, 2, true) == 2\n      and string.byte(hold, #id + 2) == 1 and id",
+        "hold = (mark == 1 or mark == 2) and string.find(hold, id, 2, true) == 2\n        and string.byte(hold, #id + 2) == 1 and id",
         "hold = id",
     );
     expect(scripts, 12, &["never two holders", "losses are told"]);
@@ -152,6 +152,18 @@ fn a_reentry_into_a_first_hold_that_keeps_its_expiry_is_caught() {
     );
 }
 
+/// A renewal that reads a hash-form hold's id with its '#' (the client's hint that the
+/// hold is a hash) still on: every re-entered or fenced hold looks lost.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_renewal_that_keeps_the_hash_hint_in_the_id_is_caught() {
+    let scripts = Scripts::real().planted(ScriptId::Renew, "    id = string.sub(id, 2)\n", "");
+    expect(scripts, DEFAULT_DEPTH, &["losses are told"]);
+}
+
 /// An acquire that grants while another owner holds.
 #[test]
 #[cfg_attr(
@@ -174,11 +186,7 @@ fn an_acquire_that_grants_over_another_owner_is_caught() {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn a_renewal_of_a_hold_that_is_not_its_own_is_caught() {
-    let scripts = Scripts::real().planted(
-        ScriptId::Renew,
-        "if hold == ARGV[i + 2] then",
-        "if hold then",
-    );
+    let scripts = Scripts::real().planted(ScriptId::Renew, "if hold == id then", "if hold then");
     expect(scripts, 12, &["never two holders", "losses are told"]);
 }
 
@@ -301,6 +309,13 @@ mod rust_core {
             Defect::DriftAdded,
             &["never two holders", "losses are told"],
         );
+    }
+
+    /// Every hold taken for the hash form: a first hold's renewal reads a hash that is not
+    /// there and tells a live hold lost.
+    #[test]
+    fn every_hold_taken_for_the_hash_form_is_caught() {
+        expect_core(Defect::HashFormAssumed, &["losses are told"]);
     }
 
     /// A bare `SET NX` that found the key read as a grant.

@@ -42,6 +42,15 @@ pub struct Granted {
     pub token: Option<u64>,
 }
 
+impl Granted {
+    /// Whether the hold is in the hash form in Redis for certain (see `lua/acquire.lua`):
+    /// a count above 1 is a re-entry, which turned any string into the hash, and a token
+    /// lives only in the hash.
+    pub fn hash_form(&self) -> bool {
+        self.count > 1 || self.token.is_some()
+    }
+}
+
 /// What an acquire attempt found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum AcquireReply {

@@ -22,10 +22,12 @@ pub enum HoldShape {
 /// The call that makes `hold` (under `key`: the lock hash, or the sorted set) last at
 /// least `lease_ms` from when it runs.
 pub fn extension_call(lease_ms: Millis, key: Arc<str>, hold: Arc<str>, shape: HoldShape) -> Call {
+    // The form is not known here: renew.lua reads a string first, then the hash.
     let item = RenewItem {
         key,
         hold,
         renew: true,
+        hash_form: false,
     };
     match shape {
         HoldShape::LockHash => renew_call(lease_ms, vec![item]).0,

@@ -66,6 +66,10 @@ pub struct HoldState {
     confirmed_until: Millis,
     lease_ms: Millis,
     lost: Option<LostReason>,
+    /// The hold is certainly in the hash form in Redis (see `lua/acquire.lua`): it was
+    /// granted with a count above 1 or a fencing token, or this client re-entered it. A
+    /// hash never turns back into a string, so its renewal may read the hash first.
+    hash_form: bool,
 }
 
 /// Re-arming the expiry at a partial release (see `lua/release.lua`): to `ms` from the
@@ -104,7 +108,21 @@ impl HoldState {
             confirmed_until: sent_at.saturating_add(lease_ms),
             lease_ms,
             lost: None,
+            hash_form: false,
         }
+    }
+
+    /// The same state, for a hold known to be in the hash form when `hash_form` (see
+    /// [`Granted::hash_form`](super::acquire::Granted::hash_form)).
+    pub fn in_hash_form(mut self, hash_form: bool) -> Self {
+        self.hash_form |= hash_form || planted::is(Defect::HashFormAssumed);
+        self
+    }
+
+    /// Whether the hold is certainly in the hash form in Redis (its renewal reads the hash
+    /// first: `renew::RenewItem::of`).
+    pub fn hash_form(&self) -> bool {
+        self.hash_form
     }
 
     /// The hold id.
@@ -127,6 +145,8 @@ impl HoldState {
     /// One more local guard of this hold, granted to a request sent at `sent_at`. The
     /// script only lengthens the expiry, so the confirmed deadline only moves later.
     pub fn join(&mut self, sent_at: Millis, lease_ms: Millis, watchdog: bool) {
+        // A re-entry turned a first hold's string into the hash, for good.
+        self.hash_form = true;
         self.local_holds += 1;
         if watchdog {
             self.watchdog_holds += 1;

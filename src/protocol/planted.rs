@@ -13,6 +13,9 @@ use std::cell::Cell;
 /// A defect of the core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Defect {
+    /// Every hold is taken for the hash form (`HoldState::in_hash_form`): the renewal of a
+    /// first hold's string then reads a hash that is not there.
+    HashFormAssumed,
     /// A bare `SET NX` that found the key (nil) is read as a grant
     /// (`AcquireRequest::decode_take`).
     TakeNilReadAsGranted,

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::hold::HoldState;
 use super::{Call, Millis, Reply, ScriptId};
 
 /// One hold in a renewal batch.
@@ -13,6 +14,31 @@ pub struct RenewItem {
     pub hold: Arc<str>,
     /// Whether to lengthen the lease (watchdog) or only check the hold exists (fixed lease).
     pub renew: bool,
+    /// The hold is certainly in the hash form (`HoldState::hash_form`): `renew.lua` reads
+    /// the hash first (a reentrant-lock hold only; other kinds ignore it).
+    pub hash_form: bool,
+}
+
+impl RenewItem {
+    /// The renewal item of the reentrant-lock hold `state` of the lock `key`.
+    pub fn of(key: Arc<str>, state: &HoldState) -> RenewItem {
+        RenewItem {
+            key,
+            hold: state.hold().clone(),
+            renew: state.renews(),
+            hash_form: state.hash_form(),
+        }
+    }
+
+    /// The hold's argument to `renew.lua`: its id, after a `#` when it is in the hash
+    /// form (a hold id never starts with `#`: it is a request id, `<tag>.<seq>`).
+    fn argument(&self) -> Arc<str> {
+        if self.hash_form {
+            format!("#{}", self.hold).into()
+        } else {
+            self.hold.clone()
+        }
+    }
 }
 
 /// The `renew.lua` call for `items`; the renewed ones first, as the script expects.
@@ -23,7 +49,7 @@ pub fn renew_call(lease_ms: Millis, mut items: Vec<RenewItem>) -> (Call, Vec<Ren
     let mut args = Vec::with_capacity(items.len() + 2);
     args.push(lease_ms.to_string().into());
     args.push(renewing.to_string().into());
-    args.extend(items.iter().map(|item| item.hold.clone()));
+    args.extend(items.iter().map(RenewItem::argument));
     let call = Call {
         script: ScriptId::Renew,
         keys: items.iter().map(|item| item.key.clone()).collect(),
@@ -83,6 +109,7 @@ mod tests {
             key: key.into(),
             hold: format!("h-{key}").into(),
             renew,
+            hash_form: false,
         };
         let (call, order) = renew_call(30_000, vec![item("a", false), item("b", true)]);
         let args: Vec<&str> = call.args.iter().map(|a| &**a).collect();

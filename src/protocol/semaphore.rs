@@ -337,6 +337,7 @@ mod tests {
             key: key.into(),
             hold: format!("id-{key}").into(),
             renew,
+            hash_form: false,
         };
         let (call, order) = renew_call(3_000, &[item("a", false), item("b", true)], &[1, 2]);
         assert_eq!(order, vec![1, 0]);

@@ -220,11 +220,7 @@ fn into_batches(
             .into_iter()
             .map(|entry| {
                 let state = entry.state.lock();
-                let item = RenewItem {
-                    key: entry.key.clone(),
-                    hold: state.hold().clone(),
-                    renew: state.renews(),
-                };
+                let item = RenewItem::of(entry.key.clone(), &state);
                 drop(state);
                 (entry, item)
             })
@@ -274,11 +270,7 @@ fn permit_batches(
             .iter()
             .map(|entry| {
                 let state = entry.state.lock();
-                RenewItem {
-                    key: entry.key.clone(),
-                    hold: state.hold().clone(),
-                    renew: state.renews(),
-                }
+                RenewItem::of(entry.key.clone(), &state)
             })
             .collect();
         let sizes: Vec<u32> = chunk

@@ -223,12 +223,10 @@ impl Registry {
             shape: HoldShape::LockHash,
             quorum_member: std::sync::atomic::AtomicBool::new(false),
             lost: CancellationToken::new(),
-            state: Mutex::new(HoldState::new(
-                granted.hold.clone(),
-                sent_at,
-                lease_ms,
-                watchdog,
-            )),
+            state: Mutex::new(
+                HoldState::new(granted.hold.clone(), sent_at, lease_ms, watchdog)
+                    .in_hash_form(granted.hash_form()),
+            ),
             clock: self.clock,
         });
         let deadline = entry.state.lock().deadline();

@@ -403,6 +403,7 @@ fn extension_item(hold: &Arc<str>) -> RenewItem {
         key: keys().holds.clone(),
         hold: hold.clone(),
         renew: true,
+        hash_form: false,
     }
 }
 
@@ -847,6 +848,7 @@ impl State {
                         key: keys.holds.clone(),
                         hold: g.hold().clone(),
                         renew: g.renews(),
+                        hash_form: false,
                     })
                     .collect();
                 let (_, order) = renew_call(LEASE, &items, &vec![1; items.len()]);

@@ -1204,11 +1204,7 @@ impl State {
             .states
             .iter()
             .filter(|s| s.is_active())
-            .map(|s| RenewItem {
-                key: keys().hash,
-                hold: s.hold().clone(),
-                renew: s.renews(),
-            })
+            .map(|s| RenewItem::of(keys().hash, s))
             .collect();
         if items.is_empty() {
             return;
@@ -1388,12 +1384,10 @@ impl State {
                     fx.milestones.push(4);
                     Self::told(&self.ks, self.now, &c.states[i], fx);
                 }
-                c.states.push(HoldState::new(
-                    granted.hold.clone(),
-                    sent_at,
-                    lease,
-                    watchdog,
-                ));
+                c.states.push(
+                    HoldState::new(granted.hold.clone(), sent_at, lease, watchdog)
+                        .in_hash_form(granted.hash_form()),
+                );
                 c.kept.push(c.states[c.states.len() - 1].deadline());
                 c.extended.push(false);
                 c.current = Some(c.states.len() - 1);

@@ -512,6 +512,7 @@ fn extension_item(hold: &Arc<str>, kind: RwKind) -> RenewItem {
         key: keys().set_of(kind).clone(),
         hold: hold.clone(),
         renew: true,
+        hash_form: false,
     }
 }
 
@@ -1020,6 +1021,7 @@ impl State {
                         key: keys.set_of(g.kind).clone(),
                         hold: g.state.hold().clone(),
                         renew: g.state.renews(),
+                        hash_form: false,
                     })
                     .collect();
                 let sizes = vec![1; items.len()];

@@ -1007,6 +1007,7 @@ impl State {
                                 key,
                                 hold,
                                 renew: g.state.renews(),
+                                hash_form: false,
                             },
                             g.n,
                         )
