@@ -314,12 +314,20 @@ mod rust_core {
     /// Every hold taken for the hash form: a first hold's renewal reads a hash that is not
     /// there and tells a live hold lost.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn every_hold_taken_for_the_hash_form_is_caught() {
         expect_core(Defect::HashFormAssumed, &["losses are told"]);
     }
 
     /// A bare `SET NX` that found the key read as a grant.
     #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
     fn a_take_that_found_the_key_read_as_a_grant_is_caught() {
         expect_core(Defect::TakeNilReadAsGranted, &["never two holders"]);
     }
