@@ -73,13 +73,13 @@ impl Calls {
     /// `owner.rs`).
     pub(crate) fn next_owner(&self) -> Arc<str> {
         let n = self.request_counter.fetch_add(1, Ordering::Relaxed) + 1;
-        crate::owner::fresh_owner(&self.id, n).into()
+        crate::owner::fresh_owner(&self.id, n)
     }
 
     /// A request id unique across clients: `<tag>.<seq>` (see `lua/acquire.lua`).
-    pub(crate) fn next_request_id(&self) -> String {
+    pub(crate) fn next_request_id(&self) -> Arc<str> {
         let n = self.request_counter.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("{}.{n}", self.tag)
+        crate::protocol::args::numbered(&[&self.tag, "."], n)
     }
 
     /// A random number for back-off jitter (the core draws none itself).

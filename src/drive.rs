@@ -24,7 +24,7 @@ impl Env for ClientEnv<'_> {
         self.0.jitter()
     }
 
-    fn next_id(&mut self) -> String {
+    fn next_id(&mut self) -> std::sync::Arc<str> {
         self.0.next_request_id()
     }
 }

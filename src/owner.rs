@@ -15,8 +15,8 @@
 
 /// A fresh owner id under `client_id`: one per acquisition of a handle without an
 /// explicit owner.
-pub(crate) fn fresh_owner(client_id: &str, n: u64) -> String {
-    format!("{client_id}:{n}")
+pub(crate) fn fresh_owner(client_id: &str, n: u64) -> std::sync::Arc<str> {
+    crate::protocol::args::numbered(&[client_id, ":"], n)
 }
 
 /// A short, non-secret stand-in for an owner id, a hold id or a client id in `Debug`
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn fresh_owners_differ() {
-        assert_eq!(fresh_owner("c", 1), "c:1");
+        assert_eq!(&*fresh_owner("c", 1), "c:1");
         assert_ne!(fresh_owner("c", 1), fresh_owner("c", 2));
     }
 }

@@ -81,8 +81,13 @@ fn evalsha(script: &Script, call: &Call) -> Cmd {
     if call.script == ScriptId::Take {
         return take_command(call);
     }
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.hashed.get_hash()).arg(call.keys.len());
+    // Sized once: growing the buffers argument by argument cost a dozen reallocations a
+    // call. The first three are the command, the SHA1 and the key count.
+    let bytes: usize = call.keys.iter().chain(&call.args).map(|p| p.len()).sum();
+    let mut cmd = Cmd::with_capacity(3 + call.keys.len() + call.args.len(), 7 + 40 + 4 + bytes);
+    cmd.arg("EVALSHA")
+        .arg(script.hashed.get_hash())
+        .arg(call.keys.len());
     for key in &call.keys {
         cmd.arg(&**key);
     }
@@ -94,7 +99,9 @@ fn evalsha(script: &Script, call: &Call) -> Cmd {
 
 /// `lua/take.lua` as the command it wraps: `SET KEYS[1] ARGV[1] NX PX ARGV[2]`.
 fn take_command(call: &Call) -> Cmd {
-    let mut cmd = redis::cmd("SET");
+    let bytes: usize = call.keys.iter().chain(&call.args).map(|p| p.len()).sum();
+    let mut cmd = Cmd::with_capacity(6, 3 + 2 + 2 + bytes);
+    cmd.arg("SET");
     for part in call.keys.iter().take(1).chain(call.args.iter().take(1)) {
         cmd.arg(&**part);
     }

@@ -295,3 +295,41 @@ fn a_timed_out_reentry_is_not_given_up_while_its_hold_lives() {
     let outcome = replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps);
     assert_eq!(outcome, Ok(None));
 }
+
+/// Found at depth 15 (`CHECK_DEPTH=15`): owner a holds, re-enters, and the re-entry runs;
+/// the lock is force-unlocked; a watchdog tick finds the hold gone and tells its guard;
+/// only then does the re-entry's reply arrive, and the registry tracks the same hold id
+/// afresh. The next tick's "gone" must reach that new guard. The checker's model once
+/// applied the reply to the first state with that hold id (the one already told), a glue
+/// the real watchdog never had (its batch carries the registry entries it renews); the
+/// model's renewals now carry the states they renew, as the batch does.
+#[test]
+fn a_reentry_answered_after_its_hold_was_told_lost_is_told_too() {
+    let renewal = |client| {
+        [
+            Tick { client },
+            Execute {
+                client,
+                renewal: true,
+            },
+            Deliver {
+                client,
+                renewal: true,
+            },
+        ]
+    };
+    let mut steps = vec![
+        acquire(0, true),
+        execute(0),
+        deliver(0),
+        Advance,
+        acquire(0, true),
+        execute(0),
+        ForceUnlock,
+    ];
+    steps.extend(renewal(0));
+    steps.extend([deliver(0), Advance]);
+    steps.extend(renewal(0));
+    let outcome = replay_steps(&config(vec!["a", "b"]), Scripts::real(), &steps);
+    assert_eq!(outcome, Ok(None));
+}

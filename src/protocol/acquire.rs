@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use super::planted::{self, Defect};
-use super::{Call, Failure, LockKeys, Millis, Reply, ScriptId, backoff};
+use super::{Call, Failure, LockKeys, Millis, Reply, ScriptId, args, backoff};
 
 /// One acquire request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -19,7 +19,7 @@ pub struct AcquireRequest {
     /// The lease in ms that the script sets (fresh) or lengthens to (re-entry).
     pub lease_ms: Millis,
     /// The request id; the hold id when it creates a fresh hold.
-    pub request: String,
+    pub request: Arc<str>,
     /// Whether a fencing token is asked for.
     pub fenced: bool,
     /// Whether other waiters of this client wait for the lock: a fresh hold is then marked
@@ -90,13 +90,13 @@ impl AcquireRequest {
     /// The value of the first hold this request takes in the string form:
     /// `<mark> <request id> "\1" <owner>`, the mark `"\2"` when others of this client
     /// wait (its release must wake them), else `"\1"` (see `lua/acquire.lua`).
-    pub fn value(&self) -> String {
+    pub fn value(&self) -> Arc<str> {
         let mark = if self.others_waiting {
-            '\u{2}'
+            "\u{2}"
         } else {
-            '\u{1}'
+            "\u{1}"
         };
-        format!("{mark}{}\u{1}{}", self.request, self.owner)
+        args::joined(&[mark, &self.request, "\u{1}", &self.owner])
     }
 
     /// The `lua/take.lua` call (sent as the bare `SET <key> <value> NX PX <lease>`) that
@@ -110,7 +110,7 @@ impl AcquireRequest {
         Some(Call {
             script: ScriptId::Take,
             keys: vec![keys.hash.clone()],
-            args: vec![self.value().into(), self.lease_ms.to_string().into()],
+            args: vec![self.value(), args::number(self.lease_ms)],
         })
     }
 
@@ -129,7 +129,7 @@ impl AcquireRequest {
     fn fresh(&self) -> Granted {
         Granted {
             count: 1,
-            hold: self.request.as_str().into(),
+            hold: self.request.clone(),
             token: None,
         }
     }
@@ -147,15 +147,14 @@ impl AcquireRequest {
             },
             args: vec![
                 self.owner.clone(),
-                self.lease_ms.to_string().into(),
-                self.request.as_str().into(),
-                match (self.fenced, self.others_waiting) {
-                    (false, false) => "0",
-                    (true, false) => "1",
-                    (false, true) => "2",
-                    (true, true) => "3",
-                }
-                .into(),
+                args::number(self.lease_ms),
+                self.request.clone(),
+                args::number(match (self.fenced, self.others_waiting) {
+                    (false, false) => 0,
+                    (true, false) => 1,
+                    (false, true) => 2,
+                    (true, true) => 3,
+                }),
             ],
         }
     }
@@ -299,10 +298,7 @@ impl Reconcile {
         Call {
             script: ScriptId::Probe,
             keys: vec![keys.hash.clone()],
-            args: vec![
-                self.request.owner.clone(),
-                self.request.request.as_str().into(),
-            ],
+            args: vec![self.request.owner.clone(), self.request.request.clone()],
         }
     }
 

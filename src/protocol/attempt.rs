@@ -532,9 +532,9 @@ mod tests {
         fn jitter(&mut self) -> u64 {
             0
         }
-        fn next_id(&mut self) -> String {
+        fn next_id(&mut self) -> std::sync::Arc<str> {
             self.next += 1;
-            format!("c.{}", self.next)
+            format!("c.{}", self.next).into()
         }
     }
 

@@ -33,6 +33,7 @@
 //! * [`planted`]: the defects the checkers' teeth switch on (feature `planted-defects`).
 
 pub mod acquire;
+pub mod args;
 pub mod attempt;
 pub mod attempted;
 pub mod backoff;
@@ -328,7 +329,7 @@ pub trait Env {
     /// Any random number (back-off jitter).
     fn jitter(&mut self) -> u64;
     /// A fresh request id (see [`RequestIds`]).
-    fn next_id(&mut self) -> String;
+    fn next_id(&mut self) -> Arc<str>;
 }
 
 /// The back-off before retry number `attempt` (1-based) of [`backoff::Backoff::RETRY`]:
@@ -360,10 +361,10 @@ impl RequestIds {
     }
 
     /// The next request id.
-    pub fn next_id(&mut self) -> String {
+    pub fn next_id(&mut self) -> Arc<str> {
         let seq = self.next;
         self.next += 1;
-        format!("{}.{seq}", self.tag)
+        args::numbered(&[&self.tag, "."], seq)
     }
 }
 
@@ -384,7 +385,7 @@ pub struct LockKeys {
 impl LockKeys {
     /// The scripts' "publish how" argument: `'1'` sharded, `'0'` classic.
     pub fn publish_flag(&self) -> Arc<str> {
-        if self.sharded { "1".into() } else { "0".into() }
+        args::number(u64::from(self.sharded))
     }
 }
 
@@ -431,7 +432,7 @@ mod tests {
     #[test]
     fn request_ids_are_unique_and_parseable() {
         let mut ids = RequestIds::new("c1");
-        assert_eq!(ids.next_id(), "c1.1");
-        assert_eq!(ids.next_id(), "c1.2");
+        assert_eq!(&*ids.next_id(), "c1.1");
+        assert_eq!(&*ids.next_id(), "c1.2");
     }
 }

@@ -12,14 +12,14 @@ use std::sync::Arc;
 use super::hold::{HoldState, Rearm};
 use super::lane::{Lane, Resolved};
 use super::planted::{self, Defect};
-use super::{Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, ScriptId, backoff};
+use super::{Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, ScriptId, args, backoff};
 
 /// One release in progress.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ReleaseOp {
     owner: Arc<str>,
     hold: Arc<str>,
-    request: String,
+    request: Arc<str>,
     give_up_at: Millis,
     attempts: u32,
     may_have_run: bool,
@@ -177,7 +177,7 @@ pub enum ReleaseStep {
 impl ReleaseOp {
     /// A release of `hold` (held by `owner`) with request id `request`. Retries stop at
     /// `give_up_at`: by then the hold has expired anyway.
-    pub fn new(owner: Arc<str>, hold: Arc<str>, request: String, give_up_at: Millis) -> Self {
+    pub fn new(owner: Arc<str>, hold: Arc<str>, request: Arc<str>, give_up_at: Millis) -> Self {
         ReleaseOp {
             owner,
             hold,
@@ -218,19 +218,16 @@ impl ReleaseOp {
             keys: vec![keys.hash.clone()],
             args: {
                 // '<tag>.<seq>': sent in two parts, so the script need not parse it.
-                let (tag, seq) = self
-                    .request
-                    .rsplit_once('.')
-                    .unwrap_or((self.request.as_str(), ""));
+                let (tag, seq) = self.request.rsplit_once('.').unwrap_or((&self.request, ""));
                 let (ms, expected) = self.rearm.map_or((0, 0), |r| (r.ms, r.expected));
                 vec![
                     self.owner.clone(),
                     self.hold.clone(),
-                    tag.into(),
-                    seq.into(),
+                    args::joined(&[tag]),
+                    args::joined(&[seq]),
                     keys.channel.clone(),
-                    ms.to_string().into(),
-                    expected.to_string().into(),
+                    args::number(ms),
+                    args::number(expected),
                     keys.publish_flag(),
                 ]
             },

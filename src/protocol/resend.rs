@@ -212,7 +212,7 @@ mod tests {
         fn jitter(&mut self) -> u64 {
             0
         }
-        fn next_id(&mut self) -> String {
+        fn next_id(&mut self) -> std::sync::Arc<str> {
             "c.1".into()
         }
     }

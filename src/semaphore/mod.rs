@@ -376,7 +376,7 @@ impl Semaphore {
     ///
     /// [`release_permits`]: Semaphore::release_permits
     pub async fn drain_permits(&self) -> Result<Option<SemaphoreGuard>> {
-        let id: Arc<str> = self.client.inner.calls.next_request_id().into();
+        let id: Arc<str> = self.client.inner.calls.next_request_id();
         let attempt = Attempt {
             hold: id.clone(),
             owner: id,
@@ -402,7 +402,7 @@ impl Semaphore {
                 self.name
             )));
         }
-        let id: Arc<str> = self.client.inner.calls.next_request_id().into();
+        let id: Arc<str> = self.client.inner.calls.next_request_id();
         let attempt = Attempt {
             hold: id.clone(),
             owner: id,

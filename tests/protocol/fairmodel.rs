@@ -295,8 +295,8 @@ impl Env for ModelEnv {
     fn jitter(&mut self) -> u64 {
         0
     }
-    fn next_id(&mut self) -> String {
-        String::new()
+    fn next_id(&mut self) -> std::sync::Arc<str> {
+        "".into()
     }
 }
 

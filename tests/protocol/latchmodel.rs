@@ -290,8 +290,8 @@ impl Env for ModelEnv {
     fn jitter(&mut self) -> u64 {
         0
     }
-    fn next_id(&mut self) -> String {
-        String::new()
+    fn next_id(&mut self) -> std::sync::Arc<str> {
+        "".into()
     }
 }
 
@@ -610,7 +610,7 @@ impl State {
                     _ => None,
                 };
                 client.flight = Some(CountDown {
-                    request,
+                    request: request.to_string(),
                     resend,
                     call,
                     ran: None,

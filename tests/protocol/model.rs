@@ -442,7 +442,7 @@ impl Env for ModelEnv<'_> {
     fn jitter(&mut self) -> u64 {
         0
     }
-    fn next_id(&mut self) -> String {
+    fn next_id(&mut self) -> std::sync::Arc<str> {
         self.ids.next_id()
     }
 }
@@ -477,6 +477,11 @@ struct Op {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Renewal {
     items: Vec<RenewItem>,
+    /// The state (by index) each item renews, as the watchdog's batch carries its
+    /// registry entries: a reply is applied to the state the item was built from, never
+    /// to an older state of the same hold id (a hold told lost, then granted again to a
+    /// re-entry that was in flight, is a new state).
+    states: Vec<usize>,
     sent_at: Millis,
     flight: Flight,
     /// Holds (by state index) first seen gone after this renewal had run: its reply
@@ -1200,11 +1205,12 @@ impl State {
             .iter()
             .zip(&c.extended)
             .any(|(s, extended)| *extended && s.is_active() && s.renews());
-        let items: Vec<RenewItem> = c
-            .states
+        let active: Vec<usize> = (0..c.states.len())
+            .filter(|&i| c.states[i].is_active())
+            .collect();
+        let items: Vec<RenewItem> = active
             .iter()
-            .filter(|s| s.is_active())
-            .map(|s| RenewItem::of(keys().hash, s))
+            .map(|&i| RenewItem::of(keys().hash, &c.states[i]))
             .collect();
         if items.is_empty() {
             return;
@@ -1216,8 +1222,21 @@ impl State {
         } else {
             renew_call_on_node(LEASE, items)
         };
+        // The call may reorder its items; an active state's hold id is unique (one entry
+        // per (lock, owner), as the registry keeps).
+        let states = items
+            .iter()
+            .map(|item| {
+                active
+                    .iter()
+                    .copied()
+                    .find(|&i| **c.states[i].hold() == *item.hold)
+                    .unwrap_or(usize::MAX)
+            })
+            .collect();
         c.renewals.push(Renewal {
             items,
+            states,
             sent_at: now,
             flight: Flight::Sent(call),
             blind: Vec::new(),
@@ -1502,11 +1521,10 @@ impl State {
             }
         };
         let c = &mut self.clients[client];
-        for (item, status) in renewal.items.iter().zip(status) {
-            let Some(i) = c.states.iter().position(|s| s.hold() == &item.hold) else {
+        for ((item, &i), status) in renewal.items.iter().zip(&renewal.states).zip(status) {
+            let Some(state) = c.states.get_mut(i) else {
                 continue;
             };
-            let state = &mut c.states[i];
             if status == Renewed::Elsewhere {
                 // One node holds the whole model keyspace: nothing is ever elsewhere.
                 fx.violation = Some(("losses are told", "a renewal found a lock elsewhere".into()));
@@ -1536,10 +1554,7 @@ impl State {
         for &i in &c.gone_since {
             if !renewal.blind.contains(&i)
                 && c.states[i].is_active()
-                && renewal
-                    .items
-                    .iter()
-                    .any(|item| item.hold == *c.states[i].hold())
+                && renewal.states.contains(&i)
                 && fx.violation.is_none()
             {
                 fx.violation = Some((

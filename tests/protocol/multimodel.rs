@@ -618,7 +618,7 @@ impl Env for ModelEnv<'_> {
     fn jitter(&mut self) -> u64 {
         0
     }
-    fn next_id(&mut self) -> String {
+    fn next_id(&mut self) -> std::sync::Arc<str> {
         self.ids.next_id()
     }
 }

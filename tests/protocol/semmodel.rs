@@ -419,8 +419,8 @@ impl Env for ModelEnv {
     fn jitter(&mut self) -> u64 {
         0
     }
-    fn next_id(&mut self) -> String {
-        String::new()
+    fn next_id(&mut self) -> std::sync::Arc<str> {
+        "".into()
     }
 }
 
@@ -964,7 +964,7 @@ impl State {
                 self.acquires -= 1;
                 let client = &mut self.clients[c];
                 let request = Request {
-                    id: client.ids.next_id().into(),
+                    id: client.ids.next_id(),
                     asked: asked(n),
                     waits,
                     sends: SendHistory::default(),
