@@ -61,7 +61,9 @@ pub(crate) const HOLD_FIELD: &str = "\u{1}h";
 #[derive(Clone)]
 pub struct Lock {
     pub(crate) client: LockClient,
-    pub(crate) keys: LockKeys,
+    /// Shared by every clone of the handle (and by each guard of it): a clone is then a
+    /// reference count, not one per key name.
+    pub(crate) keys: Arc<LockKeys>,
     owner: Option<Arc<str>>,
     pub(crate) mode: LeaseMode,
     fenced: bool,
@@ -106,7 +108,7 @@ impl Lock {
     pub(crate) fn new(client: LockClient, keys: LockKeys) -> Self {
         Lock {
             client,
-            keys,
+            keys: Arc::new(keys),
             owner: None,
             mode: LeaseMode::Watchdog,
             fenced: false,
