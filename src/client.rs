@@ -353,6 +353,7 @@ impl LockClientBuilder {
     /// and to the primary they name. Without it, `rediss://` uses the system's roots.
     /// Feature `tls`.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_certificates(mut self, certificates: redis::TlsCertificates) -> Self {
         self.certificates = Some(certificates);
         self

@@ -37,10 +37,12 @@
 //! `p:{name}:db<n>:released`. Nothing else: no key outlives a released lock.
 //! The `{name}` hash tag keeps them in one Redis Cluster slot.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 mod background;
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod calls;
 mod client;
