@@ -32,7 +32,8 @@
 --             uncontended cycle costs what a raw lock costs. A failed attempt marks it with
 --             SET XX KEEPTTL (its expiry unchanged). A re-entry turns it into the hash
 --             form, with the same holder, hold id, mark and expiry (below); a hash never
---             turns back into a string.
+--             turns back into a string. Its guard gives it back with release_first.lua
+--             (release.lua reads it too).
 --   a hash, with these fields:
 --   <owner>          hold count (the reentrancy depth, summed over every client of the owner)
 --   "\1h"            hold id: the request id of the fresh acquire that created this hold.

@@ -19,7 +19,6 @@ use crate::background::Unreleased;
 use crate::client::LockClient;
 use crate::error::{Error, LostReason, Result};
 use crate::owner::Fingerprint;
-use crate::protocol::hold::Rearm;
 use crate::protocol::release::{Found, Leaving, Told, told};
 use crate::protocol::{Millis, timing};
 use crate::watchdog::{HoldEntry, LeaseMode};
@@ -47,15 +46,10 @@ pub(crate) type GivingBack = Pin<Box<dyn Future<Output = Result<Found>> + Send>>
 /// How a kind gives one of its holds back: the kind's release call, driven through lost
 /// replies until `give_up_at`, and what it found.
 pub(crate) trait GiveBack: Send + Sync + 'static {
-    /// Gives back `hold` of `owner`; `rearm`: the expiry to leave for this process's other
-    /// guards of the hold (a kind whose release cannot re-arm ignores it).
-    fn give_back(
-        &self,
-        owner: Arc<str>,
-        hold: Arc<str>,
-        give_up_at: Millis,
-        rearm: Option<Rearm>,
-    ) -> GivingBack;
+    /// Gives back `hold` of `owner`, as `leaving` says: retries until its `give_up_at`;
+    /// its `rearm`, the expiry to leave for this process's other guards of the hold, and
+    /// its `first_hold` (a kind whose release can do neither ignores them).
+    fn give_back(&self, owner: Arc<str>, hold: Arc<str>, leaving: Leaving) -> GivingBack;
 }
 
 /// What a grant gives a guard: the hold and how it is tracked.
@@ -362,7 +356,6 @@ impl Core {
         let Some(leaving) = self.disarm() else {
             return Err(self.lost_error());
         };
-        let (give_up_at, rearm) = (leaving.give_up_at, leaving.rearm);
         crate::observe::hold_ended(
             self.entry.kind,
             &self.name,
@@ -371,8 +364,7 @@ impl Core {
         );
         let span =
             tracing::debug_span!("redis_locks::release", kind = self.entry.kind, lock = %self.name);
-        let found =
-            tracing::Instrument::instrument(self.release_detached(give_up_at, rearm), span).await?;
+        let found = tracing::Instrument::instrument(self.release_detached(leaving), span).await?;
         let fixed = matches!(self.mode, LeaseMode::Fixed(_));
         match told(found, self.entry.lost_reason(), fixed) {
             Told::Released => Ok(()),
@@ -400,11 +392,11 @@ impl Core {
     /// If Redis is unreachable or busy for longer, the caller gets an error and the task
     /// keeps retrying until the lease has run out, so the hold is freed as soon as Redis
     /// answers again (never twice).
-    async fn release_detached(&self, give_up_at: Millis, rearm: Option<Rearm>) -> Result<Found> {
+    async fn release_detached(&self, leaving: Leaving) -> Result<Found> {
         let inner = &self.client.inner;
-        let giving_back =
-            self.give_back
-                .give_back(self.owner.clone(), self.hold.clone(), give_up_at, rearm);
+        let giving_back = self
+            .give_back
+            .give_back(self.owner.clone(), self.hold.clone(), leaving);
         let mut work =
             crate::detach::Detachable::new(giving_back, &inner.background, &inner.runtime, true);
         let wait = inner.calls.response_timeout * timing::RELEASE_CALLER_WAIT_RESPONSES;
@@ -454,7 +446,6 @@ impl Drop for Core {
         let Some(leaving) = self.disarm() else {
             return;
         };
-        let (give_up_at, rearm) = (leaving.give_up_at, leaving.rearm);
         crate::observe::hold_ended(
             self.entry.kind,
             &self.name,
@@ -468,9 +459,9 @@ impl Drop for Core {
         let runtime =
             tokio::runtime::Handle::try_current().unwrap_or_else(|_| inner.runtime.clone());
         let name = self.name.clone();
-        let giving_back =
-            self.give_back
-                .give_back(self.owner.clone(), self.hold.clone(), give_up_at, rearm);
+        let giving_back = self
+            .give_back
+            .give_back(self.owner.clone(), self.hold.clone(), leaving);
         let mut unfinished = Unreleased::new(&name, lease_left);
         inner.background.spawn(&runtime, async move {
             let outcome = giving_back.await;

@@ -23,8 +23,8 @@ use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::guard::{GiveBack, GivingBack, Grant, Guard, GuardKind};
 use crate::protocol::attempted::Attempted;
-use crate::protocol::hold::Rearm;
 use crate::protocol::release::Found;
+use crate::protocol::release::Leaving;
 use crate::protocol::resend::{SendHistory, attempt_give_up_at, give_back_give_up_at, given_back};
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Millis, Reply};
@@ -285,12 +285,12 @@ impl<K: SetKind> GiveBack for SetGiveBack<K> {
         &self,
         _owner: Arc<str>,
         hold: Arc<str>,
-        give_up_at: Millis,
         // A set kind's members carry their own deadlines: its release has no expiry to
-        // re-arm.
-        _rearm: Option<Rearm>,
+        // re-arm, and no first form.
+        leaving: Leaving,
     ) -> GivingBack {
         let kind = self.0.clone();
+        let give_up_at = leaving.give_up_at;
         Box::pin(async move { give_back_found(&kind, &hold, true, false, give_up_at).await })
     }
 }

@@ -1169,6 +1169,25 @@ fn release(g: &mut Gen) -> Call {
     (vec![g.k.lock.clone()], argv)
 }
 
+/// KEYS lock; ARGV the unmarked value "\1" <hold> "\1" <owner>, channel, publish how.
+fn release_first(g: &mut Gen) -> Call {
+    let holder = g.holder(&g.k.lock);
+    let owner = match &holder {
+        Some((owner, _)) if g.chance(60) => owner.clone(),
+        _ => g.pick(OWNERS),
+    };
+    let hold = match holder {
+        Some((_, hold)) if g.chance(70) => hold,
+        _ => g.pick(REQUESTS),
+    };
+    let argv = vec![
+        format!("\u{1}{hold}\u{1}{owner}"),
+        g.k.channel.clone(),
+        g.publish_how(),
+    ];
+    (vec![g.k.lock.clone()], argv)
+}
+
 /// KEYS locks (any names: the script may span slots), or none and the locks after the hold
 /// ids in ARGV; ARGV lease, m renewed, a hold id per lock.
 fn renew(g: &mut Gen) -> Call {
@@ -1634,6 +1653,14 @@ const SCRIPTS: &[Script] = &[
         weight: 3,
         call: release,
         success: |r, _| int_at_least(r, 0),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::ReleaseFirst,
+        name: "release_first",
+        weight: 2,
+        call: release_first,
+        success: |r, _| *r == Reply::Int(0),
         times: Times::No,
     },
     Script {

@@ -27,7 +27,8 @@
 //!
 //! Which request a cell cuts: a fresh unfenced acquire is the bare `SET <key> <value> NX PX
 //! <lease>` (the lock is free, so it takes it as a string); a fresh fenced acquire and every
-//! re-entry are an `EVALSHA` of `acquire.lua`; a release is an `EVALSHA` of `release.lua`.
+//! re-entry are an `EVALSHA` of `acquire.lua`; a release is an `EVALSHA` of `release.lua`,
+//! but the final release of an unfenced first hold, which is `release_first.lua`.
 
 mod common;
 #[allow(dead_code)]
@@ -86,6 +87,8 @@ struct Rig {
     conn: MultiplexedConnection,
     acquire_sha: Vec<u8>,
     release_sha: Vec<u8>,
+    /// A first hold's final release (unfenced, never re-entered): `release_first.lua`.
+    release_first_sha: Vec<u8>,
     /// Keys that may outlive their locks: the fencing counters of fenced cells so far.
     expected_keys: BTreeSet<String>,
     _server: RedisServer,
@@ -104,6 +107,7 @@ impl Rig {
         for body in [
             include_str!("../lua/acquire.lua"),
             include_str!("../lua/release.lua"),
+            include_str!("../lua/release_first.lua"),
             include_str!("../lua/probe.lua"),
         ] {
             let _: String = redis::cmd("SCRIPT")
@@ -120,6 +124,7 @@ impl Rig {
             conn,
             acquire_sha: script_sha(include_str!("../lua/acquire.lua")),
             release_sha: script_sha(include_str!("../lua/release.lua")),
+            release_first_sha: script_sha(include_str!("../lua/release_first.lua")),
             expected_keys: BTreeSet::new(),
             _server: server,
         }
@@ -559,7 +564,12 @@ async fn lost_reply_final_release() {
             .await;
         let highest = guard.fencing_token();
 
-        let sha = rig.release_sha.clone();
+        // A fenced hold is a hash (release.lua); an unfenced one a first hold's string.
+        let sha = if fenced {
+            rig.release_sha.clone()
+        } else {
+            rig.release_first_sha.clone()
+        };
         let armed = rig.arm(cut, &sha, fenced).await;
         let result = bounded(guard.release(), "final release with a cut").await;
         let calls = rig.fault_happened(armed, &ctx).await;

@@ -96,6 +96,37 @@ fn a_release_of_a_first_hold_that_ignores_its_value_is_caught() {
     expect(scripts, 10, &["never two holders", "release is true"]);
 }
 
+/// `release_first.lua` deleting any unmarked first hold, not only the one it names.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_first_release_that_ignores_its_value_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::ReleaseFirst,
+        "  if value == ARGV[1] then",
+        "  if string.byte(value) == 1 then",
+    );
+    expect(scripts, 10, &["never two holders", "release is true"]);
+}
+
+/// `release_first.lua` that takes the hash form for a given-back hold (0, not -4): the
+/// owner's other client's re-entry keeps the lock while the release reports it freed.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_first_release_that_claims_a_hash_is_caught() {
+    let scripts = Scripts::real().planted(ScriptId::ReleaseFirst, "return -4", "return 0");
+    expect(
+        scripts,
+        13,
+        &["release is true", "no orphans", "never two holders"],
+    );
+}
+
 /// A renewal that extends any first hold (the string form), whoever's.
 #[test]
 #[cfg_attr(
@@ -320,6 +351,21 @@ mod rust_core {
     )]
     fn every_hold_taken_for_the_hash_form_is_caught() {
         expect_core(Defect::HashFormAssumed, &["losses are told"]);
+    }
+
+    /// `release_first.lua`'s "the hash form" (-4: another client of the owner re-entered
+    /// the hold, nothing was written) read as the hold given back: the release reports Ok
+    /// while no execution of it gave anything back, and the owner's count stays.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+    )]
+    fn a_first_release_that_reads_the_hash_form_as_released_is_caught() {
+        expect_core(
+            Defect::HashFormReadAsReleased,
+            &["release is true", "no orphans", "never two holders"],
+        );
     }
 
     /// A bare `SET NX` that found the key read as a grant.

@@ -28,8 +28,10 @@ const SEC: Duration = Duration::from_secs(1);
 /// hold's string carries it too, read through `common::lock_hget`).
 const HOLD_FIELD: &str = "\u{1}h";
 
+/// What every release here sends: each hold is an unfenced first hold that its client never
+/// re-entered, given back by `release_first.lua` (`release.lua` gives back the hash form).
 fn release_sha() -> Vec<u8> {
-    script_sha(include_str!("../lua/release.lua"))
+    script_sha(include_str!("../lua/release_first.lua"))
 }
 
 // ---- helpers -------------------------------------------------------------------------

@@ -143,6 +143,38 @@ fn a_release_of_a_first_hold_that_never_publishes_is_caught() {
     );
 }
 
+/// `release_first.lua` that never publishes.
+#[test]
+fn a_first_release_that_never_publishes_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::ReleaseFirst,
+        "    redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')\n",
+        "",
+    );
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
+/// `release_first.lua` that publishes only when the lock is NOT marked.
+#[test]
+fn a_first_release_that_publishes_only_when_unmarked_is_caught() {
+    let publish =
+        "    redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')\n";
+    let scripts = Scripts::real()
+        .planted(ScriptId::ReleaseFirst, publish, "")
+        .planted(
+            ScriptId::ReleaseFirst,
+            "  if value == ARGV[1] then\n",
+            &format!("  if value == ARGV[1] then\n{publish}"),
+        );
+    checker::expect_found(
+        counterexample(scripts),
+        &["no wake-up lost without a fault"],
+    );
+}
+
 /// A release that publishes only when the lock is NOT marked (the condition inverted).
 #[test]
 fn a_release_of_a_first_hold_that_publishes_only_when_unmarked_is_caught() {

@@ -9,7 +9,7 @@ use super::Lock;
 use crate::error::{Error, LostReason, Result};
 use crate::guard::{GiveBack, GivingBack, Grant, Guard, GuardKind, sealed};
 use crate::protocol::Millis;
-use crate::protocol::hold::Rearm;
+use crate::protocol::release::Leaving;
 use crate::protocol::release::{Found, ReleaseOutcome};
 use crate::watchdog::{HoldEntry, LeaseMode};
 
@@ -38,16 +38,10 @@ impl GuardKind for Lock {
 }
 
 impl GiveBack for Lock {
-    fn give_back(
-        &self,
-        owner: Arc<str>,
-        hold: Arc<str>,
-        give_up_at: Millis,
-        rearm: Option<Rearm>,
-    ) -> GivingBack {
+    fn give_back(&self, owner: Arc<str>, hold: Arc<str>, leaving: Leaving) -> GivingBack {
         let lock = self.clone();
         Box::pin(async move {
-            let outcome = lock.release_hold(&owner, &hold, give_up_at, rearm).await?;
+            let outcome = lock.release_hold(&owner, &hold, &leaving).await?;
             match Found::of_release(&outcome) {
                 Some(found) => Ok(found),
                 None => match outcome {

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use crate::drive::drive;
 use crate::error::{Error, Result};
 use crate::protocol::Millis;
-use crate::protocol::hold::Rearm;
-use crate::protocol::release::{ReleaseFlow, ReleaseOutcome};
+use crate::protocol::release::{Leaving, ReleaseFlow, ReleaseOutcome};
 
 use super::Lock;
 
@@ -39,10 +38,17 @@ impl Lock {
         let Some(hold) = hold else {
             return Err(not_held());
         };
-        let give_up_at =
-            inner.calls.clock.now() + 2 * inner.calls.response_timeout.as_millis() as Millis;
+        // The owner's hold may be in either form here (another process took it): the
+        // release that reads both.
+        let leaving = Leaving {
+            give_up_at: inner.calls.clock.now()
+                + 2 * inner.calls.response_timeout.as_millis() as Millis,
+            rearm: None,
+            last: true,
+            first_hold: false,
+        };
         match self
-            .release_hold(&owner, &hold.clone().into(), give_up_at, None)
+            .release_hold(&owner, &hold.clone().into(), &leaving)
             .await?
         {
             ReleaseOutcome::Released { remaining: Some(0) } => {
@@ -70,13 +76,14 @@ impl Lock {
     /// in the (lock, owner) lane. An earlier acquire of the owner whose reply was lost is
     /// resolved first; every retry of the release sends the same request id, so the hold
     /// is given back at most once, and only if it is still the named hold. Retries through
-    /// lost replies and transient server states stop at `give_up_at`.
+    /// lost replies and transient server states stop at `leaving.give_up_at`; the expiry
+    /// is re-armed as `leaving.rearm` says, and a hold that may still be a first hold's
+    /// string (`leaving.first_hold`) is given back with `lua/release_first.lua` first.
     pub(crate) async fn release_hold(
         &self,
         owner: &Arc<str>,
         hold: &Arc<str>,
-        give_up_at: Millis,
-        rearm: Option<Rearm>,
+        leaving: &Leaving,
     ) -> Result<ReleaseOutcome> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
@@ -84,9 +91,10 @@ impl Lock {
             self.keys.protocol.clone(),
             owner.clone(),
             hold.clone(),
-            give_up_at,
-            rearm,
-        );
+            leaving.give_up_at,
+            leaving.rearm,
+        )
+        .first_hold(leaving.first_hold);
         let driven = drive(&inner.calls, lane.state(), &mut flow).await;
         match driven.outcome {
             Ok(ReleaseOutcome::Failed(_)) => {

@@ -68,6 +68,9 @@ pub enum ScriptId {
     Acquire,
     /// `lua/release.lua`
     Release,
+    /// `lua/release_first.lua`: a release of a hold still in the string form, when the
+    /// client never re-entered it.
+    ReleaseFirst,
     /// `lua/probe.lua`
     Probe,
     /// `lua/renew.lua`
@@ -117,6 +120,7 @@ impl ScriptId {
             ScriptId::Take => include_str!("../../lua/take.lua"),
             ScriptId::Acquire => include_str!("../../lua/acquire.lua"),
             ScriptId::Release => include_str!("../../lua/release.lua"),
+            ScriptId::ReleaseFirst => include_str!("../../lua/release_first.lua"),
             ScriptId::Probe => include_str!("../../lua/probe.lua"),
             ScriptId::Renew => include_str!("../../lua/renew.lua"),
             ScriptId::ForceUnlock => include_str!("../../lua/force_unlock.lua"),
@@ -141,10 +145,11 @@ impl ScriptId {
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 23] = [
+    pub const ALL: [ScriptId; 24] = [
         ScriptId::Take,
         ScriptId::Acquire,
         ScriptId::Release,
+        ScriptId::ReleaseFirst,
         ScriptId::Probe,
         ScriptId::Renew,
         ScriptId::ForceUnlock,

@@ -16,6 +16,9 @@ pub enum Defect {
     /// Every hold is taken for the hash form (`HoldState::in_hash_form`): the renewal of a
     /// first hold's string then reads a hash that is not there.
     HashFormAssumed,
+    /// `release_first.lua`'s "the hold is in the hash form" (-4, nothing written) is read
+    /// as the hold given back (`ReleaseOp::read`), instead of sending `release.lua`.
+    HashFormReadAsReleased,
     /// A bare `SET NX` that found the key (nil) is read as a grant
     /// (`AcquireRequest::decode_take`).
     TakeNilReadAsGranted,

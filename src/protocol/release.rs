@@ -24,6 +24,9 @@ pub struct ReleaseOp {
     attempts: u32,
     may_have_run: bool,
     rearm: Option<Rearm>,
+    /// Sends `lua/release_first.lua` (the string form only) until it answers that the hold
+    /// is in the hash form; then `lua/release.lua`.
+    first_hold: bool,
 }
 
 /// How a release ended.
@@ -57,6 +60,10 @@ pub struct Leaving {
     pub rearm: Option<Rearm>,
     /// Whether it was the last local guard of the hold (renewal stops).
     pub last: bool,
+    /// Whether the hold may still be a first hold's string: this client never re-entered
+    /// it, and it was granted with count 1 and no token ([`HoldState::hash_form`] is
+    /// false). Its release then sends `lua/release_first.lua` first.
+    pub first_hold: bool,
 }
 
 /// One guard of `hold` leaves at `now` to be given back: first the release's retry bound
@@ -84,6 +91,7 @@ pub fn leave(
         give_up_at,
         rearm,
         last,
+        first_hold: !hold.hash_form(),
     }
 }
 
@@ -186,7 +194,15 @@ impl ReleaseOp {
             attempts: 0,
             may_have_run: false,
             rearm: None,
+            first_hold: false,
         }
+    }
+
+    /// The same release of a hold that may still be a first hold's string
+    /// ([`Leaving::first_hold`]): it sends `lua/release_first.lua` first.
+    pub fn first_hold(mut self, first_hold: bool) -> Self {
+        self.first_hold = first_hold;
+        self
     }
 
     /// The same release, re-arming the expiry if it is partial (see
@@ -211,8 +227,20 @@ impl ReleaseOp {
         self.attempts
     }
 
-    /// The `release.lua` call; the same for every attempt.
+    /// The call to send: `release_first.lua` while the hold may be a first hold's string,
+    /// else `release.lua`; every retry sends the same.
     pub fn call(&self, keys: &LockKeys) -> Call {
+        if self.first_hold {
+            return Call {
+                script: ScriptId::ReleaseFirst,
+                keys: vec![keys.hash.clone()],
+                args: vec![
+                    args::joined(&["\u{1}", &self.hold, "\u{1}", &self.owner]),
+                    keys.channel.clone(),
+                    keys.publish_flag(),
+                ],
+            };
+        }
         Call {
             script: ScriptId::Release,
             keys: vec![keys.hash.clone()],
@@ -234,7 +262,22 @@ impl ReleaseOp {
         }
     }
 
-    /// Reads `release.lua`'s reply.
+    /// Reads the reply to [`ReleaseOp::call`]: `Ok(None)` when `release_first.lua` found
+    /// the hash form (it wrote nothing); [`ReleaseOp::call`] is then `release.lua`, with
+    /// the same request id, to send next.
+    pub fn read(&mut self, reply: &Reply) -> Result<Option<ReleaseOutcome>, String> {
+        if self.first_hold && reply.int() == Some(-4) {
+            if planted::is(Defect::HashFormReadAsReleased) {
+                return Ok(Some(ReleaseOutcome::Released { remaining: Some(0) }));
+            }
+            self.first_hold = false;
+            return Ok(None);
+        }
+        self.on_reply(reply).map(Some)
+    }
+
+    /// Reads `release.lua`'s reply (`release_first.lua`'s reads alike, but for its -4:
+    /// see [`ReleaseOp::read`]).
     pub fn on_reply(&self, reply: &Reply) -> Result<ReleaseOutcome, String> {
         match reply.int() {
             Some(n) if n >= 0 => Ok(ReleaseOutcome::Released {
@@ -284,6 +327,7 @@ pub struct ReleaseFlow {
     hold: Arc<str>,
     give_up_at: Millis,
     rearm: Option<Rearm>,
+    first_hold: bool,
     stage: FlowStage,
     abandoned: Option<Arc<str>>,
 }
@@ -314,9 +358,18 @@ impl ReleaseFlow {
             hold,
             give_up_at,
             rearm,
+            first_hold: false,
             stage: FlowStage::Finished,
             abandoned: None,
         }
+    }
+
+    /// The same release of a hold that may still be a first hold's string
+    /// ([`Leaving::first_hold`]); a hold a lost acquire took is given back with
+    /// `release.lua` either way.
+    pub fn first_hold(mut self, first_hold: bool) -> Self {
+        self.first_hold = first_hold;
+        self
     }
 
     /// A hold that a lost earlier acquire took and that could not be given back: it
@@ -387,7 +440,8 @@ impl Machine for ReleaseFlow {
             env.next_id(),
             self.give_up_at,
         )
-        .with_rearm(self.rearm);
+        .with_rearm(self.rearm)
+        .first_hold(self.first_hold);
         let call = op.call(&self.keys);
         self.stage = FlowStage::Releasing(op);
         Next::Send(call)
@@ -419,10 +473,16 @@ impl Machine for ReleaseFlow {
                 Ok(_) => self.start(env, lane),
                 Err(unreadable) => Next::Done(Err(unreadable)),
             },
-            FlowStage::Releasing(op) => {
-                let outcome = op.on_reply(reply);
+            FlowStage::Releasing(mut op) => {
+                let read = op.read(reply);
+                let next = match read {
+                    Ok(Some(outcome)) => Next::Done(Ok(outcome)),
+                    // The hash form: the same release, now with release.lua.
+                    Ok(None) => Next::Send(op.call(&self.keys)),
+                    Err(unreadable) => Next::Done(Err(unreadable)),
+                };
                 self.stage = FlowStage::Releasing(op);
-                Next::Done(outcome)
+                next
             }
             FlowStage::ProbeBackoff | FlowStage::Finished => {
                 Next::Done(Err("release: a reply nobody asked for".into()))
@@ -493,6 +553,39 @@ mod tests {
         assert_eq!(
             release.on_reply(&Reply::Int(-3)),
             Ok(ReleaseOutcome::Released { remaining: None })
+        );
+    }
+
+    fn keys() -> LockKeys {
+        LockKeys {
+            hash: "p:{l}".into(),
+            fence: "p:{l}:fence".into(),
+            channel: "p:{l}:db0:released".into(),
+            sharded: false,
+        }
+    }
+
+    #[test]
+    fn a_first_hold_goes_back_with_three_arguments_and_falls_back_on_a_hash() {
+        let mut release = op().first_hold(true);
+        let call = release.call(&keys());
+        assert_eq!(call.script, ScriptId::ReleaseFirst);
+        assert_eq!(&*call.args[0], "\u{1}c.1\u{1}o");
+        assert_eq!(call.args.len(), 3);
+        // Nothing was written: the same release goes on with release.lua.
+        assert_eq!(release.read(&Reply::Int(-4)), Ok(None));
+        let call = release.call(&keys());
+        assert_eq!(call.script, ScriptId::Release);
+        assert_eq!(&*call.args[3], "2");
+        assert_eq!(
+            release.read(&Reply::Int(1)),
+            Ok(Some(ReleaseOutcome::Released { remaining: Some(1) }))
+        );
+        // -4 means something only to release_first.lua.
+        assert!(op().read(&Reply::Int(-4)).is_err());
+        assert_eq!(
+            op().first_hold(true).read(&Reply::Int(0)),
+            Ok(Some(ReleaseOutcome::Released { remaining: Some(0) }))
         );
     }
 

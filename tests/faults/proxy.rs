@@ -337,10 +337,10 @@ pub fn take_pattern() -> Vec<u8> {
     b"\r\n$2\r\nNX\r\n$2\r\nPX\r\n".to_vec()
 }
 
-/// Runs acquire, re-entry, release and inspect once (as `owner`, or a fresh owner), so
-/// that Redis has the scripts cached: otherwise the first `EVALSHA` of a script is
-/// answered `NOSCRIPT` and a fault injected on it tests the script loading, not the
-/// operation.
+/// Runs acquire, re-entry, release (of a hash, then of a first hold's string) and inspect
+/// once (as `owner`, or a fresh owner), so that Redis has the scripts cached: otherwise
+/// the first `EVALSHA` of a script is answered `NOSCRIPT` and a fault injected on it tests
+/// the script loading, not the operation.
 #[allow(dead_code)]
 pub async fn warm_up(client: &redis_locks::LockClient, owner: Option<&str>) {
     let mut lock = client.lock("warm-up").unwrap();
@@ -351,5 +351,7 @@ pub async fn warm_up(client: &redis_locks::LockClient, owner: Option<&str>) {
     let inner = outer.reenter().await.unwrap();
     inner.release().await.unwrap();
     outer.release().await.unwrap();
+    // release_first.lua: a first hold this client never re-entered.
+    lock.acquire().await.unwrap().release().await.unwrap();
     lock.state().await.unwrap();
 }

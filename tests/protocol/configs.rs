@@ -95,6 +95,7 @@ pub fn must_reach_checked(name: &str) -> Vec<&'static str> {
         crate::model::REARM => vec![
             "nested release",
             "a re-entry turned a first hold's string into the hash form",
+            "a first hold's release found the hash form and sent release.lua",
         ],
         crate::model::EXTENDS => crate::model::extends_must_reach(),
         _ => must_reach(name),

@@ -527,6 +527,11 @@ impl Scripts {
             "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    return -1\n",
             "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    redis.call('DEL', lock)\n    return 0\n",
         )
+        .planted(
+            redis_locks::protocol::ScriptId::ReleaseFirst,
+            "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    return -1\n",
+            "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    redis.call('DEL', lock)\n    return 0\n",
+        )
     }
 
     /// `release.lua` reports a lock it finds gone as given back (0), not "not current".
@@ -538,6 +543,11 @@ impl Scripts {
         )
         .planted(
             redis_locks::protocol::ScriptId::Release,
+            "if not value then\n  return -1\nend",
+            "if not value then\n  return 0\nend",
+        )
+        .planted(
+            redis_locks::protocol::ScriptId::ReleaseFirst,
             "if not value then\n  return -1\nend",
             "if not value then\n  return 0\nend",
         )

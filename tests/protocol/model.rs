@@ -132,7 +132,7 @@ pub struct Config {
 }
 
 /// Things the checker must see at least once, so that the model is not vacuous.
-pub const MILESTONES: [&str; 13] = [
+pub const MILESTONES: [&str; 14] = [
     "hand-off to another owner",
     "nested release",
     "retried release",
@@ -146,11 +146,17 @@ pub const MILESTONES: [&str; 13] = [
     "an extend found its hold gone",
     "a watchdog tick after an extend",
     "a re-entry turned a first hold's string into the hash form",
+    "a first hold's release found the hash form and sent release.lua",
 ];
 
 /// A re-entry found the lock in the string form of a first hold (`lua/take.lua`) and turned
 /// it into the hash form: reached by the unfenced configurations that re-enter.
 pub const STRING_REENTRY_MILESTONE: usize = 12;
+
+/// `release_first.lua` found the hold in the hash form (another client of the owner
+/// re-entered it) and the release went on with `release.lua`: the re-arm configuration
+/// (one owner on two clients, explored deeper) must reach it.
+pub const FIRST_RELEASE_FELL_BACK_MILESTONE: usize = 13;
 
 /// The first of the milestones that only [`EXTENDS`] reaches.
 pub const FIRST_EXTEND_MILESTONE: usize = 9;
@@ -1027,7 +1033,11 @@ impl State {
             g.hold.clone(),
             give_up_at,
             g.rearm,
-        );
+        )
+        // Client 0 gives a first hold back as a guard does, with release_first.lua; the
+        // others as `Lock::unlock` (or a give-back of a hold of unknown form) does, with
+        // release.lua at once: so both scripts' string paths are checked.
+        .first_hold(leaving.first_hold && client == 0);
         self.drive(
             client,
             OpKind::Release {
@@ -1335,6 +1345,14 @@ impl State {
                     fx.milestones.push(3);
                 }
             }
+            // A first hold's release names no request id (its value is the hold's): what it
+            // gave back is recorded under that value.
+            ScriptId::ReleaseFirst if reply == Reply::Int(0) => {
+                self.applied.insert(first_applied(&call.args[0]));
+            }
+            ScriptId::ReleaseFirst if reply == Reply::Int(-4) => {
+                fx.milestones.push(FIRST_RELEASE_FELL_BACK_MILESTONE);
+            }
             ScriptId::Take | ScriptId::Acquire => {
                 // A fresh hold: take.lua's OK, a bare 0 (unfenced), or {1, 1, hold, token}.
                 if let (Some(token), Some(owner)) = (
@@ -1474,7 +1492,10 @@ impl State {
                 }
                 // "Release is true": the guard reports Ok (not lost) only if an execution of
                 // this very release gave the hold back.
-                let applied = release.is_some_and(|r| self.applied.contains(r.request()));
+                let first = first_applied(&format!("\u{1}{}\u{1}{}", g.hold, c.owner));
+                let applied = release.is_some_and(|r| {
+                    self.applied.contains(r.request()) || self.applied.contains(&first)
+                });
                 if reported && told == Some(Told::Released) && !applied && fx.violation.is_none() {
                     fx.violation = Some((
                         "release is true",
@@ -1866,4 +1887,10 @@ impl Model for Lock {
             0
         }
     }
+}
+
+/// How `applied` records a `release_first.lua` run that gave back the first hold whose
+/// unmarked value is `value` (a first hold has one guard, so one release: its own).
+fn first_applied(value: &str) -> String {
+    format!("first:{value}")
 }

@@ -1593,7 +1593,8 @@ impl State {
             hold.clone(),
             give_up_at,
             leaving.rearm,
-        );
+        )
+        .first_hold(leaving.first_hold);
         let kind = OpKind::Release {
             flow,
             hold,
@@ -2088,8 +2089,19 @@ impl State {
                     self.stray_holds.insert(id, now > stray.noticed);
                 }
             }
-            ScriptId::Release => {
-                let hold = stray.call.args[1].clone();
+            ScriptId::Release | ScriptId::ReleaseFirst => {
+                // release.lua names the hold in ARGV[2]; release_first.lua in its value,
+                // "\1" <hold id> "\1" <owner>.
+                let hold: Arc<str> = if stray.call.script == ScriptId::Release {
+                    stray.call.args[1].clone()
+                } else {
+                    stray.call.args[0]
+                        .trim_start_matches('\u{1}')
+                        .split('\u{1}')
+                        .next()
+                        .unwrap_or_default()
+                        .into()
+                };
                 let before = count(self, &hold);
                 world.run(&stray.call, &mut self.ks, now);
                 let after = count(self, &hold);

@@ -1901,7 +1901,8 @@ impl State {
             hold.hold.clone(),
             leaving.give_up_at,
             None,
-        );
+        )
+        .first_hold(leaving.first_hold);
         let epoch = self.servers[server].epoch;
         self.drive(
             client,

@@ -1000,6 +1000,11 @@ impl State {
     /// a guard does: the retry bound from the core's `release::leave`, then the core's
     /// `ReleaseFlow`. The messages the release publishes go to every client whose
     /// subscription is confirmed. Whether it gave the hold back.
+    ///
+    /// Client 0 gives a hold back as a guard does (`release_first.lua` for a first hold,
+    /// `release.lua` after it answers "hash form"); client 1 as `Lock::unlock` does, or a
+    /// give-back of a hold whose form is unknown (`release.lua` at once): so the wake-ups
+    /// of both scripts' string paths are checked.
     fn release_hold(
         &mut self,
         c: usize,
@@ -1019,7 +1024,8 @@ impl State {
             hold,
             leaving.give_up_at,
             leaving.rearm,
-        );
+        )
+        .first_hold(leaving.first_hold && c == 0);
         let existed = self.key_exists();
         let mut env = ModelEnv {
             now,
