@@ -47,6 +47,7 @@ fn counterexample(scripts: Scripts) -> Option<checker::Found> {
 /// A failed attempt that does not mark the hash (a fenced hold): its release publishes nothing, and the
 /// waiter sleeps its whole pttl although the lock is free.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_failed_attempt_that_does_not_mark_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -63,6 +64,7 @@ fn a_failed_attempt_that_does_not_mark_is_caught() {
 /// release woke takes the lock, and its own release wakes nobody, although the other
 /// waiters of its client sleep on the wake-up only one of them got.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_fresh_hold_not_marked_for_local_waiters_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -77,6 +79,7 @@ fn a_fresh_hold_not_marked_for_local_waiters_is_caught() {
 
 /// A release that never publishes.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_release_that_never_publishes_is_caught() {
     let scripts = Scripts::real().planted(ScriptId::Release, "if held[4] then", "if false then");
     checker::expect_found(
@@ -87,6 +90,7 @@ fn a_release_that_never_publishes_is_caught() {
 
 /// A release that publishes only when the hash is NOT marked (the condition inverted).
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_release_that_publishes_only_when_unmarked_is_caught() {
     let scripts =
         Scripts::real().planted(ScriptId::Release, "if held[4] then", "if not held[4] then");
@@ -100,6 +104,7 @@ fn a_release_that_publishes_only_when_unmarked_is_caught() {
 /// hold in this model has: it has no re-entries): its release publishes nothing, and the
 /// waiter sleeps its whole pttl although the lock is free.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_failed_attempt_that_does_not_mark_a_first_hold_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -117,6 +122,7 @@ fn a_failed_attempt_that_does_not_mark_a_first_hold_is_caught() {
 /// release wakes nobody, although the other waiters of its client sleep on the wake-up
 /// only one of them got.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_fresh_first_hold_not_marked_for_local_waiters_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -131,6 +137,7 @@ fn a_fresh_first_hold_not_marked_for_local_waiters_is_caught() {
 
 /// A release that never publishes.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_release_of_a_first_hold_that_never_publishes_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Release,
@@ -145,6 +152,7 @@ fn a_release_of_a_first_hold_that_never_publishes_is_caught() {
 
 /// `release_first.lua` that never publishes.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_first_release_that_never_publishes_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::ReleaseFirst,
@@ -159,6 +167,7 @@ fn a_first_release_that_never_publishes_is_caught() {
 
 /// `release_first.lua` that publishes only when the lock is NOT marked.
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_first_release_that_publishes_only_when_unmarked_is_caught() {
     let publish =
         "    redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')\n";
@@ -177,6 +186,7 @@ fn a_first_release_that_publishes_only_when_unmarked_is_caught() {
 
 /// A release that publishes only when the lock is NOT marked (the condition inverted).
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_release_of_a_first_hold_that_publishes_only_when_unmarked_is_caught() {
     let publish =
         "    redis.call(ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[5], 'released')\n";
@@ -197,6 +207,7 @@ fn a_release_of_a_first_hold_that_publishes_only_when_unmarked_is_caught() {
 /// the waiter sleeps past the key's expiry (the bound is read from the keyspace, not from
 /// the reply).
 #[test]
+#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
 fn a_refusal_that_overstates_the_pttl_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
@@ -223,6 +234,7 @@ mod core {
     /// The attempt's "others of this client wait" flag counts one listener too few: the
     /// woken waiter takes the lock without marking it, and its release wakes nobody.
     #[test]
+    #[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
     fn others_waiting_one_short_is_caught() {
         checker::expect_found(
             found_with(Defect::OthersWaitingOffByOne),
@@ -232,6 +244,7 @@ mod core {
 
     /// The waiting loop sleeps without the pttl's bound.
     #[test]
+    #[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
     fn a_sleep_past_the_pttl_is_caught() {
         checker::expect_found(
             found_with(Defect::WaitIgnoresPttl),
