@@ -27,6 +27,12 @@ use crate::watchdog::LeaseMode;
 
 /// How long a queued waiter counts as alive without asking again: a waiter that died
 /// leaves the queue within this long (a cancelled one leaves at once).
+///
+/// ```
+/// use std::time::Duration;
+/// // A waiter that crashed holds up the queue behind it for at most this long.
+/// assert_eq!(redis_locks::FAIR_WAITER_LEASE, Duration::from_secs(3));
+/// ```
 pub const FAIR_WAITER_LEASE: Duration = Duration::from_secs(3);
 
 /// An exclusive, reentrant lock granted in arrival order. Cheap to clone. Obtain one with
@@ -78,6 +84,16 @@ impl std::fmt::Debug for FairLock {
 impl LockClient {
     /// A handle to the fair lock called `name`. Validates the name; does not talk to
     /// Redis. Its keys are distinct from the [`Lock`](crate::Lock) of the same name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Print jobs are served in the order they asked, across every process.
+    /// let printer = client.fair_lock("printer")?;
+    /// let turn = printer.acquire().await?;
+    /// // ... print ...
+    /// turn.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
         keys::validate_name(name)?;
         let inner = &self.inner;
@@ -98,7 +114,15 @@ impl LockClient {
 }
 
 /// What a fair lock looks like now ([`FairLock::state`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// let state = client.fair_lock("printer")?.state().await?;
+/// println!("{} hold(s), {} waiting, expires in {:?}", state.holds, state.waiters, state.remaining);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FairLockState {
     /// Live holds (all of one owner: its nesting depth).
     pub holds: u64,
@@ -112,6 +136,15 @@ pub struct FairLockState {
 
 impl FairLockState {
     /// Whether anyone holds the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let state = client.fair_lock("printer")?.state().await?;
+    /// if !state.is_locked() && state.waiters == 0 {
+    ///     println!("idle");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_locked(&self) -> bool {
         self.holds > 0
     }
@@ -119,26 +152,61 @@ impl FairLockState {
 
 impl FairLock {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// assert_eq!(client.fair_lock("printer")?.name(), "printer");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The client this handle belongs to.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let printer = client.fair_lock("printer")?;
+    /// println!("queued through client {}", printer.client().id());
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> &LockClient {
         &self.client
     }
 
     /// The sorted set of its holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let printer = client.fair_lock("printer")?;
+    /// println!("holds in {}, queue in {}", printer.key(), printer.queue_key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.keys.holds
     }
 
     /// The sorted set of its queue.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let printer = client.fair_lock("printer")?;
+    /// println!("waiters queue in {}", printer.queue_key());
+    /// # Ok(()) }
+    /// ```
     pub fn queue_key(&self) -> &str {
         &self.keys.queue
     }
 
     /// The explicit owner of this handle, if any.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let printer = client.fair_lock("printer")?;
+    /// assert_eq!(printer.owner(), None);
+    /// assert_eq!(printer.with_owner("spooler-1")?.owner(), Some("spooler-1"));
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> Option<&str> {
         self.owner.as_deref()
     }
@@ -146,6 +214,16 @@ impl FairLock {
     /// A handle whose holds have a fixed lease instead of the watchdog's renewal.
     /// Redis counts whole milliseconds, so a fraction rounds up (1.9 ms is 2 ms), as for
     /// [`Lock::with_lease`](crate::Lock::with_lease).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // A print job never holds the printer longer than 5 minutes.
+    /// let printer = client.fair_lock("printer")?.with_lease(Duration::from_secs(300))?;
+    /// let turn = printer.acquire().await?;
+    /// # turn.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_lease(&self, lease: Duration) -> Result<Self> {
         let ms = keys::validate_ms("lease", lease)?;
         Ok(FairLock {
@@ -155,6 +233,17 @@ impl FairLock {
     }
 
     /// A handle whose holds the watchdog renews (the default).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let fixed = client.fair_lock("printer")?.with_lease(Duration::from_secs(300))?;
+    /// let renewed = fixed.with_watchdog();
+    /// let turn = renewed.acquire().await?;
+    /// assert!(turn.is_watchdog_leased());
+    /// # turn.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_watchdog(&self) -> Self {
         FairLock {
             mode: LeaseMode::Watchdog,
@@ -165,6 +254,17 @@ impl FairLock {
     /// A handle that acquires for an explicit owner id: every handle with that id shares
     /// its holds (it re-enters without queueing while it holds). Owner ids are as good as
     /// passwords.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Every handle of this spooler shares its holds: it re-enters without queueing.
+    /// let printer = client.fair_lock("printer")?.with_owner("spooler-1")?;
+    /// let turn = printer.acquire().await?;
+    /// let again = printer.try_acquire().await?.expect("the owner re-enters");
+    /// again.release().await?;
+    /// turn.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
         let owner = owner.into();
         keys::validate_owner(&owner)?;
@@ -176,6 +276,15 @@ impl FairLock {
 
     /// A handle whose holds carry a fencing token ([`FairGuard::fencing_token`]), as for
     /// [`Lock::with_fencing`](crate::Lock::with_fencing).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let turn = client.fair_lock("printer")?.with_fencing().acquire().await?;
+    /// let token = turn.fencing_token().expect("a fenced handle");
+    /// // the printer refuses jobs with a token lower than one it has seen
+    /// turn.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_fencing(&self) -> Self {
         FairLock {
             fenced: true,
@@ -184,6 +293,14 @@ impl FairLock {
     }
 
     /// Takes the lock in its turn, waiting without limit.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let turn = client.fair_lock("printer")?.acquire().await?; // waits its turn
+    /// // ... print ...
+    /// turn.release().await?; // wakes the next in line
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: the waiter leaves the queue at once, and a hold won by an attempt
@@ -199,6 +316,15 @@ impl FairLock {
 
     /// Takes the lock if it is free and nobody is queued for it.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// match client.fair_lock("printer")?.try_acquire().await? {
+    ///     Some(turn) => turn.release().await?,
+    ///     None => println!("busy, or others are queued first"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn try_acquire(&self) -> Result<Option<FairGuard>> {
@@ -206,6 +332,17 @@ impl FairLock {
     }
 
     /// Takes the lock in its turn, waiting at most `wait`; `None` if the turn did not come.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let printer = client.fair_lock("printer")?;
+    /// match printer.try_acquire_for(Duration::from_secs(30)).await? {
+    ///     Some(turn) => turn.release().await?,
+    ///     None => println!("our turn did not come within 30 s; we left the queue"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: the waiter leaves the queue at once, and a hold won by an attempt
@@ -219,6 +356,18 @@ impl FairLock {
     /// body with the guard and releases; the body is stopped and the result is
     /// [`Error::LockLost`] if the hold is lost meanwhile (see [`Lock::run`](crate::Lock::run)).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pages = client
+    ///     .fair_lock("printer")?
+    ///     .run(async |_turn| {
+    ///         // ... print the document ...
+    ///         12
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: dropping the future stops the body and releases the hold (or leaves
     /// the queue) in the background.
@@ -227,6 +376,18 @@ impl FairLock {
     }
 
     /// Waits at most `wait`, then fails with [`Error::Timeout`] (zero tries once).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// match client.fair_lock("printer")?.acquire_timeout(Duration::from_secs(30)).await {
+    ///     Ok(turn) => turn.release().await?,
+    ///     Err(Error::Timeout { .. }) => println!("printer busy; job postponed"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe, as [`FairLock::try_acquire_for`].
@@ -237,6 +398,14 @@ impl FairLock {
 
     /// Whether anyone holds the lock.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// if client.fair_lock("printer")?.is_locked().await? {
+    ///     println!("printing");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn is_locked(&self) -> Result<bool> {
@@ -245,6 +414,14 @@ impl FairLock {
 
     /// How long the holds live on (`None`: nobody holds one). Redisson's
     /// `remainTimeToLive`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// if let Some(ttl) = client.fair_lock("printer")?.remaining_ttl().await? {
+    ///     println!("the current hold expires in {ttl:?} unless renewed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -258,6 +435,15 @@ impl FairLock {
     /// fires) or at their release ([`Error::LockLost`]). For an operator clearing a stuck
     /// lock (`redis-locks unlock --force`).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // The spooler holding the printer hangs: free it; the queue keeps its order.
+    /// if client.fair_lock("printer")?.force_unlock().await? {
+    ///     println!("freed; the head of the queue is woken");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// A cancelled call may or may not have deleted the holds.
     pub async fn force_unlock(&self) -> Result<bool> {
@@ -269,6 +455,13 @@ impl FairLock {
     }
 
     /// The holds, the holder and the queue's length.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let state = client.fair_lock("printer")?.state().await?;
+    /// println!("{} waiting behind {} hold(s)", state.waiters, state.holds);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -395,6 +588,18 @@ impl SetKind for FairLock {
 /// does), with [`reenter`](Guard::reenter). Released in the background when dropped;
 /// prefer [`release`](Guard::release), which reports the outcome and wakes the head of the
 /// queue.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::FairGuard;
+/// let turn: FairGuard = client.fair_lock("printer")?.acquire().await?;
+/// tokio::select! {
+///     _ = turn.lost() => eprintln!("lost our turn: {:?}", turn.lost_reason()),
+///     _ = async { /* print */ } => {}
+/// }
+/// turn.release().await?;
+/// # Ok(()) }
+/// ```
 pub type FairGuard = Guard<FairLock>;
 
 impl sealed::Sealed for FairLock {}
@@ -408,6 +613,15 @@ impl GuardKind for FairLock {
 impl Guard<FairLock> {
     /// Another hold for the same owner, with this handle's lease terms: a nested critical
     /// section. Never waits and never queues (this hold already lets it in).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let turn = client.fair_lock("printer")?.acquire().await?;
+    /// let nested = turn.reenter().await?; // never queues: this hold lets it in
+    /// nested.release().await?;
+    /// turn.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.

@@ -85,6 +85,15 @@ impl std::fmt::Debug for RwLock {
 impl LockClient {
     /// A handle to the read-write lock called `name`. Validates the name; does not talk
     /// to Redis. Its keys are distinct from the [`Lock`](crate::Lock) of the same name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// let read = catalog.read().await?; // many readers at once
+    /// // ... serve prices from the catalog ...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
         keys::validate_name(name)?;
         let inner = &self.inner;
@@ -105,7 +114,18 @@ impl LockClient {
 }
 
 /// What a read-write lock looks like now ([`RwLock::state`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// let state = client.rw_lock("catalog")?.state().await?;
+/// println!(
+///     "{} read(s), {} write(s), writer waiting: {}",
+///     state.reads, state.writes, state.writer_waiting
+/// );
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RwLockState {
     /// Live write holds (all of one owner).
     pub writes: u64,
@@ -121,6 +141,15 @@ pub struct RwLockState {
 
 impl RwLockState {
     /// Whether anyone holds the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let state = client.rw_lock("catalog")?.state().await?;
+    /// if state.is_locked() && state.writes == 0 {
+    ///     println!("only readers");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_locked(&self) -> bool {
         self.writes + self.reads > 0
     }
@@ -128,26 +157,61 @@ impl RwLockState {
 
 impl RwLock {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// assert_eq!(client.rw_lock("catalog")?.name(), "catalog");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The client this handle belongs to.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// println!("through client {}", catalog.client().id());
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> &LockClient {
         &self.client
     }
 
     /// The sorted set of its write holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// println!("writes in {}, reads in {}", catalog.write_key(), catalog.read_key());
+    /// # Ok(()) }
+    /// ```
     pub fn write_key(&self) -> &str {
         &self.keys.write
     }
 
     /// The sorted set of its read holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// println!("read holds are the members of {}", catalog.read_key());
+    /// # Ok(()) }
+    /// ```
     pub fn read_key(&self) -> &str {
         &self.keys.read
     }
 
     /// The explicit owner of this handle, if any.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// assert_eq!(catalog.owner(), None);
+    /// assert_eq!(catalog.with_owner("importer-2")?.owner(), Some("importer-2"));
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> Option<&str> {
         self.owner.as_deref()
     }
@@ -156,6 +220,16 @@ impl RwLock {
     /// expires `lease` after its acquire (its guard's lost signal fires then).
     /// Redis counts whole milliseconds, so a fraction rounds up (1.9 ms is 2 ms), as for
     /// [`Lock::with_lease`](crate::Lock::with_lease).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Each read or write expires 10 s after it was taken; never renewed.
+    /// let catalog = client.rw_lock("catalog")?.with_lease(Duration::from_secs(10))?;
+    /// let read = catalog.read().await?;
+    /// # read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_lease(&self, lease: Duration) -> Result<Self> {
         let ms = keys::validate_ms("lease", lease)?;
         Ok(RwLock {
@@ -165,6 +239,16 @@ impl RwLock {
     }
 
     /// A handle whose holds the watchdog renews (the default).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let fixed = client.rw_lock("catalog")?.with_lease(Duration::from_secs(10))?;
+    /// let write = fixed.with_watchdog().write().await?; // renewed while held
+    /// assert!(write.is_watchdog_leased());
+    /// # write.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_watchdog(&self) -> Self {
         RwLock {
             mode: LeaseMode::Watchdog,
@@ -175,6 +259,17 @@ impl RwLock {
     /// A handle that acquires for an explicit owner id: every handle with that id shares
     /// its holds (its reads let it read again while a writer waits; a write asked while
     /// it reads is [`Error::WouldDeadlock`]). Owner ids are as good as passwords.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// let catalog = client.rw_lock("catalog")?.with_owner("importer-2")?;
+    /// let read = catalog.read().await?;
+    /// // No upgrade: the write would wait for this very read.
+    /// assert!(matches!(catalog.write().await, Err(Error::WouldDeadlock { .. })));
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
         let owner = owner.into();
         keys::validate_owner(&owner)?;
@@ -188,6 +283,15 @@ impl RwLock {
     /// ([`RwGuard::fencing_token`]): `max(counter + 1, Redis time in µs)`, so tokens only
     /// go up, as for [`Lock::with_fencing`](crate::Lock::with_fencing). A re-entered write
     /// keeps its token; reads have none.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let write = client.rw_lock("catalog")?.with_fencing().write().await?;
+    /// let token = write.fencing_token().expect("a fenced write");
+    /// // the store refuses writes with a token lower than one it has seen
+    /// write.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_fencing(&self) -> Self {
         RwLock {
             fenced: true,
@@ -197,6 +301,14 @@ impl RwLock {
 
     /// Takes a read hold, waiting without limit.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let read = client.rw_lock("catalog")?.read().await?; // waits while a writer holds or waits
+    /// // ... read the catalog ...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn read(&self) -> Result<RwGuard> {
@@ -204,6 +316,15 @@ impl RwLock {
     }
 
     /// Takes a read hold if no writer holds or waits.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// match client.rw_lock("catalog")?.try_read().await? {
+    ///     Some(read) => read.release().await?,
+    ///     None => println!("a writer holds or waits for the catalog; serve the cached copy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
@@ -213,6 +334,17 @@ impl RwLock {
     }
 
     /// Takes a read hold, waiting at most `wait`.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// if let Some(read) = catalog.try_read_for(Duration::from_millis(200)).await? {
+    ///     // ... read ...
+    ///     read.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
@@ -227,6 +359,14 @@ impl RwLock {
     /// Errors: [`Error::WouldDeadlock`] when this handle's explicit owner holds reads;
     /// [`Error::WrongType`]; [`Error::Redis`].
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let write = client.rw_lock("catalog")?.write().await?; // waits for the readers to leave
+    /// // ... import the new prices ...
+    /// write.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone, and the waiter's
     /// reservation, are given back.
@@ -236,6 +376,15 @@ impl RwLock {
 
     /// Takes the write hold if nobody else holds the lock.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// match client.rw_lock("catalog")?.try_write().await? {
+    ///     Some(write) => write.release().await?,
+    ///     None => println!("readers or a writer hold the catalog; import later"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn try_write(&self) -> Result<Option<RwGuard>> {
@@ -244,6 +393,17 @@ impl RwLock {
     }
 
     /// Takes the write hold, waiting at most `wait`.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// match catalog.try_write_for(Duration::from_secs(5)).await? {
+    ///     Some(write) => write.release().await?,
+    ///     None => println!("still read after 5 s"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone, and the waiter's
@@ -258,6 +418,18 @@ impl RwLock {
     /// the guard and releases; the body is stopped and the result is
     /// [`Error::LockLost`] if the hold is lost meanwhile (see [`Lock::run`](crate::Lock::run)).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let price = client
+    ///     .rw_lock("catalog")?
+    ///     .run_read(async |_read| {
+    ///         // ... look the price up ...
+    ///         1999
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: dropping the future stops the body and releases the hold in the
     /// background.
@@ -267,6 +439,18 @@ impl RwLock {
 
     /// Runs `body` holding the write; see [`RwLock::run_read`].
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// client
+    ///     .rw_lock("catalog")?
+    ///     .run_write(async |write| {
+    ///         // ... import the new prices, passing the token to the store ...
+    ///         let _token = write.fencing_token();
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe, as [`RwLock::run_read`].
     pub async fn run_write<T>(&self, body: impl AsyncFnOnce(&RwGuard) -> T) -> Result<T> {
@@ -275,6 +459,18 @@ impl RwLock {
 
     /// Waits at most `wait` for a read, then fails with [`Error::Timeout`] (zero tries
     /// once).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// match client.rw_lock("catalog")?.read_timeout(Duration::from_millis(500)).await {
+    ///     Ok(read) => read.release().await?,
+    ///     Err(Error::Timeout { .. }) => println!("an import is running; serve the cached copy"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe, as [`RwLock::try_read_for`].
@@ -286,6 +482,18 @@ impl RwLock {
     /// Waits at most `wait` for the write, then fails with [`Error::Timeout`] (zero tries
     /// once).
     ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// match client.rw_lock("catalog")?.write_timeout(Duration::from_secs(10)).await {
+    ///     Ok(write) => write.release().await?,
+    ///     Err(Error::Timeout { .. }) => println!("readers kept it for 10 s; import postponed"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe, as [`RwLock::try_write_for`].
     pub async fn write_timeout(&self, wait: Duration) -> Result<RwGuard> {
@@ -295,6 +503,14 @@ impl RwLock {
 
     /// Whether anyone holds a read or the write.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// if client.rw_lock("catalog")?.is_locked().await? {
+    ///     println!("someone reads or writes the catalog");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn is_locked(&self) -> Result<bool> {
@@ -303,6 +519,14 @@ impl RwLock {
 
     /// How long the holds live on (`None`: nobody holds one). Redisson's
     /// `remainTimeToLive`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// if let Some(ttl) = client.rw_lock("catalog")?.remaining_ttl().await? {
+    ///     println!("the latest hold expires in {ttl:?} unless renewed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -317,6 +541,15 @@ impl RwLock {
     /// ([`Error::LockLost`]). For an operator clearing a stuck lock
     /// (`redis-locks unlock --force`).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // An import crashed in a way that left its write held: clear every hold.
+    /// if client.rw_lock("catalog")?.force_unlock().await? {
+    ///     println!("cleared; the holders are told at their next renewal");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// A cancelled call may or may not have deleted the holds.
     pub async fn force_unlock(&self) -> Result<bool> {
@@ -328,6 +561,15 @@ impl RwLock {
     }
 
     /// The holds, the writer and whether a writer waits.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let state = client.rw_lock("catalog")?.state().await?;
+    /// if state.writer_waiting {
+    ///     println!("a writer waits for {} reader(s) to leave", state.reads);
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -503,6 +745,15 @@ impl RwSide {
 /// [`reenter`](Guard::reenter), [`read`](Guard::read), [`write`](Guard::write)).
 /// Released in the background when dropped; prefer [`release`](Guard::release), which
 /// reports the outcome.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::RwGuard;
+/// let write: RwGuard = client.rw_lock("catalog")?.write().await?;
+/// assert!(write.is_write());
+/// write.release().await?;
+/// # Ok(()) }
+/// ```
 pub type RwGuard = Guard<RwLock>;
 
 impl sealed::Sealed for RwLock {}
@@ -515,11 +766,29 @@ impl GuardKind for RwLock {
 
 impl Guard<RwLock> {
     /// Read or write.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::RwKind;
+    /// let read = client.rw_lock("catalog")?.read().await?;
+    /// assert_eq!(read.kind(), RwKind::Read);
+    /// # read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn kind(&self) -> RwKind {
         self.detail
     }
 
     /// Whether this is a write hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// let read = catalog.read().await?;
+    /// assert!(!read.is_write());
+    /// # read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_write(&self) -> bool {
         self.kind() == RwKind::Write
     }
@@ -544,6 +813,15 @@ impl Guard<RwLock> {
     /// Another hold of the same kind for the same owner, with this handle's lease terms:
     /// a nested critical section. Never waits (this hold already lets it in).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let read = client.rw_lock("catalog")?.read().await?;
+    /// let nested = read.reenter().await?; // another read, even while a writer waits
+    /// nested.release().await?;
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn reenter(&self) -> Result<RwGuard> {
@@ -554,6 +832,17 @@ impl Guard<RwLock> {
     /// downgrade (take the read, then release the write: other readers may then join,
     /// and no writer can get in between). Never waits.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let write = client.rw_lock("catalog")?.write().await?;
+    /// // ... import the new prices ...
+    /// let read = write.read().await?; // downgrade: no writer can get in between
+    /// write.release().await?;         // other readers may join now
+    /// // ... check the import ...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.
     pub async fn read(&self) -> Result<RwGuard> {
@@ -562,6 +851,19 @@ impl Guard<RwLock> {
 
     /// A write hold for the same owner: a re-entry of a write. Through a read hold it is
     /// [`Error::WouldDeadlock`] at once: the write would wait for this very read.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// let catalog = client.rw_lock("catalog")?;
+    /// let write = catalog.write().await?;
+    /// let nested = write.write().await?; // a re-entered write
+    /// nested.release().await?;
+    /// let read = write.read().await?;
+    /// assert!(matches!(read.write().await, Err(Error::WouldDeadlock { .. }))); // no upgrade
+    /// # read.release().await?; write.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe.

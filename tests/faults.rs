@@ -92,7 +92,7 @@ async fn current_holder(
         if let Some((owner, _)) = state.holders.first()
             && let Some(worker) = worker_of(clients, owner).filter(|w| pick(*w))
         {
-            return (worker, owner.clone(), state.ttl.unwrap_or_default());
+            return (worker, owner.clone(), state.remaining.unwrap_or_default());
         }
         assert!(Instant::now() < deadline, "no worker ever held the lock");
         tokio::time::sleep(Duration::from_millis(2)).await;

@@ -10,12 +10,22 @@ use crate::protocol::{Reply, force_unlock_call};
 use super::{HOLD_FIELD, Lock, TOKEN_FIELD};
 
 /// A snapshot of a lock's state in Redis, from [`Lock::state`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// let state = client.lock("invoice:42")?.state().await?;
+/// if state.is_locked() {
+///     println!("held by {} owner(s)", state.holders.len());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockState {
     /// Every owner field with its hold count. Empty when the lock is free.
     pub holders: Vec<(String, u64)>,
-    /// The remaining time to live, `None` when the lock is free.
-    pub ttl: Option<Duration>,
+    /// How long the lock has left to live in Redis, `None` when it is free.
+    pub remaining: Option<Duration>,
     /// The fencing counter's current value (the latest token handed out), `None` when
     /// fencing was never used on this name.
     pub fence: Option<u64>,
@@ -25,11 +35,28 @@ pub struct LockState {
 
 impl LockState {
     /// Whether anyone holds the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let state = client.lock("invoice:42")?.state().await?;
+    /// if !state.is_locked() {
+    ///     println!("free");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_locked(&self) -> bool {
         !self.holders.is_empty()
     }
 
     /// The hold count of `owner`, 0 if it does not hold the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// let state = lock.state().await?;
+    /// println!("deploy-7f3c9a1e holds it {} time(s)", state.count_of("deploy-7f3c9a1e"));
+    /// # Ok(()) }
+    /// ```
     pub fn count_of(&self, owner: &str) -> u64 {
         self.holders
             .iter()
@@ -41,6 +68,15 @@ impl LockState {
 impl Lock {
     /// Deletes the lock whoever holds it and wakes its waiters. Returns whether there was
     /// a lock. Holders find out at their next renewal (their lost signal fires) or release.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // An operator clears the lock of a deploy that crashed.
+    /// if client.lock("deploy")?.force_unlock().await? {
+    ///     println!("deleted; its holder is told at its next renewal");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// A cancelled call may or may not have deleted the lock.
@@ -58,6 +94,16 @@ impl Lock {
     }
 
     /// Reads the lock's holders and TTL in one snapshot.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let state = client.lock("invoice:42")?.state().await?;
+    /// for (_owner, count) in &state.holders {
+    ///     println!("an owner holds it {count} time(s)");
+    /// }
+    /// println!("latest fencing token: {:?}", state.fence);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -84,7 +130,7 @@ impl Lock {
         match kind.as_str() {
             "none" => Ok(LockState {
                 holders: Vec::new(),
-                ttl: None,
+                remaining: None,
                 fence,
                 hold_token: None,
             }),
@@ -117,7 +163,7 @@ impl Lock {
                 }
                 Ok(LockState {
                     holders,
-                    ttl: Some(Duration::from_millis(pttl as u64)),
+                    remaining: Some(Duration::from_millis(pttl as u64)),
                     fence,
                     hold_token,
                 })
@@ -129,6 +175,13 @@ impl Lock {
     /// How many connections are subscribed to this lock's release channel
     /// (`PUBSUB NUMSUB`, or `PUBSUB SHARDNUMSUB` on a cluster): one per client (process) with waiters, however many waiters it
     /// has.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let waiting = client.lock("invoice:42")?.waiting_clients().await?;
+    /// println!("{waiting} process(es) are waiting for the lock");
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -156,6 +209,14 @@ impl Lock {
 
     /// Whether anyone holds the lock.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// if client.lock("deploy")?.is_locked().await? {
+    ///     println!("a deploy is in progress");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn is_locked(&self) -> Result<bool> {
@@ -166,6 +227,15 @@ impl Lock {
     /// Fails with [`Error::InvalidConfig`] for a handle without one (each of its acquires
     /// is a new owner; ask the guard).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// if lock.is_held_by_owner().await? {
+    ///     lock.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn is_held_by_owner(&self) -> Result<bool> {
@@ -174,6 +244,15 @@ impl Lock {
 
     /// This handle's explicit owner's hold count (0 when it does not hold the lock).
     /// Fails with [`Error::InvalidConfig`] for a handle without an explicit owner.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// let guard = lock.acquire().await?;
+    /// assert_eq!(lock.hold_count().await?, 1);
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -189,10 +268,18 @@ impl Lock {
 
     /// The lock's remaining time to live in Redis, `None` when it is free.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// if let Some(ttl) = client.lock("deploy")?.remaining_ttl().await? {
+    ///     println!("held; expires in {ttl:?} unless renewed");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        Ok(self.state().await?.ttl)
+        Ok(self.state().await?.remaining)
     }
 
     /// The id of the lock's current hold (whoever holds it), from the same snapshot as

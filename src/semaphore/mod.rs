@@ -89,7 +89,8 @@ impl LockClient {
 }
 
 /// The state of a semaphore ([`Semaphore::state`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SemaphoreState {
     /// The number of permits, or `None` if none was set.
     pub size: Option<u64>,

@@ -225,7 +225,7 @@ async fn busy_message(lock: &Lock, args: &RunArgs, waited: Duration) -> String {
 pub async fn lock_why(lock: &Lock) -> String {
     match lock.state().await {
         Ok(state) => match state.holders.first() {
-            Some((owner, _)) => match state.ttl {
+            Some((owner, _)) => match state.remaining {
                 Some(ttl) => format!("held by {owner}, expires in {}", human(ttl)),
                 None => format!("held by {owner}"),
             },

@@ -10,7 +10,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
-use redis_locks::{Lock, LockState};
+use redis_locks::Lock;
 use tokio::time::Instant;
 
 use crate::duration::human;
@@ -38,19 +38,27 @@ pub async fn show(lock: &Lock, since: Instant) {
             .await
             .ok()
             .and_then(Result::ok);
-        line.set_message(render(lock.name(), since.elapsed(), state.as_ref()));
+        let seen = state
+            .as_ref()
+            .map(|state| (state.holders.as_slice(), state.remaining));
+        line.set_message(render(lock.name(), since.elapsed(), seen));
     }
 }
 
+/// What the indicator shows of a lock: its holders with their counts, and how long it has
+/// left to live.
+pub type Seen<'a> = (&'a [(String, u64)], Option<Duration>);
+
 /// The indicator's text. The holder's (long) owner id comes last, so a narrow terminal
-/// cuts it rather than the times.
-pub fn render(name: &str, waited: Duration, state: Option<&LockState>) -> String {
-    let holder = match state {
+/// cuts it rather than the times. `seen` is the lock's holders and remaining time to live,
+/// `None` when they could not be read.
+pub fn render(name: &str, waited: Duration, seen: Option<Seen<'_>>) -> String {
+    let holder = match seen {
         None => "holder unknown".to_owned(),
-        Some(state) => match state.holders.as_slice() {
+        Some((holders, remaining)) => match holders {
             [] => "free, retrying".to_owned(),
             [(owner, count), rest @ ..] => {
-                let mut text = match state.ttl {
+                let mut text = match remaining {
                     Some(ttl) => format!("expires in {}, held by {owner}", human(ttl)),
                     None => format!("held by {owner}"),
                 };
@@ -76,24 +84,15 @@ mod tests {
 
     #[test]
     fn renders_holder_and_time() {
-        let state = LockState {
-            holders: vec![("abc:cli-7".into(), 2), ("other".into(), 1)],
-            ttl: Some(Duration::from_millis(25_400)),
-            fence: None,
-            hold_token: None,
-        };
+        let holders = vec![("abc:cli-7".to_owned(), 2), ("other".to_owned(), 1)];
+        let held = (holders.as_slice(), Some(Duration::from_millis(25_400)));
         assert_eq!(
-            render("job", Duration::from_secs(65), Some(&state)),
+            render("job", Duration::from_secs(65), Some(held)),
             "redis-locks: waiting for lock \"job\" (1m05s): expires in 25.4s, held by abc:cli-7 \
              (x2) and 1 more"
         );
-        let free = LockState {
-            holders: vec![],
-            ttl: None,
-            fence: None,
-            hold_token: None,
-        };
-        assert!(render("job", Duration::ZERO, Some(&free)).ends_with("free, retrying"));
+        let free: Seen<'_> = (&[], None);
+        assert!(render("job", Duration::ZERO, Some(free)).ends_with("free, retrying"));
         assert!(render("job", Duration::ZERO, None).ends_with("holder unknown"));
     }
 }

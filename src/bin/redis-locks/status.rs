@@ -199,7 +199,7 @@ fn to_json(lock: &Lock, state: &LockState, waiting: i64) -> serde_json::Value {
         "channel": lock.channel(),
         "held": state.is_locked(),
         "holders": holders,
-        "ttl_ms": state.ttl.map(millis),
+        "ttl_ms": state.remaining.map(millis),
         "waiting": waiting,
         "fence": state.fence,
     })
@@ -217,7 +217,7 @@ fn to_text(lock: &Lock, state: &LockState, waiting: i64, summary: &str) -> Strin
         let holds = if *count == 1 { "hold" } else { "holds" };
         line("holder:", &format!("{owner} ({count} {holds})"));
     }
-    if let Some(ttl) = state.ttl {
+    if let Some(ttl) = state.remaining {
         line(
             "expires:",
             &format!("in {} ({} ms)", human(ttl), ttl.as_millis()),
@@ -240,44 +240,32 @@ mod tests {
 
     #[test]
     fn rw_and_fair_lines() {
-        let rw = RwLockState {
-            writes: 1,
-            writer: Some("abc:cli-7".into()),
-            reads: 0,
-            writer_waiting: false,
-            remaining: Some(Duration::from_millis(25_400)),
-        };
+        // The state structs are `#[non_exhaustive]`: built from their defaults.
+        let mut rw = RwLockState::default();
+        rw.writes = 1;
+        rw.writer = Some("abc:cli-7".into());
+        rw.remaining = Some(Duration::from_millis(25_400));
         assert_eq!(
             rw_line(&rw),
             "rwlock:  1 write by abc:cli-7, 0 reads, expires in 25.4s\n"
         );
-        let rw = RwLockState {
-            writes: 0,
-            writer: None,
-            reads: 3,
-            writer_waiting: true,
-            remaining: None,
-        };
+        let mut rw = RwLockState::default();
+        rw.reads = 3;
+        rw.writer_waiting = true;
         assert_eq!(
             rw_line(&rw),
             "rwlock:  0 writes, 3 reads, a writer waiting\n"
         );
-        let fair = FairLockState {
-            holds: 2,
-            holder: Some("abc:cli-7".into()),
-            waiters: 1,
-            remaining: None,
-        };
+        let mut fair = FairLockState::default();
+        fair.holds = 2;
+        fair.holder = Some("abc:cli-7".into());
+        fair.waiters = 1;
         assert_eq!(
             fair_line(&fair),
             "fair:    2 holds by abc:cli-7, 1 waiting\n"
         );
-        let fair = FairLockState {
-            holds: 0,
-            holder: None,
-            waiters: 2,
-            remaining: None,
-        };
+        let mut fair = FairLockState::default();
+        fair.waiters = 2;
         assert_eq!(fair_line(&fair), "fair:    free, 2 waiting\n");
     }
 }

@@ -49,7 +49,7 @@ async fn plain(client: &LockClient, name: &str, report: &mut String) -> Result<(
         return Ok(());
     }
     let ttl = before
-        .ttl
+        .remaining
         .map_or_else(String::new, |ttl| format!(", {} left", human(ttl)));
     report.push_str(&format!(
         "deleted lock {name:?} (key {}{ttl})\n",
