@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The protocol checker (see README, "Correctness"): explores every interleaving of users,
+# The protocol checker (see docs/correctness.md): explores every interleaving of users,
 # lost requests and replies, BUSY replies, expiry, force-unlocks and restarts up to a bound,
 # running the real lua/ scripts in an embedded Lua 5.1 against an in-memory keyspace and
 # the library's own protocol core. Prints `states explored: N` and each property; exits

@@ -17,14 +17,61 @@ use crate::topology::{self, Conn, REDACTED, Target};
 use crate::watchdog::{Registry, Watchdog, WatchdogStats};
 
 /// Default watchdog timeout: the lease of locks taken without an explicit lease.
+///
+/// ```no_run
+/// # async fn demo() -> redis_locks::Result<()> {
+/// let client = redis_locks::LockClient::connect("redis://127.0.0.1:6379").await?;
+/// assert_eq!(client.watchdog_timeout(), redis_locks::DEFAULT_WATCHDOG_TIMEOUT);
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default key prefix.
+///
+/// ```no_run
+/// # async fn demo() -> redis_locks::Result<()> {
+/// let client = redis_locks::LockClient::connect("redis://127.0.0.1:6379").await?;
+/// assert_eq!(client.prefix(), redis_locks::DEFAULT_PREFIX);
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_PREFIX: &str = "redis-locks";
 /// Default time allowed for establishing a connection.
+///
+/// ```no_run
+/// # async fn demo() -> redis_locks::Result<()> {
+/// use redis_locks::{DEFAULT_CONNECT_TIMEOUT, LockClient};
+/// // A slow link to another region: allow twice the default.
+/// let client = LockClient::builder("redis://redis.eu-west.internal:6379")
+///     .connect_timeout(DEFAULT_CONNECT_TIMEOUT * 2)
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time allowed for one command's reply.
+///
+/// ```no_run
+/// # async fn demo() -> redis_locks::Result<()> {
+/// use redis_locks::{DEFAULT_RESPONSE_TIMEOUT, LockClient};
+/// // A Redis that is sometimes slow to answer (large scripts, busy persistence).
+/// let client = LockClient::builder("redis://127.0.0.1:6379")
+///     .response_timeout(DEFAULT_RESPONSE_TIMEOUT * 2)
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default number of locks renewed by one watchdog script call.
+///
+/// ```no_run
+/// # async fn demo() -> redis_locks::Result<()> {
+/// use redis_locks::{DEFAULT_RENEW_BATCH, LockClient};
+/// // Shorter renewal scripts for a Redis shared with latency-sensitive traffic.
+/// let client = LockClient::builder("redis://127.0.0.1:6379")
+///     .renew_batch(DEFAULT_RENEW_BATCH / 5)
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_RENEW_BATCH: usize = 500;
 
 /// A handle to Redis for taking locks. Cheap to clone: clones share one command
@@ -115,6 +162,19 @@ impl ClientInner {
 
 /// Builds a [`LockClient`]. Obtain one with [`LockClient::builder`] or
 /// [`LockClient::builder_from_client`]. Its `Debug` never prints a password.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn demo() -> redis_locks::Result<()> {
+/// use redis_locks::LockClient;
+/// let client = LockClient::builder("redis://127.0.0.1:6379")
+///     .prefix("billing")
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .response_timeout(Duration::from_secs(1))
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "a builder does nothing until .connect().await"]
 pub struct LockClientBuilder {
     target: Result<Target>,
@@ -159,7 +219,10 @@ impl std::fmt::Debug for LockClientBuilder {
                     .map(|(username, _password)| (username, REDACTED)),
             );
         #[cfg(feature = "tls")]
-        out.field("certificates", certificates);
+        out.field(
+            "certificates",
+            &certificates.as_ref().map(|_| crate::topology::SECRET_SET),
+        );
         out.field("watchdog_timeout", watchdog_timeout)
             .field("prefix", prefix)
             .field("connect_timeout", connect_timeout)
@@ -179,7 +242,7 @@ impl LockClient {
     /// A Sentinel-managed primary is named by the sentinels, in Lettuce's form:
     /// `redis-sentinel://[user[:password]@]host1[:port1][,host2[:port2]...][/db]#service`
     /// (default sentinel port 26379; the credentials are the primary's). The client
-    /// follows failovers: see the README's "Topology" section.
+    /// follows failovers: see `docs/topology.md`.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), redis_locks::Error> {
@@ -215,11 +278,30 @@ impl LockClient {
 
     /// Starts building a client around an existing `redis::Client` (for custom TLS or
     /// connection settings).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// // A redis-rs client configured elsewhere (here: database 2).
+    /// let redis = redis_locks::redis::Client::open("redis://127.0.0.1:6379/2")?;
+    /// let client = redis_locks::LockClient::builder_from_client(redis)
+    ///     .prefix("billing")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder_from_client(client: redis::Client) -> LockClientBuilder {
         LockClientBuilder::new(Ok(Target::Single(client)))
     }
 
     /// Connects with default settings. Shorthand for `LockClient::builder(url).connect()`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let guard = client.lock("invoice:42")?.acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: dropping the future drops the half-built client and its connections.
@@ -228,26 +310,65 @@ impl LockClient {
     }
 
     /// This client's random identity (UUID v4). Default owner ids start with it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Default owner ids start with the client's id: log it to match holders to processes.
+    /// println!("lock client {} started", client.id());
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> &str {
         &self.inner.calls.id
     }
 
     /// The lease used, and renewed, for locks taken without an explicit lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // A watchdog-leased hold is renewed about every third of this.
+    /// println!("holds are renewed every {:?}", client.watchdog_timeout() / 3);
+    /// # Ok(()) }
+    /// ```
     pub fn watchdog_timeout(&self) -> Duration {
         self.inner.watchdog_timeout
     }
 
     /// The key prefix in use.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .prefix("billing")
+    ///     .connect()
+    ///     .await?;
+    /// assert_eq!(client.prefix(), "billing");
+    /// # Ok(()) }
+    /// ```
     pub fn prefix(&self) -> &str {
         &self.inner.layout.prefix
     }
 
     /// What the watchdog has done so far.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let stats = client.watchdog_stats();
+    /// println!("{} renewals, {} failed calls, {} holds lost", stats.renewed, stats.failed_calls, stats.lost);
+    /// # Ok(()) }
+    /// ```
     pub fn watchdog_stats(&self) -> WatchdogStats {
         self.inner.registry.stats()
     }
 
     /// Number of (lock, owner) pairs this client currently holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire().await?;
+    /// println!("this client holds {} lock(s)", client.held_count()); // at least 1
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn held_count(&self) -> usize {
         self.inner.registry.len()
     }
@@ -257,6 +378,14 @@ impl LockClient {
     /// acquire attempts whose caller had already gone. Call it before a process exits so
     /// that such holds are given back instead of waiting for their lease.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire().await?;
+    /// drop(guard);          // given back in the background
+    /// client.flush().await; // wait for that release before the process exits
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: it only observes; the background work goes on.
     pub async fn flush(&self) {
@@ -264,6 +393,14 @@ impl LockClient {
     }
 
     /// Number of lock channels that local waiters are currently subscribed to.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// // ... while tasks wait in `lock.acquire()` ...
+    /// println!("waiting on {} lock(s)", client.waiting_channels());
+    /// # Ok(()) }
+    /// ```
     pub fn waiting_channels(&self) -> usize {
         self.inner.hub.channel_count()
     }
@@ -289,6 +426,17 @@ impl LockClientBuilder {
 
     /// The lease of locks taken without an explicit lease; the watchdog renews it every
     /// third of this. Default 30 s. Must be at least 30 ms.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// // Shorter leases: a crashed holder's locks free up within 10 s.
+    /// let client = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .watchdog_timeout(Duration::from_secs(10))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.watchdog_timeout = timeout;
         self
@@ -297,6 +445,16 @@ impl LockClientBuilder {
     /// The namespace in front of every key and channel (`<prefix>:{<name>}`). Default
     /// `redis-locks`. Clients must agree on it to see each other's locks. The separating
     /// `:` is added here, so `"app"` and `"app:"` are the same prefix (`app:{name}`).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .prefix("billing")
+    ///     .connect()
+    ///     .await?;
+    /// assert_eq!(client.lock("invoice:42")?.key(), "billing:{invoice:42}");
+    /// # Ok(()) }
+    /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         let mut prefix = prefix.into();
         if prefix.len() > 1 && prefix.ends_with(':') {
@@ -307,18 +465,48 @@ impl LockClientBuilder {
     }
 
     /// Time allowed to establish a connection. Default 5 s.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .connect_timeout(Duration::from_secs(2))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// Time allowed for a reply to one command. Default 3 s.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .response_timeout(Duration::from_millis(500))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
     /// How many locks one watchdog script call renews. Default 500.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// // Many thousand holds per process: fewer, larger renewal calls.
+    /// let client = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .renew_batch(2_000)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn renew_batch(mut self, batch: usize) -> Self {
         self.renew_batch = batch;
         self
@@ -330,6 +518,18 @@ impl LockClientBuilder {
     /// interval tells fixed-lease holds of a loss sooner (for example a job with a long
     /// fixed lease that must stop within a second of a `force_unlock`), for one script call
     /// per interval. At least 10 ms.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// // Jobs with long fixed leases learn of a force-unlock within a second.
+    /// let client = redis_locks::LockClient::builder("redis://127.0.0.1:6379")
+    ///     .check_interval(Duration::from_secs(1))
+    ///     .connect()
+    ///     .await?;
+    /// let job = client.lock("reindex")?.with_lease(Duration::from_secs(3600))?;
+    /// # Ok(()) }
+    /// ```
     pub fn check_interval(mut self, interval: Duration) -> Self {
         self.check_interval = Some(interval);
         self
@@ -341,8 +541,24 @@ impl LockClientBuilder {
     /// of a `WAIT`. Semaphore permits and latches are not acknowledged. When fewer replicas
     /// acknowledge within `timeout`, the acquisition is given back and
     /// [`Error::NotReplicated`] is returned. This narrows, but does not close, the window
-    /// in which a failover loses a lock: see the README's "Replica acknowledgement".
+    /// in which a failover loses a lock: see `docs/topology.md`, "Replica acknowledgement".
     /// `replicas` must be at least 1; `timeout` at least 1 ms.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// use redis_locks::{Error, LockClient};
+    /// let client = LockClient::builder("redis://127.0.0.1:6379")
+    ///     .min_replicas(1, Duration::from_millis(100))
+    ///     .connect()
+    ///     .await?;
+    /// match client.lock("invoice:42")?.acquire().await {
+    ///     Ok(guard) => guard.release().await?,
+    ///     Err(Error::NotReplicated { acked, .. }) => eprintln!("only {acked:?} replica(s) acknowledged"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replica_ack = Some(ReplicaAck { replicas, timeout });
         self
@@ -352,6 +568,21 @@ impl LockClientBuilder {
     /// connection the client makes: to the server, to each cluster node, to the sentinels
     /// and to the primary they name. Without it, `rediss://` uses the system's roots.
     /// Feature `tls`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use redis_locks::redis::TlsCertificates;
+    /// // The company's private CA; no client certificate.
+    /// let certificates = TlsCertificates {
+    ///     client_tls: None,
+    ///     root_cert: Some(std::fs::read("/etc/redis/ca.pem")?),
+    /// };
+    /// let client = redis_locks::LockClient::builder("rediss://redis.internal:6380")
+    ///     .tls_certificates(certificates)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_certificates(mut self, certificates: redis::TlsCertificates) -> Self {
@@ -364,6 +595,16 @@ impl LockClientBuilder {
     /// lock's remaining TTL. For deployments where pub/sub is unavailable (some proxies,
     /// managed services). A release still publishes when a waiter marked the lock, so
     /// spinning and subscribing clients can share locks. Default: off (pub/sub wake-ups).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// // Behind a proxy that does not forward SUBSCRIBE: waiters poll with back-off.
+    /// let client = redis_locks::LockClient::builder("redis://redis-proxy:6379")
+    ///     .spin_wait(true)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn spin_wait(mut self, spin: bool) -> Self {
         self.spin = spin;
         self
@@ -372,6 +613,17 @@ impl LockClientBuilder {
     /// Credentials for the sentinels themselves (`requirepass` or an ACL user on the
     /// sentinels), for a `redis-sentinel://` URL; the URL's own credentials are the
     /// primary's. An error at connect for other URLs.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::LockClient::builder(
+    ///     "redis-sentinel://:primary-secret@10.0.0.1:26379,10.0.0.2:26379#mymaster",
+    /// )
+    /// .sentinel_auth(None, "sentinel-secret")
+    /// .connect()
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn sentinel_auth(mut self, username: Option<&str>, password: &str) -> Self {
         self.sentinel_auth = Some((username.map(str::to_owned), password.to_owned()));
         self
@@ -384,6 +636,17 @@ impl LockClientBuilder {
     /// the credentials or database.
     ///
     /// Must be called inside a tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// use redis_locks::{Error, LockClient};
+    /// match LockClient::builder("redis://127.0.0.1:6379").prefix("billing").connect().await {
+    ///     Ok(client) => println!("connected as {}", client.id()),
+    ///     Err(Error::Connect { addr, source }) => eprintln!("Redis at {addr} is unreachable: {source}"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: nothing is started until the connection is established.

@@ -31,6 +31,6 @@ impl Clock {
     /// `instant` on this clock, rounded up to the next millisecond.
     pub(crate) fn ceil(&self, instant: Instant) -> Millis {
         let since = instant.saturating_duration_since(self.epoch);
-        since.as_millis() as Millis + u64::from(!since.subsec_nanos().is_multiple_of(1_000_000))
+        since.as_millis() as Millis + u64::from(since.subsec_nanos() % 1_000_000 != 0)
     }
 }

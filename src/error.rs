@@ -7,6 +7,19 @@ use std::time::Duration;
 /// Each variant names one cause, so callers can match on what happened instead of parsing
 /// messages. Errors never mean "maybe": when an operation cannot tell whether it took
 /// effect, it retries (see [`Error::Redis`]) or reports the lock as lost.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::Error;
+/// match client.lock("invoice:42")?.acquire_timeout(Duration::from_secs(2)).await {
+///     Ok(guard) => guard.release().await?,
+///     Err(Error::Timeout { .. }) => println!("busy: try again later"),
+///     Err(Error::Redis(failed)) => eprintln!("Redis failed: {failed}"),
+///     Err(other) => return Err(other),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -169,12 +182,42 @@ pub enum Error {
     UnexpectedReply(String),
 }
 
+/// Why a guard's hold was lost, as [`Guard::lost_reason`](crate::Guard::lost_reason)
+/// reports it.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::LostReason;
+/// let guard = client.lock("export")?.with_lease(Duration::from_secs(60))?.acquire().await?;
+/// guard.lost().await;
+/// match guard.lost_reason() {
+///     Some(LostReason::LeaseElapsed) => eprintln!("the fixed lease ran out: extend it sooner"),
+///     Some(other) => eprintln!("lost: {other}"),
+///     None => {}
+/// }
+/// # Ok(()) }
+/// ```
 pub use crate::protocol::hold::LostReason;
 
 /// A Redis command that failed, with the server it was sent to. Displays as
 /// `<server>: <what Redis or the connection reported>`.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::Error;
+/// match client.lock("invoice:42")?.try_acquire().await {
+///     Ok(guard) => drop(guard),
+///     Err(Error::Redis(failed)) => {
+///         eprintln!("{} failed: {:?}", failed.server, failed.error.kind());
+///     }
+///     Err(other) => return Err(other),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("{server}: {error}")]
+#[non_exhaustive]
 pub struct CommandError {
     /// The server, as `host:port` (or the socket path).
     pub server: String,
@@ -184,6 +227,19 @@ pub struct CommandError {
 }
 
 /// Shorthand for `Result<T, redis_locks::Error>`.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::{LockClient, Result};
+///
+/// async fn charge_invoice(client: &LockClient, id: u64) -> Result<()> {
+///     let guard = client.lock(&format!("invoice:{id}"))?.acquire().await?;
+///     // ... charge it ...
+///     guard.release().await
+/// }
+/// # charge_invoice(&client, 42).await?;
+/// # Ok(()) }
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Why a connection could not be made: the error redis-rs reported
@@ -191,11 +247,33 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// `source()` skips the causes its message already shows, so that a reporter that prints
 /// the whole chain (anyhow's `{:#}`, the CLI) prints "Connection refused (os error 111)"
 /// once, not twice (redis-rs repeats its I/O error's text in its own message).
+///
+/// ```no_run
+/// # async fn demo() -> redis_locks::Result<()> {
+/// use redis_locks::{Error, LockClient};
+/// match LockClient::connect("redis://127.0.0.1:6379").await {
+///     Ok(client) => drop(client),
+///     Err(Error::Connect { addr, source }) => eprintln!("{addr}: {source}"),
+///     Err(other) => return Err(other),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct ConnectError(redis::RedisError);
 
 impl ConnectError {
     /// The error redis-rs reported.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// use redis_locks::{Error, LockClient};
+    /// if let Err(Error::Connect { source, .. }) = LockClient::connect("redis://127.0.0.1:6379").await {
+    ///     if source.redis_error().is_connection_refusal() {
+    ///         eprintln!("nothing listens there: is Redis running?");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn redis_error(&self) -> &redis::RedisError {
         &self.0
     }

@@ -26,11 +26,39 @@ use crate::watchdog::{HoldEntry, LeaseMode};
 /// A kind of hold that has a [`Guard`]: [`Lock`](crate::Lock),
 /// [`RwLock`](crate::RwLock), [`FairLock`](crate::FairLock) and
 /// [`Semaphore`](crate::Semaphore). Sealed: the kinds are this crate's.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::{Guard, GuardKind};
+///
+/// // One helper for every kind's guard: a lock, a read or write, a fair hold, permits.
+/// async fn finish<K: GuardKind>(guard: Guard<K>) -> redis_locks::Result<()> {
+///     println!("giving back {}", guard.name());
+///     guard.release().await
+/// }
+///
+/// finish(client.lock("invoice:42")?.acquire().await?).await?;
+/// finish(client.semaphore("gpu-pool")?.acquire(1).await?).await?;
+/// # Ok(()) }
+/// ```
 pub trait GuardKind: sealed::Sealed + Clone + Send + Sync + 'static {
     /// What a guard of this kind knows about its hold beyond what every guard knows: the
     /// plain lock's hold count, a read-write hold's side, a semaphore guard's permits.
+    ///
+    /// ```
+    /// use redis_locks::{GuardKind, Lock, RwKind, RwLock, Semaphore};
+    /// let count: <Lock as GuardKind>::Detail = 1u64; // LockGuard::hold_count
+    /// let side: <RwLock as GuardKind>::Detail = RwKind::Read; // RwGuard::kind
+    /// let permits: <Semaphore as GuardKind>::Detail = 2u32; // SemaphoreGuard::permits
+    /// ```
     type Detail: Clone + Send + Sync + std::fmt::Debug + 'static;
     /// The guard's name in `{:?}` output.
+    ///
+    /// ```
+    /// use redis_locks::{GuardKind, Lock, Semaphore};
+    /// assert_eq!(<Lock as GuardKind>::GUARD, "LockGuard");
+    /// assert_eq!(<Semaphore as GuardKind>::GUARD, "SemaphoreGuard");
+    /// ```
     const GUARD: &'static str;
 }
 
@@ -128,17 +156,43 @@ impl<K: GuardKind> Guard<K> {
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire().await?;
+    /// assert_eq!(guard.name(), "invoice:42");
+    /// # guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.core.name
     }
 
     /// The owner id this hold belongs to (a semaphore acquisition's: its id).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?.with_owner("billing-worker-3")?;
+    /// let guard = lock.acquire().await?;
+    /// assert_eq!(guard.owner(), "billing-worker-3");
+    /// # guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> &str {
         &self.core.owner
     }
 
     /// The id of the hold this guard belongs to: the request id of the acquire that
     /// created it. Guards of one hold share it; a fresh acquisition gets a new one.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let outer = client.lock("account:42")?.acquire().await?;
+    /// let inner = outer.reenter().await?;
+    /// assert_eq!(inner.hold_id(), outer.hold_id()); // one hold, two guards
+    /// # inner.release().await?; outer.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn hold_id(&self) -> &str {
         &self.core.hold
     }
@@ -146,22 +200,71 @@ impl<K: GuardKind> Guard<K> {
     /// The hold's fencing token, when the handle was made with `with_fencing`. Tokens
     /// grow strictly with each fresh acquisition of the lock name; a nested hold carries
     /// its outer hold's token.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("ledger")?.with_fencing().acquire().await?;
+    /// let token = guard.fencing_token().expect("a fenced handle");
+    /// // storage.write(entry, token): the store refuses tokens lower than one it has seen
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self) -> Option<u64> {
         self.core.token
     }
 
     /// Whether the lease is renewed by the watchdog (as opposed to a fixed lease).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// let renewed = lock.acquire().await?;
+    /// assert!(renewed.is_watchdog_leased());
+    /// renewed.release().await?;
+    /// let fixed = lock.with_lease(Duration::from_secs(30))?.acquire().await?;
+    /// assert!(!fixed.is_watchdog_leased());
+    /// # fixed.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_watchdog_leased(&self) -> bool {
         self.core.mode == LeaseMode::Watchdog
     }
 
     /// The lease time left as last confirmed by Redis (zero once lost). With the watchdog
     /// this stays between two and three thirds of the watchdog timeout while all is well.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("export")?.with_lease(Duration::from_secs(60))?;
+    /// let guard = lock.acquire().await?;
+    /// // ... later, the export is not done yet:
+    /// if guard.remaining_lease() < Duration::from_secs(10) {
+    ///     guard.extend(Duration::from_secs(60)).await?;
+    /// }
+    /// # guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_lease(&self) -> Duration {
         self.core.entry.remaining_lease()
     }
 
     /// Resolves when the hold is lost. Resolves at once if it already is.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("nightly-export")?.acquire().await?;
+    /// let finished = tokio::select! {
+    ///     _ = guard.lost() => false,
+    ///     _ = async { /* the export */ } => true,
+    /// };
+    /// if !finished {
+    ///     eprintln!("lost the lock ({:?}); the export stopped", guard.lost_reason());
+    /// }
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: it only observes the signal.
@@ -171,18 +274,56 @@ impl<K: GuardKind> Guard<K> {
 
     /// A token cancelled when the hold is lost, to hand to code that does not borrow the
     /// guard. Cancelling it yourself does not affect the hold.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("nightly-export")?.acquire().await?;
+    /// let stop = guard.lost_token();
+    /// let worker = tokio::spawn(async move {
+    ///     tokio::select! {
+    ///         _ = stop.cancelled() => eprintln!("lock lost: stopping the export"),
+    ///         _ = async { /* the export */ } => {}
+    ///     }
+    /// });
+    /// let _ = worker.await;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost_token(&self) -> CancellationToken {
         self.core.entry.lost_token().child_token()
     }
 
     /// Whether the hold has been lost. Also checks the clock, so an elapsed lease is
     /// reported even when the runtime has not run the watchdog lately.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("reindex")?.acquire().await?;
+    /// for batch in 0..100 {
+    ///     if guard.is_lost() {
+    ///         break; // stop at a safe point: the rest is no longer protected
+    ///     }
+    ///     // ... reindex `batch` ...
+    /// }
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.core.is_lost()
     }
 
     /// Why the hold was lost, if it was (checks the clock first, like
     /// [`is_lost`](Guard::is_lost)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("reindex")?.acquire().await?;
+    /// guard.lost().await;
+    /// if let Some(reason) = guard.lost_reason() {
+    ///     eprintln!("reindex lock lost: {reason}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.core.is_lost();
         self.core.entry.lost_reason()
@@ -203,6 +344,19 @@ impl<K: GuardKind> Guard<K> {
     ///   background until the lease has run out (renewal has already stopped), so the hold
     ///   is given back as soon as Redis answers again, and never twice.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// let guard = client.lock("invoice:42")?.acquire().await?;
+    /// // ... charge the invoice ...
+    /// match guard.release().await {
+    ///     Ok(()) => println!("charged under the lock from start to end"),
+    ///     Err(Error::LockLost { reason, .. }) => eprintln!("the lock was lost before the end: {reason}"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: once cancelled, the release goes on in a background task; the hold is
     /// given back exactly once (or expires with its lease).
@@ -214,6 +368,16 @@ impl<K: GuardKind> Guard<K> {
     /// drop. The hold stays in Redis until its lease ends, or until an owner with the same
     /// id takes it again or clears it. This is how a hold is handed to another process
     /// that uses the same explicit owner id.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Hand the hold to another process that uses the same owner id.
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// let guard = lock.with_lease(Duration::from_secs(600))?.acquire().await?;
+    /// guard.detach(); // held for 10 min, or until `unlock` with the same owner id
+    /// # Ok(()) }
+    /// ```
     pub fn detach(mut self) {
         let _ = self.core.disarm();
     }

@@ -40,8 +40,9 @@ pub(crate) async fn first_n<F: Future>(futures: Vec<F>, needed: usize) {
     let mut done = 0;
     std::future::poll_fn(|cx| {
         for slot in pending.iter_mut() {
-            if let Some(future) = slot
-                && future.as_mut().poll(cx).is_ready()
+            if slot
+                .as_mut()
+                .is_some_and(|future| future.as_mut().poll(cx).is_ready())
             {
                 *slot = None;
                 done += 1;

@@ -19,14 +19,37 @@ use crate::error::{Error, Result};
 
 /// Longest accepted lock name, in bytes. Longer names are rejected with
 /// [`Error::InvalidName`] instead of silently producing huge keys.
+///
+/// ```
+/// let long = "x".repeat(redis_locks::MAX_NAME_LEN + 1);
+/// assert!(redis_locks::validate_name(&long).is_err());
+/// assert!(redis_locks::validate_name(&long[..redis_locks::MAX_NAME_LEN]).is_ok());
+/// ```
 pub const MAX_NAME_LEN: usize = 512;
 
 /// Longest accepted explicit owner id, in bytes.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// let owner = "o".repeat(redis_locks::MAX_OWNER_LEN + 1);
+/// assert!(client.lock("invoice:42")?.with_owner(owner).is_err());
+/// # Ok(()) }
+/// ```
 pub const MAX_OWNER_LEN: usize = 256;
 
 /// The largest lease Redis accepts for `PEXPIRE` without overflow once it is added to the
 /// current time. Redis rejects `PEXPIRE` values whose absolute expiry would overflow a
 /// signed 64-bit millisecond count; we stay far below that with a hundred years.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::MAX_DURATION;
+/// let lock = client.lock("archive")?;
+/// assert!(lock.with_lease(MAX_DURATION).is_ok());
+/// assert!(lock.with_lease(MAX_DURATION + Duration::from_secs(1)).is_err());
+/// # Ok(()) }
+/// ```
 pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Resolved names for one lock: its name, and the keys and channel of the protocol core.
@@ -178,15 +201,13 @@ pub(crate) fn validate_ms(what: &'static str, value: Duration) -> Result<u64> {
     // Redis counts in whole milliseconds: a fraction rounds up (1.9 ms is 2 ms, never 1),
     // so a lease is never shorter than asked. MAX_DURATION in ms fits in u64.
     let whole = value.as_millis() as u64;
-    Ok(whole + u64::from(!value.subsec_nanos().is_multiple_of(1_000_000)))
+    Ok(whole + u64::from(value.subsec_nanos() % 1_000_000 != 0))
 }
 
 /// `duration` in whole milliseconds, rounded up (a wait or a pttl is never cut short).
 pub(crate) fn ceil_ms(duration: Duration) -> u64 {
     let whole = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-    whole.saturating_add(u64::from(
-        !duration.subsec_nanos().is_multiple_of(1_000_000),
-    ))
+    whole.saturating_add(u64::from(duration.subsec_nanos() % 1_000_000 != 0))
 }
 
 /// What a bounded wait got, or [`Error::Timeout`] naming `name` (every handle's

@@ -30,9 +30,24 @@ use crate::waiting::{Attempts, Outcome};
 
 /// The largest count a latch (and size a semaphore) can have: the scripts' Lua numbers
 /// are doubles, exact up to 2^53.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// let latch = client.latch("import:2024-06")?;
+/// assert!(latch.try_set_count(redis_locks::MAX_COUNT + 1).await.is_err());
+/// # Ok(()) }
+/// ```
 pub const MAX_COUNT: u64 = (1 << 53) - 1;
 
 /// Default bound on how long a waiter sleeps between two checks of the count.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::DEFAULT_LATCH_RECHECK;
+/// // Check the count ten times as often as the default.
+/// let latch = client.latch("import:2024-06")?.with_recheck(DEFAULT_LATCH_RECHECK / 10)?;
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_LATCH_RECHECK: Duration = Duration::from_secs(1);
 
 /// A count-down latch. Cheap to clone. Obtain one with [`LockClient::latch`].
@@ -71,6 +86,13 @@ impl std::fmt::Debug for CountDownLatch {
 impl LockClient {
     /// A handle to the count-down latch called `name`. Validates the name (as for a
     /// lock); does not talk to Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// latch.try_set_count(12).await?; // one per monthly file
+    /// # Ok(()) }
+    /// ```
     pub fn latch(&self, name: &str) -> Result<CountDownLatch> {
         keys::validate_name(name)?;
         let inner = &self.inner;
@@ -87,17 +109,40 @@ impl LockClient {
 
 impl CountDownLatch {
     /// The latch's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// assert_eq!(latch.name(), "import:2024-06");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The Redis key of the latch (`<prefix>:{<name>}:latch`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// println!("the count lives in {}", latch.key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.key
     }
 
     /// How long a waiter sleeps at most between two checks of the count, whatever the
     /// wake-ups: the latency a lost message can cost. Default 1 s; from 10 ms to 1 hour.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Waiters check at least every 100 ms, even if a wake-up message is lost.
+    /// let latch = client.latch("import:2024-06")?.with_recheck(Duration::from_millis(100))?;
+    /// latch.wait().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_recheck(mut self, interval: Duration) -> Result<Self> {
         if interval < Duration::from_millis(10) || interval > Duration::from_secs(3600) {
             return Err(Error::InvalidDuration {
@@ -115,6 +160,15 @@ impl CountDownLatch {
     ///
     /// Errors: [`Error::InvalidConfig`] for a count of 0 or above [`MAX_COUNT`], [`Error::WrongType`] when the key
     /// holds something else, [`Error::Redis`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// if !latch.try_set_count(3).await? {
+    ///     println!("already closed by another coordinator; {} left", latch.count().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancelling after the command was sent may leave the latch set.
@@ -139,9 +193,19 @@ impl CountDownLatch {
     /// 0. Exactly once: a count-down whose reply was lost is retried with the same request
     /// id until Redis answers (through reconnects and transient states, for as long as
     /// the watchdog timeout), and never counts twice in one closing of the latch. One
-    /// limit (see the README): if the latch that count-down was meant for is gone before
+    /// limit (see `docs/latch.md`): if the latch that count-down was meant for is gone before
     /// the retry arrives (opened, deleted, or lost in a restart) and it is closed again,
     /// the retry counts the new closing down once.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// // ... a worker finished its file ...
+    /// if latch.count_down().await? == 0 {
+    ///     println!("that was the last file");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Not cancel-safe: cancelled after it was sent, it may or may not have counted down.
@@ -171,6 +235,13 @@ impl CountDownLatch {
 
     /// The remaining count; 0 when the latch is open.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let left = client.latch("import:2024-06")?.count().await?;
+    /// println!("{left} file(s) still importing");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn count(&self) -> Result<u64> {
@@ -193,6 +264,14 @@ impl CountDownLatch {
     /// Waits until the latch is open (its count reached zero, or it was deleted, or it was
     /// never set), without limit.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// latch.wait().await?; // every worker has counted down
+    /// println!("import complete: building the report");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: it only observes.
     pub async fn wait(&self) -> Result<()> {
@@ -200,6 +279,16 @@ impl CountDownLatch {
     }
 
     /// Waits at most `timeout` for the latch to open; returns whether it did.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// if !latch.wait_for(Duration::from_secs(600)).await? {
+    ///     eprintln!("{} file(s) not imported after 10 min", latch.count().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: it only observes.
@@ -210,6 +299,15 @@ impl CountDownLatch {
 
     /// Opens the latch whatever its count (deletes it) and wakes its waiters. Returns
     /// whether it was closed.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // The import was cancelled: release everyone waiting for it.
+    /// if client.latch("import:2024-06")?.delete().await? {
+    ///     println!("opened the latch early");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancelling after the command was sent may leave the latch deleted.

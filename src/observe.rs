@@ -81,13 +81,7 @@ pub(crate) fn lost(
     }
     #[cfg(feature = "metrics")]
     {
-        let reason = match reason {
-            LostReason::OwnerFieldGone => "owner_field_gone",
-            LostReason::LeaseExpiredUnconfirmed => "lease_expired_unconfirmed",
-            LostReason::LeaseElapsed => "lease_elapsed",
-            LostReason::Unlocked => "unlocked",
-        };
-        metrics::counter!("redis_locks_lost_total", "kind" => kind, "reason" => reason)
+        metrics::counter!("redis_locks_lost_total", "kind" => kind, "reason" => reason.as_str())
             .increment(1);
     }
 }

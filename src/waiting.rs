@@ -133,10 +133,10 @@ impl<A: Attempts> Drop for Acquiring<A> {
         if self.done {
             return;
         }
-        if self.wait.pass_on_if_dropped()
-            && let Some(listener) = &self.listener
-        {
-            listener.pass_on();
+        if self.wait.pass_on_if_dropped() {
+            if let Some(listener) = &self.listener {
+                listener.pass_on();
+            }
         }
         if self.wait.give_back_if_dropped() {
             self.attempts.give_back_in_background();
@@ -312,8 +312,10 @@ fn finish<A: Attempts>(
         | WaitEnd::Failed { pass_on, .. }
         | WaitEnd::TimedOut { pass_on, .. } => *pass_on,
     };
-    if pass_on && let Some(listener) = &acquiring.listener {
-        listener.pass_on();
+    if pass_on {
+        if let Some(listener) = &acquiring.listener {
+            listener.pass_on();
+        }
     }
     if let WaitEnd::TimedOut {
         give_back: true, ..

@@ -12,7 +12,7 @@ mod keyspace;
 mod lua;
 
 use fairmodel::{Config, DEFAULT_DEPTH, Fair, Scripts, State, Step, World};
-use redis_locks::protocol::ScriptId;
+use redis_locks_protocol::ScriptId;
 
 /// Explores every default configuration with `scripts` until one finds a violation.
 fn counterexample(scripts: Scripts, depth: usize) -> Option<checker::Found> {
@@ -277,7 +277,7 @@ fn the_real_scripts_pass() {
     assert_eq!(counterexample(Scripts::real(), depth), None);
 }
 
-/// Defects planted in the Rust core (`redis_locks::protocol::planted`), which the fair
+/// Defects planted in the Rust core (`redis_locks_protocol::planted`), which the fair
 /// lock's checker runs: the hold bookkeeping, the re-send machine and the give-back
 /// reading it shares with the other sorted-set kinds, and the fair lock's own call builder
 /// and reply reader. Each must be found at the default bound. Needs the
@@ -285,7 +285,7 @@ fn the_real_scripts_pass() {
 #[cfg(feature = "planted-defects")]
 mod rust_core {
     use super::*;
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     fn expect_core(defect: Defect, properties: &[&str]) {
         plant(Some(defect));

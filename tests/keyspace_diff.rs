@@ -23,9 +23,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use keyspace::{Keyspace, Reply};
 use lua::ScriptRunner;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis_locks::protocol::ScriptId;
-use redis_locks::protocol::fair::FairKeys;
-use redis_locks::protocol::rwlock::RwKeys;
+use redis_locks_protocol::ScriptId;
+use redis_locks_protocol::fair::FairKeys;
+use redis_locks_protocol::rwlock::RwKeys;
 
 // ---------------------------------------------------------------------------------------
 // Random numbers (SplitMix64): reproducible from the printed seed.
@@ -1527,7 +1527,7 @@ fn fair_acquire(g: &mut Gen) -> Call {
 /// (`protocol::force`): KEYS its hold sets (the fair lock's queue last); ARGV publish how,
 /// the number of channels, the channels, the fair lock's wake-up prefix or ''.
 fn force_delete(g: &mut Gen) -> Call {
-    use redis_locks::protocol::force;
+    use redis_locks_protocol::force;
     let call = match g.range(0, 2).as_str() {
         "0" => force::rwlock_call(&g.k.rw),
         "1" => force::fair_call(&g.k.fair),

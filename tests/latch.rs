@@ -136,7 +136,7 @@ async fn a_count_down_whose_reply_is_lost_counts_once() {
     let warm = through_proxy.latch("warm").unwrap();
     warm.try_set_count(1).await.unwrap();
     warm.count_down().await.unwrap();
-    let sha = proxy::script_sha(redis_locks::protocol::ScriptId::LatchCountDown.source());
+    let sha = proxy::script_sha(redis_locks_protocol::ScriptId::LatchCountDown.source());
     proxy.cut_after_request_containing(&sha);
     let remaining = tokio::time::timeout(20 * SEC, proxied.count_down())
         .await

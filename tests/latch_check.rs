@@ -26,7 +26,7 @@ use latchmodel::{Driver, Latch, PROPERTIES, Scripts, World};
 
 fn main() -> ExitCode {
     Checker::<Latch> {
-        title: "count-down latch checker: real lua/latch_*.lua + redis_locks::protocol",
+        title: "count-down latch checker: real lua/latch_*.lua + redis_locks_protocol",
         test: "latch_check",
         release_depth: 18,
         debug_depth: 12,

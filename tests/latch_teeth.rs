@@ -16,7 +16,7 @@ mod latchmodel;
 mod lua;
 
 use latchmodel::{Config, Driver, Latch, Scripts, World};
-use redis_locks::protocol::ScriptId;
+use redis_locks_protocol::ScriptId;
 
 /// The default bound of `tests/latch_check.rs` in a release build.
 const DEFAULT_DEPTH: usize = 18;
@@ -160,7 +160,7 @@ fn the_real_scripts_pass() {
 #[cfg(feature = "planted-defects")]
 mod rust_core {
     use super::*;
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     fn expect_core(defect: Defect, properties: &[&str]) {
         plant(Some(defect));

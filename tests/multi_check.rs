@@ -45,7 +45,7 @@ const MAX_STATES: usize = 3_000_000;
 
 fn main() -> ExitCode {
     let checked = Checker::<Multi> {
-        title: "multi-lock checker: real lua/ scripts + redis_locks::protocol",
+        title: "multi-lock checker: real lua/ scripts + redis_locks_protocol",
         test: "multi_check",
         release_depth: RELEASE_DEPTH,
         debug_depth: DEBUG_DEPTH,

@@ -189,13 +189,13 @@ fn the_real_scripts_pass() {
     }
 }
 
-/// Defects planted in the Rust core (`redis_locks::protocol::planted`): the model runs
+/// Defects planted in the Rust core (`redis_locks_protocol::planted`): the model runs
 /// the library's own decisions, so a defect in them must be found too, at the default
 /// bound. Needs the `planted-defects` feature.
 #[cfg(feature = "planted-defects")]
 mod rust_core {
     use super::*;
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     fn expect_core(defect: Defect, properties: &[&str]) {
         plant(Some(defect));

@@ -24,7 +24,7 @@ use model::{Lock, PROPERTIES, Scripts, World};
 
 fn main() -> ExitCode {
     Checker::<Lock> {
-        title: "protocol checker: real lua/ scripts + redis_locks::protocol",
+        title: "protocol checker: real lua/ scripts + redis_locks_protocol",
         test: "protocol_check",
         // About 65 s in a release build on 2 cores; a debug build (plain `cargo test`)
         // explores less.

@@ -13,7 +13,7 @@ mod lua;
 mod model;
 
 use model::{Config, Lock, Scripts, Step, World};
-use redis_locks::protocol::ScriptId;
+use redis_locks_protocol::ScriptId;
 
 /// Replays named steps with `scripts`: the first violation, if any.
 fn replay_steps(

@@ -14,7 +14,7 @@ mod lua;
 mod model;
 
 use model::{Config, Lock, Scripts, World};
-use redis_locks::protocol::ScriptId;
+use redis_locks_protocol::ScriptId;
 
 /// The default bound of `tests/protocol_check.rs` in a release build.
 const DEFAULT_DEPTH: usize = 13;
@@ -314,13 +314,13 @@ fn a_rearm_without_the_count_check_is_caught() {
     checker::expect_found(found, &["never two holders", "losses are told"]);
 }
 
-/// Defects planted in the Rust core (`redis_locks::protocol::planted`): the checker runs
+/// Defects planted in the Rust core (`redis_locks_protocol::planted`): the checker runs
 /// the library's own decisions, so a defect in them must be found too, at the default
 /// bound. Needs the `planted-defects` feature (`scripts/check-protocol.sh` turns it on).
 #[cfg(feature = "planted-defects")]
 mod rust_core {
     use super::*;
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     fn expect_core(defect: Defect, properties: &[&str]) {
         plant(Some(defect));

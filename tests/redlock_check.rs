@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         return diagnose(&ignore.iter().map(String::as_str).collect::<Vec<_>>());
     }
     Checker::<Red> {
-        title: "RedLock checker: real lua/ scripts + redis_locks::protocol (redlock, attempt, release)",
+        title: "RedLock checker: real lua/ scripts + redis_locks_protocol (redlock, attempt, release)",
         test: "redlock_check",
         release_depth: RELEASE_DEPTH,
         debug_depth: DEBUG_DEPTH,

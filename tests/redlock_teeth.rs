@@ -21,7 +21,7 @@ mod redmodel;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use redis_locks::protocol::ScriptId;
+use redis_locks_protocol::ScriptId;
 use redmodel::{Config, Red, Scripts, World};
 
 /// The default bound of `tests/redlock_check.rs` in a release build.
@@ -221,12 +221,12 @@ fn a_force_unlock_that_reports_nothing_is_caught() {
     expect(scripts, &[FORCED], &[], &[FORCE_TRUE]);
 }
 
-/// Defects planted in the Rust core (`redis_locks::protocol::planted`), in the decisions
+/// Defects planted in the Rust core (`redis_locks_protocol::planted`), in the decisions
 /// the model runs. Needs the `planted-defects` feature.
 #[cfg(feature = "planted-defects")]
 mod rust_core {
     use super::*;
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     fn expect_core(defect: Defect, names: &[&str], ignore: &[&str], properties: &[&str]) {
         // The real code's baselines first, with nothing planted on this thread.

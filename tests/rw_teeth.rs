@@ -16,7 +16,7 @@ mod lua;
 #[path = "protocol/rwmodel.rs"]
 mod rwmodel;
 
-use redis_locks::protocol::ScriptId;
+use redis_locks_protocol::ScriptId;
 use rwmodel::Scripts;
 
 /// Explores every default configuration with `scripts` until one finds a violation.
@@ -353,14 +353,14 @@ fn the_real_scripts_pass_at_a_small_bound() {
     assert_eq!(counterexample(Scripts::real(), 8), None);
 }
 
-/// Defects planted in the Rust core (`redis_locks::protocol::planted`), which the
+/// Defects planted in the Rust core (`redis_locks_protocol::planted`), which the
 /// read-write checker runs: the re-send machine, the give-back reading, the reply reader
 /// and the hold bookkeeping the library drives. Each must be found at the default bound
 /// (12). Needs the `planted-defects` feature (`scripts/check-protocol.sh` turns it on).
 #[cfg(feature = "planted-defects")]
 mod rust_core {
     use super::*;
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     /// The default bound of `tests/rw_check.rs` in a release build.
     const DEFAULT_DEPTH: usize = 12;

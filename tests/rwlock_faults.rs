@@ -34,8 +34,8 @@ use common::topology;
 use proxy::{FaultProxy, proxied_client, script_sha};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use redis_locks::protocol::ScriptId;
 use redis_locks::{Error, LockClient, LostReason, RwGuard, RwKind, RwLock};
+use redis_locks_protocol::ScriptId;
 
 const SEC: Duration = Duration::from_secs(1);
 const CHILD_ENV: &str = "REDIS_LOCKS_RWLOCK_FAULTS_CHILD";
@@ -120,7 +120,7 @@ async fn contend(rw: &RwLock, conn: &mut MultiplexedConnection, index: u32, roun
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     for round in 0..rounds {
-        let write = (index + round).is_multiple_of(4);
+        let write = (index + round) % 4 == 0;
         let (mine, other) = if write {
             ("writers", "readers")
         } else {

@@ -11,7 +11,7 @@ mod lua;
 #[path = "protocol/semmodel.rs"]
 mod semmodel;
 
-use redis_locks::protocol::ScriptId;
+use redis_locks_protocol::ScriptId;
 use semmodel::{Config, Scripts, Sem, World};
 
 /// Explores every default configuration with `scripts` until one finds a violation.
@@ -355,14 +355,14 @@ fn the_real_scripts_pass_at_a_small_bound() {
     assert_eq!(counterexample(Scripts::real(), 9), None);
 }
 
-/// Defects planted in the Rust core (`redis_locks::protocol::planted`) that the semaphore
+/// Defects planted in the Rust core (`redis_locks_protocol::planted`) that the semaphore
 /// checker runs: the hold bookkeeping, the re-send machine, the give-back reading (shared
 /// with the other kinds), and the semaphore's own reply reader and renewal call. Each must
 /// be found at the default bound. Needs the `planted-defects` feature.
 #[cfg(feature = "planted-defects")]
 mod rust_core {
     use super::*;
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     /// The default bound of `tests/sem_check.rs` in a release build.
     const DEFAULT_DEPTH: usize = 12;
@@ -444,7 +444,7 @@ mod rust_core {
     ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
 )]
 fn a_next_attempt_that_forgets_earlier_sends_is_caught() {
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
     plant(Some(Defect::AttemptsForgetEarlierSends));
     // The default bound, 12, and the probes' 2 steps more (`Config::extra_depth`): 14.
     let found = counterexample_in(&semmodel::probes(), Scripts::real(), 12);

@@ -299,7 +299,7 @@ async fn an_acquire_whose_reply_is_lost_takes_its_permits_once() {
     let semaphore = through.semaphore("once").unwrap();
     // Cache the script first: a cut on the NOSCRIPT round would test script loading.
     semaphore.acquire(1).await.unwrap().release().await.unwrap();
-    let sha = proxy::script_sha(redis_locks::protocol::ScriptId::SemAcquire.source());
+    let sha = proxy::script_sha(redis_locks_protocol::ScriptId::SemAcquire.source());
     proxy.cut_after_request_containing(&sha);
     let permit = tokio::time::timeout(20 * SEC, semaphore.acquire(2))
         .await
@@ -628,7 +628,7 @@ async fn a_drain_whose_reply_is_lost_takes_its_permits_once() {
     let held = theirs.acquire(1).await.unwrap();
     let semaphore = through.semaphore("drain-once").unwrap();
     semaphore.acquire(1).await.unwrap().release().await.unwrap();
-    let sha = proxy::script_sha(redis_locks::protocol::ScriptId::SemAcquire.source());
+    let sha = proxy::script_sha(redis_locks_protocol::ScriptId::SemAcquire.source());
     proxy.cut_after_request_containing(&sha);
     let drained = tokio::time::timeout(20 * SEC, semaphore.drain_permits())
         .await

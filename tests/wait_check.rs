@@ -28,8 +28,8 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use redis_locks::protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
-use redis_locks::protocol::{Failure, Millis};
+use redis_locks_protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
+use redis_locks_protocol::{Failure, Millis};
 
 /// Small numbers, so that the bound reaches the tolerance, the deadline and the re-check.
 const TIMING: WaitTiming = WaitTiming {
@@ -665,7 +665,7 @@ fn every_kind_waits_as_promised() {
 
 #[cfg(feature = "planted-defects")]
 mod teeth {
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     fn expect(defect: Defect, property: &str) {
         plant(Some(defect));

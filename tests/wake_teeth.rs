@@ -14,7 +14,7 @@ mod lua;
 #[path = "protocol/wakemodel.rs"]
 mod wakemodel;
 
-use redis_locks::protocol::ScriptId;
+use redis_locks_protocol::ScriptId;
 use wakemodel::{Config, Scripts, Wake, World};
 
 /// The default bound of `tests/wake_check.rs` in a release build.
@@ -220,7 +220,7 @@ fn a_refusal_that_overstates_the_pttl_is_caught() {
 /// The core's own defects (feature `planted-defects`), in the real decision.
 #[cfg(feature = "planted-defects")]
 mod core {
-    use redis_locks::protocol::planted::{Defect, plant};
+    use redis_locks_protocol::planted::{Defect, plant};
 
     use super::{Scripts, checker, counterexample};
 

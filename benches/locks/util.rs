@@ -533,7 +533,7 @@ pub async fn keys_left(
 // ---------------------------------------------------------------------------------------
 
 /// The library's own commands for an uncontended cycle, on a `ConnectionManager`, laid out
-/// as the library lays them out (see `src/protocol/acquire.rs` and `release.rs`): the bare
+/// as the library lays them out (see `protocol/src/acquire.rs` and `release.rs`): the bare
 /// `SET NX PX` of `lua/take.lua` with the value `"\1" <tag>.<seq> "\1" <owner>`, then
 /// `lua/release.lua` with EVALSHA (the key, owner, the hold id, a new request id as client
 /// tag and seq, and the wake-up channel),

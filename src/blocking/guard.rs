@@ -9,6 +9,15 @@ use crate::guard::GuardKind;
 
 /// A blocking guard of any kind; see [`crate::Guard`]. Dropping it releases the hold in
 /// the background (the client's runtime), never blocking.
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::blocking::{Guard, LockGuard};
+/// let guard: LockGuard = client.lock("invoice:42")?.acquire()?;
+/// // ... charge the invoice ...
+/// guard.release()?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping a guard releases the hold at once"]
 pub struct Guard<K: GuardKind> {
     inner: Option<crate::Guard<K>>,
@@ -16,12 +25,46 @@ pub struct Guard<K: GuardKind> {
 }
 
 /// A blocking hold of a [`Lock`](super::Lock).
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// let guard = client.lock("invoice:42")?.acquire()?;
+/// let nested = guard.reenter()?;
+/// assert_eq!(nested.hold_count(), 2);
+/// nested.release()?;
+/// guard.release()?;
+/// # Ok(()) }
+/// ```
 pub type LockGuard = Guard<crate::Lock>;
 /// A blocking hold of an [`RwLock`](super::RwLock): a read or the write.
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// let write = client.rw_lock("catalog")?.write()?;
+/// let read = write.read()?; // downgrade
+/// write.release()?;
+/// read.release()?;
+/// # Ok(()) }
+/// ```
 pub type RwGuard = Guard<crate::RwLock>;
 /// A blocking hold of a [`FairLock`](super::FairLock).
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// let turn = client.fair_lock("printer")?.acquire()?;
+/// turn.release()?;
+/// # Ok(()) }
+/// ```
 pub type FairGuard = Guard<crate::FairLock>;
 /// Blocking permits of a [`Semaphore`](super::Semaphore).
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// let gpus = client.semaphore("gpu-pool")?.acquire(2)?;
+/// assert_eq!(gpus.permits(), 2);
+/// gpus.release()?;
+/// # Ok(()) }
+/// ```
 pub type SemaphoreGuard = Guard<crate::Semaphore>;
 
 impl<K: GuardKind> std::fmt::Debug for Guard<K> {
@@ -52,6 +95,18 @@ impl<K: GuardKind> Guard<K> {
     }
 
     /// Gives the hold back; see [`crate::Guard::release`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// match guard.release() {
+    ///     Ok(()) => {}
+    ///     Err(Error::LockLost { reason, .. }) => eprintln!("not protected to the end: {reason}"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn release(mut self) -> Result<()> {
         // Refuse before taking the guard: a refused call must leave the guard as it was
         // (its drop then releases it on the client's runtime, as for any dropped guard).
@@ -63,6 +118,14 @@ impl<K: GuardKind> Guard<K> {
     }
 
     /// Leaves the hold in Redis until its lease ends; see [`crate::Guard::detach`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// lock.with_lease(Duration::from_secs(600))?.acquire()?.detach();
+    /// # Ok(()) }
+    /// ```
     pub fn detach(mut self) {
         if let Some(guard) = self.inner.take() {
             guard.detach();
@@ -70,51 +133,137 @@ impl<K: GuardKind> Guard<K> {
     }
 
     /// The name of the lock (or semaphore) held.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// assert_eq!(guard.name(), "invoice:42");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.get().name()
     }
 
     /// Whether the hold has been lost; see [`crate::Guard::is_lost`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// for batch in 0..100 {
+    ///     if guard.is_lost() {
+    ///         break; // the rest would not be protected
+    ///     }
+    ///     // ... process `batch` ...
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.get().is_lost()
     }
 
     /// Why the hold was lost, if it was.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// if let Some(reason) = guard.lost_reason() {
+    ///     eprintln!("lost: {reason}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.get().lost_reason()
     }
 
     /// A token cancelled when the hold is lost; see [`crate::Guard::lost_token`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// let stop = guard.lost_token();
+    /// let worker = std::thread::spawn(move || {
+    ///     while !stop.is_cancelled() {
+    ///         // ... one step of the job ...
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
     pub fn lost_token(&self) -> crate::CancellationToken {
         self.get().lost_token()
     }
 
     /// The fencing token, for a fenced handle.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("ledger")?.with_fencing().acquire()?;
+    /// println!("write with token {:?}", guard.fencing_token());
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self) -> Option<u64> {
         self.get().fencing_token()
     }
 
     /// The owner id of this hold (a secret: see [`crate::Guard::owner`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.with_owner("billing-worker-3")?.acquire()?;
+    /// assert_eq!(guard.owner(), "billing-worker-3");
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> &str {
         self.get().owner()
     }
 
     /// The hold's id; see [`crate::Guard::hold_id`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// let nested = guard.reenter()?;
+    /// assert_eq!(nested.hold_id(), guard.hold_id());
+    /// # Ok(()) }
+    /// ```
     pub fn hold_id(&self) -> &str {
         self.get().hold_id()
     }
 
     /// Whether the watchdog renews the hold (no fixed lease).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// assert!(guard.is_watchdog_leased());
+    /// # Ok(()) }
+    /// ```
     pub fn is_watchdog_leased(&self) -> bool {
         self.get().is_watchdog_leased()
     }
 
     /// Makes the hold last at least `lease` from now; see [`crate::Guard::extend`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("export")?.with_lease(Duration::from_secs(10))?.acquire()?;
+    /// // ... the export needs longer than planned:
+    /// guard.extend(Duration::from_secs(30))?;
+    /// # guard.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn extend(&self, lease: Duration) -> Result<()> {
         self.shared.block_on(self.get().extend(lease))?
     }
 
     /// How long the hold is known to last; see [`crate::Guard::remaining_lease`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// println!("held for {:?} more", guard.remaining_lease());
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_lease(&self) -> Duration {
         self.get().remaining_lease()
     }
@@ -122,12 +271,28 @@ impl<K: GuardKind> Guard<K> {
 
 impl Guard<crate::Lock> {
     /// A nested hold of the same owner; see [`crate::LockGuard::reenter`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// let nested = guard.reenter()?; // count 2
+    /// nested.release()?;
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn reenter(&self) -> Result<LockGuard> {
         let guard = self.shared.block_on(self.get().reenter())??;
         Ok(self.wrap(guard))
     }
 
     /// The owner's hold count right after this acquire.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// assert_eq!(guard.hold_count(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn hold_count(&self) -> u64 {
         self.get().hold_count()
     }
@@ -135,23 +300,57 @@ impl Guard<crate::Lock> {
 
 impl Guard<crate::RwLock> {
     /// Whether this is the write hold (else a read).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let read = client.rw_lock("catalog")?.read()?;
+    /// assert!(!read.is_write());
+    /// # Ok(()) }
+    /// ```
     pub fn is_write(&self) -> bool {
         self.get().is_write()
     }
 
     /// Another hold of the same kind by the same owner; see [`crate::RwGuard::reenter`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let read = client.rw_lock("catalog")?.read()?;
+    /// let nested = read.reenter()?;
+    /// nested.release()?;
+    /// read.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn reenter(&self) -> Result<RwGuard> {
         let guard = self.shared.block_on(self.get().reenter())??;
         Ok(self.wrap(guard))
     }
 
     /// A read taken through this hold; see [`crate::RwGuard::read`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let write = client.rw_lock("catalog")?.write()?;
+    /// let read = write.read()?; // downgrade: no writer gets in between
+    /// write.release()?;
+    /// read.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn read(&self) -> Result<RwGuard> {
         let guard = self.shared.block_on(self.get().read())??;
         Ok(self.wrap(guard))
     }
 
     /// The write taken through this hold; see [`crate::RwGuard::write`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let write = client.rw_lock("catalog")?.write()?;
+    /// let nested = write.write()?; // a re-entered write
+    /// nested.release()?;
+    /// write.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn write(&self) -> Result<RwGuard> {
         let guard = self.shared.block_on(self.get().write())??;
         Ok(self.wrap(guard))
@@ -160,6 +359,15 @@ impl Guard<crate::RwLock> {
 
 impl Guard<crate::FairLock> {
     /// A nested hold of the same owner; see [`crate::FairGuard::reenter`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let turn = client.fair_lock("printer")?.acquire()?;
+    /// let nested = turn.reenter()?; // never queues
+    /// nested.release()?;
+    /// turn.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn reenter(&self) -> Result<FairGuard> {
         let guard = self.shared.block_on(self.get().reenter())??;
         Ok(self.wrap(guard))
@@ -168,11 +376,30 @@ impl Guard<crate::FairLock> {
 
 impl Guard<crate::Semaphore> {
     /// How many permits this guard holds.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// if let Some(all) = client.semaphore("gpu-pool")?.drain_permits()? {
+    ///     println!("took all {} free permits", all.permits());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn permits(&self) -> u32 {
         self.get().permits()
     }
 
     /// The acquisition's id (its permits' members); see [`crate::SemaphoreGuard::id`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// let permit = pool.acquire(1)?;
+    /// let id = permit.id().to_owned();
+    /// permit.detach();
+    /// // ... later, possibly in another process:
+    /// pool.release_permits(&id, 1)?;
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> &str {
         self.get().id()
     }
@@ -180,12 +407,12 @@ impl Guard<crate::Semaphore> {
 
 impl<K: GuardKind> Drop for Guard<K> {
     fn drop(&mut self) {
-        if let Some(guard) = self.inner.take()
-            && let Some(runtime) = &self.shared.runtime
-        {
-            // The async guard's drop spawns its release on the current runtime: ours.
-            let _entered = runtime.enter();
-            drop(guard);
+        if let Some(guard) = self.inner.take() {
+            if let Some(runtime) = &self.shared.runtime {
+                // The async guard's drop spawns its release on the current runtime: ours.
+                let _entered = runtime.enter();
+                drop(guard);
+            }
         }
     }
 }

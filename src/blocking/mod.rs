@@ -102,6 +102,15 @@ impl Drop for Shared {
 }
 
 /// A blocking lock client: [`crate::LockClient`] with its own runtime. Cheap to clone.
+///
+/// ```no_run
+/// # fn demo() -> redis_locks::Result<()> {
+/// use redis_locks::blocking::LockClient;
+/// let client = LockClient::connect("redis://127.0.0.1:6379")?;
+/// let guard = client.lock("invoice:42")?.acquire()?; // blocks this thread until held
+/// guard.release()?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct LockClient {
     shared: Arc<Shared>,
@@ -117,6 +126,14 @@ impl std::fmt::Debug for LockClient {
 
 impl LockClient {
     /// Connects with default settings; see [`crate::LockClient::connect`].
+    ///
+    /// ```no_run
+    /// # fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn connect(url: &str) -> Result<Self> {
         Self::from_builder(crate::LockClient::builder(url))
     }
@@ -156,6 +173,15 @@ impl LockClient {
     }
 
     /// A handle to the lock called `name`; see [`crate::LockClient::lock`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// let guard = lock.acquire()?;
+    /// // ... charge the invoice ...
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self, name: &str) -> Result<Lock> {
         Ok(Lock {
             inner: self.shared.client().lock(name)?,
@@ -164,6 +190,14 @@ impl LockClient {
     }
 
     /// A handle to the read-write lock called `name`; see [`crate::LockClient::rw_lock`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// let read = catalog.read()?;
+    /// read.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
         Ok(RwLock::new(
             self.shared.client().rw_lock(name)?,
@@ -172,6 +206,13 @@ impl LockClient {
     }
 
     /// A handle to the fair lock called `name`; see [`crate::LockClient::fair_lock`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let turn = client.fair_lock("printer")?.acquire()?; // waits its turn
+    /// turn.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
         Ok(FairLock::new(
             self.shared.client().fair_lock(name)?,
@@ -180,6 +221,15 @@ impl LockClient {
     }
 
     /// A handle to the semaphore called `name`; see [`crate::LockClient::semaphore`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// pool.try_set_permits(4)?;
+    /// let gpu = pool.acquire(1)?;
+    /// gpu.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
         Ok(Semaphore::new(
             self.shared.client().semaphore(name)?,
@@ -188,6 +238,13 @@ impl LockClient {
     }
 
     /// A handle to the count-down latch called `name`; see [`crate::LockClient::latch`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// latch.try_set_count(3)?;
+    /// # Ok(()) }
+    /// ```
     pub fn latch(&self, name: &str) -> Result<CountDownLatch> {
         Ok(CountDownLatch::new(
             self.shared.client().latch(name)?,
@@ -196,23 +253,55 @@ impl LockClient {
     }
 
     /// The client id (a UUID v4).
+    ///
+    /// ```no_run
+    /// # fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// println!("lock client {} started", client.id()); // default owner ids start with it
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> &str {
         self.shared.client().id()
     }
 
     /// Waits for the background releases of dropped guards; see
     /// [`crate::LockClient::flush`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// drop(guard);     // given back in the background
+    /// client.flush()?; // wait for it before the process exits
+    /// # Ok(()) }
+    /// ```
     pub fn flush(&self) -> Result<()> {
         self.shared.block_on(self.shared.client().flush())
     }
 
     /// The watchdog's counters; see [`crate::LockClient::watchdog_stats`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let stats = client.watchdog_stats();
+    /// println!("{} renewals, {} holds lost", stats.renewed, stats.lost);
+    /// # Ok(()) }
+    /// ```
     pub fn watchdog_stats(&self) -> WatchdogStats {
         self.shared.client().watchdog_stats()
     }
 }
 
 /// A blocking handle to one named lock; see [`crate::Lock`].
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// let lock = client.lock("invoice:42")?;
+/// if let Some(guard) = lock.try_acquire()? {
+///     // ... charge the invoice ...
+///     guard.release()?;
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Lock {
     inner: crate::Lock,
@@ -238,49 +327,125 @@ impl Lock {
     }
 
     /// See [`crate::Lock::with_lease`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?.with_lease(Duration::from_secs(30))?;
+    /// let guard = lock.acquire()?; // expires after 30 s; never renewed
+    /// # guard.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_lease(&self, lease: Duration) -> Result<Lock> {
         Ok(self.with(self.inner.with_lease(lease)?))
     }
 
     /// See [`crate::Lock::with_fencing`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("ledger")?.with_fencing().acquire()?;
+    /// let token = guard.fencing_token().expect("a fenced handle");
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_fencing(&self) -> Lock {
         self.with(self.inner.with_fencing())
     }
 
     /// See [`crate::Lock::with_owner`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// lock.acquire()?.detach(); // left held for another process with this owner id
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Lock> {
         Ok(self.with(self.inner.with_owner(owner)?))
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// assert_eq!(lock.name(), "invoice:42");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.inner.name()
     }
 
     /// The Redis key of the lock hash.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// println!("the lock lives in {}", lock.key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         self.inner.key()
     }
 
     /// Blocks until acquired; see [`crate::Lock::acquire`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// // ... charge the invoice ...
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn acquire(&self) -> Result<LockGuard> {
         let guard = self.shared.block_on(self.inner.acquire())??;
         Ok(self.guard(guard))
     }
 
     /// Tries once; see [`crate::Lock::try_acquire`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// match client.lock("cron:cleanup")?.try_acquire()? {
+    ///     Some(guard) => guard.release()?,
+    ///     None => println!("another instance runs the cleanup"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_acquire(&self) -> Result<Option<LockGuard>> {
         let guard = self.shared.block_on(self.inner.try_acquire())??;
         Ok(guard.map(|guard| self.guard(guard)))
     }
 
     /// Waits at most `wait`, then `None`; see [`crate::Lock::try_acquire_for`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// if let Some(guard) = client.lock("invoice:42")?.try_acquire_for(Duration::from_secs(2))? {
+    ///     guard.release()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
         let guard = self.shared.block_on(self.inner.try_acquire_for(wait))??;
         Ok(guard.map(|guard| self.guard(guard)))
     }
 
     /// Waits at most `wait`, then [`Error::Timeout`]; see [`crate::Lock::acquire_timeout`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// match client.lock("invoice:42")?.acquire_timeout(Duration::from_secs(1)) {
+    ///     Ok(guard) => guard.release()?,
+    ///     Err(Error::Timeout { .. }) => println!("busy; retry later"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn acquire_timeout(&self, wait: Duration) -> Result<LockGuard> {
         let guard = self.shared.block_on(self.inner.acquire_timeout(wait))??;
         Ok(self.guard(guard))
@@ -289,6 +454,16 @@ impl Lock {
     /// Runs `body` under the lock and releases; [`Error::LockLost`] if the lock was lost
     /// before the release. Unlike [`crate::Lock::run`], a blocking body cannot be stopped
     /// when the lock is lost: check [`LockGuard::is_lost`] at safe points.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let total = client.lock("invoice:42")?.run(|guard| {
+    ///     // ... a blocking body cannot be stopped: check at safe points ...
+    ///     if guard.is_lost() { return 0; }
+    ///     100
+    /// })?;
+    /// # Ok(()) }
+    /// ```
     pub fn run<T>(&self, body: impl FnOnce(&LockGuard) -> T) -> Result<T> {
         let guard = self.acquire()?;
         let out = body(&guard);
@@ -296,26 +471,64 @@ impl Lock {
     }
 
     /// See [`crate::Lock::state`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let state = client.lock("invoice:42")?.state()?;
+    /// println!("{} holder(s)", state.holders.len());
+    /// # Ok(()) }
+    /// ```
     pub fn state(&self) -> Result<LockState> {
         self.shared.block_on(self.inner.state())?
     }
 
     /// See [`crate::Lock::is_locked`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// if client.lock("deploy")?.is_locked()? {
+    ///     println!("a deploy is in progress");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_locked(&self) -> Result<bool> {
         self.shared.block_on(self.inner.is_locked())?
     }
 
     /// See [`crate::Lock::remaining_ttl`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// if let Some(ttl) = client.lock("deploy")?.remaining_ttl()? {
+    ///     println!("expires in {ttl:?} unless renewed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.shared.block_on(self.inner.remaining_ttl())?
     }
 
     /// See [`crate::Lock::force_unlock`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// if client.lock("deploy")?.force_unlock()? {
+    ///     println!("deleted the lock");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn force_unlock(&self) -> Result<bool> {
         self.shared.block_on(self.inner.force_unlock())?
     }
 
     /// See [`crate::Lock::unlock`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// let left = lock.unlock()?;
+    /// # Ok(()) }
+    /// ```
     pub fn unlock(&self) -> Result<u64> {
         self.shared.block_on(self.inner.unlock())?
     }

@@ -12,6 +12,17 @@ use super::{FairLock, Lock, RwLock, Shared};
 use crate::error::{Error, LostReason, Result};
 
 /// One member of a blocking [`MultiLock`]; see [`crate::Member`].
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::blocking::{Member, MultiLock};
+/// let report = MultiLock::new([
+///     Member::Read(client.rw_lock("prices")?),
+///     Member::Write(client.rw_lock("report")?),
+///     Member::from(client.fair_lock("mailer")?),
+/// ])?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Member {
@@ -69,24 +80,68 @@ macro_rules! acquiring {
         }
 
         #[doc = concat!("Blocks until held; see [`crate::", $async, "::acquire`].")]
+        /// ```no_run
+        /// # fn demo(transfer: redis_locks::blocking::MultiLock, job: redis_locks::blocking::RedLock) -> redis_locks::Result<()> {
+        /// // The same for a multi-lock (every member) and a RedLock (a majority of servers).
+        /// let both = transfer.acquire()?;
+        /// both.release()?;
+        /// let held = job.acquire()?;
+        /// held.release()?;
+        /// # Ok(()) }
+        /// ```
         pub fn acquire(&self) -> Result<$guard> {
             let guard = first(&self.shared)?.block_on(self.inner.acquire())??;
             Ok(self.guard(guard))
         }
 
         #[doc = concat!("Tries once; see [`crate::", $async, "::try_acquire`].")]
+        /// ```no_run
+        /// # fn demo(transfer: redis_locks::blocking::MultiLock, job: redis_locks::blocking::RedLock) -> redis_locks::Result<()> {
+        /// if let Some(both) = transfer.try_acquire()? {
+        ///     both.release()?;
+        /// }
+        /// if let Some(held) = job.try_acquire()? {
+        ///     held.release()?;
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub fn try_acquire(&self) -> Result<Option<$guard>> {
             let guard = first(&self.shared)?.block_on(self.inner.try_acquire())??;
             Ok(guard.map(|guard| self.guard(guard)))
         }
 
         #[doc = concat!("Waits at most `wait` (zero: tries once); see [`crate::", $async, "::try_acquire_for`].")]
+        /// ```no_run
+        /// # use std::time::Duration;
+        /// # fn demo(transfer: redis_locks::blocking::MultiLock, job: redis_locks::blocking::RedLock) -> redis_locks::Result<()> {
+        /// let wait = Duration::from_secs(2);
+        /// if let Some(both) = transfer.try_acquire_for(wait)? {
+        ///     both.release()?;
+        /// }
+        /// if let Some(held) = job.try_acquire_for(wait)? {
+        ///     held.release()?;
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub fn try_acquire_for(&self, wait: Duration) -> Result<Option<$guard>> {
             let guard = first(&self.shared)?.block_on(self.inner.try_acquire_for(wait))??;
             Ok(guard.map(|guard| self.guard(guard)))
         }
 
         #[doc = concat!("See [`crate::", $async, "::acquire_timeout`].")]
+        /// ```no_run
+        /// # use std::time::Duration;
+        /// # fn demo(transfer: redis_locks::blocking::MultiLock, job: redis_locks::blocking::RedLock) -> redis_locks::Result<()> {
+        /// use redis_locks::Error;
+        /// match transfer.acquire_timeout(Duration::from_secs(2)) {
+        ///     Ok(both) => both.release()?,
+        ///     Err(Error::Timeout { name, .. }) => println!("{name}: busy"),
+        ///     Err(other) => return Err(other),
+        /// }
+        /// let held = job.acquire_timeout(Duration::from_secs(5))?;
+        /// # held.release()?;
+        /// # Ok(()) }
+        /// ```
         pub fn acquire_timeout(&self, wait: Duration) -> Result<$guard> {
             let guard = first(&self.shared)?.block_on(self.inner.acquire_timeout(wait))??;
             Ok(self.guard(guard))
@@ -94,6 +149,13 @@ macro_rules! acquiring {
 
         /// Runs `body` holding it, then releases; the outcome of the release (`LockLost`
         /// if it was lost meanwhile) is the result's error.
+        ///
+        /// ```no_run
+        /// # fn demo(transfer: redis_locks::blocking::MultiLock, job: redis_locks::blocking::RedLock) -> redis_locks::Result<()> {
+        /// let moved = transfer.run(|_both| 100)?;
+        /// let rows = job.run(|held| if held.is_lost() { 0 } else { 1_000 })?;
+        /// # Ok(()) }
+        /// ```
         pub fn run<T>(&self, body: impl FnOnce(&$guard) -> T) -> Result<T> {
             let guard = self.acquire()?;
             let out = body(&guard);
@@ -112,6 +174,16 @@ macro_rules! guarding {
         }
 
         /// A nested hold of every member or server; see the async guard's `reenter`.
+        ///
+        /// ```no_run
+        /// # fn demo(both: redis_locks::blocking::MultiGuard, held: redis_locks::blocking::RedGuard) -> redis_locks::Result<()> {
+        /// // The same for a multi-lock's guard and a RedLock's.
+        /// let nested = both.reenter()?;
+        /// nested.release()?;
+        /// let nested = held.reenter()?;
+        /// nested.release()?;
+        /// # Ok(()) }
+        /// ```
         pub fn reenter(&self) -> Result<$guard> {
             let nested = first(&self.shared)?.block_on(self.get().reenter())??;
             Ok($guard {
@@ -121,16 +193,38 @@ macro_rules! guarding {
         }
 
         /// Makes it last at least `lease` from now; see the async guard's `extend`.
+        ///
+        /// ```no_run
+        /// # use std::time::Duration;
+        /// # fn demo(both: redis_locks::blocking::MultiGuard, held: redis_locks::blocking::RedGuard) -> redis_locks::Result<()> {
+        /// both.extend(Duration::from_secs(30))?; // every member
+        /// held.extend(Duration::from_secs(30))?; // on a majority of servers
+        /// # Ok(()) }
+        /// ```
         pub fn extend(&self, lease: Duration) -> Result<()> {
             first(&self.shared)?.block_on(self.get().extend(lease))?
         }
 
         /// How long it is known to last; see the async guard's `remaining_lease`.
+        ///
+        /// ```no_run
+        /// # fn demo(both: redis_locks::blocking::MultiGuard, held: redis_locks::blocking::RedGuard) -> redis_locks::Result<()> {
+        /// println!("every member is held for {:?} more", both.remaining_lease());
+        /// println!("a majority is held for {:?} more", held.remaining_lease());
+        /// # Ok(()) }
+        /// ```
         pub fn remaining_lease(&self) -> Duration {
             self.get().remaining_lease()
         }
 
         /// Leaves the holds until their leases end; see the async guard's `detach`.
+        ///
+        /// ```no_run
+        /// # fn demo(both: redis_locks::blocking::MultiGuard, held: redis_locks::blocking::RedGuard) -> redis_locks::Result<()> {
+        /// both.detach(); // the holds stay until their leases end
+        /// held.detach();
+        /// # Ok(()) }
+        /// ```
         pub fn detach(mut self) {
             if let Some(guard) = self.inner.take() {
                 guard.detach();
@@ -138,21 +232,59 @@ macro_rules! guarding {
         }
 
         /// Whether it is lost; see the async guard's `is_lost`.
+        ///
+        /// ```no_run
+        /// # fn demo(both: redis_locks::blocking::MultiGuard, held: redis_locks::blocking::RedGuard) -> redis_locks::Result<()> {
+        /// if both.is_lost() || held.is_lost() {
+        ///     eprintln!("stop: the work is no longer protected");
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub fn is_lost(&self) -> bool {
             self.get().is_lost()
         }
 
         /// Why it was lost, if it was.
+        ///
+        /// ```no_run
+        /// # fn demo(both: redis_locks::blocking::MultiGuard, held: redis_locks::blocking::RedGuard) -> redis_locks::Result<()> {
+        /// if let Some(reason) = both.lost_reason() {
+        ///     eprintln!("a member was lost: {reason}");
+        /// }
+        /// if let Some(reason) = held.lost_reason() {
+        ///     eprintln!("the RedLock was lost: {reason}");
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub fn lost_reason(&self) -> Option<LostReason> {
             self.get().lost_reason()
         }
 
         /// A token cancelled when it is lost.
+        ///
+        /// ```no_run
+        /// # fn demo(both: redis_locks::blocking::MultiGuard, held: redis_locks::blocking::RedGuard) -> redis_locks::Result<()> {
+        /// let stop = both.lost_token();
+        /// std::thread::spawn(move || {
+        ///     while !stop.is_cancelled() {
+        ///         // ... one step of the transfer ...
+        ///     }
+        /// });
+        /// let _ = held.lost_token(); // the same for a RedLock's guard
+        /// # Ok(()) }
+        /// ```
         pub fn lost_token(&self) -> crate::CancellationToken {
             self.get().lost_token()
         }
 
         /// Gives every hold back; see the async guard's `release`.
+        ///
+        /// ```no_run
+        /// # fn demo(both: redis_locks::blocking::MultiGuard, held: redis_locks::blocking::RedGuard) -> redis_locks::Result<()> {
+        /// both.release()?; // every member
+        /// held.release()?; // every server's hold
+        /// # Ok(()) }
+        /// ```
         pub fn release(mut self) -> Result<()> {
             // Refuse before taking the guard: a refused call leaves it to its drop.
             let shared = self.shared.clone();
@@ -192,6 +324,15 @@ impl std::fmt::Debug for MultiLock {
 
 impl MultiLock {
     /// A multi-lock over `members`; see [`crate::MultiLock::new`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::blocking::MultiLock;
+    /// let transfer = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire()?;
+    /// both.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(members: impl IntoIterator<Item = impl Into<Member>>) -> Result<Self> {
         let (members, shared): (Vec<crate::Member>, Vec<Arc<Shared>>) = members
             .into_iter()
@@ -204,6 +345,14 @@ impl MultiLock {
     }
 
     /// Every member for the explicit owner `owner`; see [`crate::MultiLock::with_owner`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::blocking::MultiLock;
+    /// let transfer = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?
+    ///     .with_owner("transfer-8d1c")?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
         Ok(MultiLock {
             inner: self.inner.with_owner(owner)?,
@@ -217,6 +366,15 @@ impl MultiLock {
 /// Every member of a blocking [`MultiLock`], held; see [`crate::MultiGuard`]. Dropping it
 /// releases every member in the background (each on its client's runtime), never
 /// blocking.
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// # use redis_locks::blocking::MultiLock;
+/// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire()?;
+/// // ... move the money, checking `both.is_lost()` at safe points ...
+/// both.release()?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases every member at once"]
 pub struct MultiGuard {
     /// `None` once released (only by `release`, which consumes the guard).
@@ -237,6 +395,14 @@ impl MultiGuard {
     guarding!(MultiGuard);
 
     /// The members' names, in the order they were taken.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::blocking::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire()?;
+    /// assert_eq!(both.names(), ["account:17", "account:42"]);
+    /// # Ok(()) }
+    /// ```
     pub fn names(&self) -> Vec<&str> {
         self.get()
             .guards()
@@ -246,6 +412,18 @@ impl MultiGuard {
     }
 
     /// The members' fencing tokens, in member order.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::blocking::MultiLock;
+    /// let ledgers = MultiLock::new([
+    ///     client.lock("ledger:eu")?.with_fencing(),
+    ///     client.lock("ledger:us")?.with_fencing(),
+    /// ])?;
+    /// let both = ledgers.acquire()?;
+    /// println!("tokens: {:?}", both.fencing_tokens());
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
         self.get().fencing_tokens()
     }
@@ -276,6 +454,14 @@ impl std::fmt::Debug for RedLock {
 
 impl RedLock {
     /// A RedLock over `locks`, one per independent server; see [`crate::RedLock::new`].
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// use redis_locks::blocking::RedLock;
+    /// let locks = servers.iter().map(|client| client.lock("nightly-job"));
+    /// let job = RedLock::new(locks.collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<Self> {
         let (locks, shared): (Vec<crate::Lock>, Vec<Arc<Shared>>) = locks
             .into_iter()
@@ -295,41 +481,110 @@ impl RedLock {
     }
 
     /// See [`crate::RedLock::with_servers`].
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let job = job.with_servers(5)?; // a majority of all five, connected or not
+    /// assert_eq!(job.quorum(), 3);
+    /// # Ok(()) }
+    /// ```
     pub fn with_servers(&self, total: usize) -> Result<Self> {
         Ok(self.with(self.inner.clone().with_servers(total)?))
     }
 
     /// See [`crate::RedLock::with_retry_delay`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let job = job.with_retry_delay(Duration::from_millis(50))?; // few contenders
+    /// let held = job.acquire()?;
+    /// # held.release()?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_retry_delay(&self, delay: Duration) -> Result<Self> {
         Ok(self.with(self.inner.clone().with_retry_delay(delay)?))
     }
 
     /// See [`crate::RedLock::with_lease`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.with_lease(Duration::from_secs(30))?.acquire()?;
+    /// println!("valid until {:?}", held.valid_until());
+    /// # Ok(()) }
+    /// ```
     pub fn with_lease(&self, lease: Duration) -> Result<Self> {
         Ok(self.with(self.inner.with_lease(lease)?))
     }
 
     /// See [`crate::RedLock::with_owner`].
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.with_owner("scheduler-eu-1")?.acquire()?;
+    /// held.detach(); // another process with this owner id takes over
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
         Ok(self.with(self.inner.with_owner(owner)?))
     }
 
     /// How many servers the majority is counted over.
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let job = job.with_servers(5)?;
+    /// println!("needs {} of {}", job.quorum(), job.servers());
+    /// # Ok(()) }
+    /// ```
     pub fn servers(&self) -> usize {
         self.inner.servers()
     }
 
     /// How many servers must hold the lock.
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire()?;
+    /// assert!(held.held_on() >= job.quorum());
+    /// # Ok(()) }
+    /// ```
     pub fn quorum(&self) -> usize {
         self.inner.quorum()
     }
 
     /// Whether someone holds it on a majority; see [`crate::RedLock::is_locked`].
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// if job.is_locked()? {
+    ///     println!("the job runs somewhere");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_locked(&self) -> Result<bool> {
         first(&self.shared)?.block_on(self.inner.is_locked())?
     }
 
     /// The lease left on a majority; see [`crate::RedLock::remaining_ttl`].
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// if let Some(left) = job.remaining_ttl()? {
+    ///     println!("held on a majority for {left:?} more");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
         first(&self.shared)?.block_on(self.inner.remaining_ttl())?
     }
@@ -339,6 +594,15 @@ impl RedLock {
 
 /// A blocking RedLock hold; see [`crate::RedGuard`]. Dropping it releases every server's
 /// hold in the background, never blocking.
+///
+/// ```no_run
+/// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+/// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+/// let held = job.acquire()?;
+/// // ... the nightly job, checking `held.is_lost()` at safe points ...
+/// held.release()?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct RedGuard {
     inner: Option<crate::RedGuard>,
@@ -358,21 +622,55 @@ impl RedGuard {
     guarding!(RedGuard);
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire()?;
+    /// assert_eq!(held.name(), "nightly-job");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.get().name()
     }
 
     /// On how many servers the lock is held; see [`crate::RedGuard::held_on`].
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire()?;
+    /// println!("held on {} of {} servers", held.held_on(), job.servers());
+    /// # Ok(()) }
+    /// ```
     pub fn held_on(&self) -> usize {
         self.get().held_on()
     }
 
     /// The validity the acquire computed; see [`crate::RedGuard::valid_until`].
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire()?;
+    /// if std::time::Instant::now() >= held.valid_until() {
+    ///     eprintln!("past the computed validity: stop relying on the lock");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn valid_until(&self) -> Instant {
         self.get().valid_until()
     }
 
     /// Holds lost so far.
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire()?;
+    /// println!("{} server(s) lost their hold", held.lost_holds());
+    /// # Ok(()) }
+    /// ```
     pub fn lost_holds(&self) -> usize {
         self.get().lost_holds()
     }

@@ -136,11 +136,30 @@ impl Guard<Lock> {
 
     /// The owner's hold count right after this acquire: 1 for a fresh acquisition, more
     /// for a reentrant one.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let outer = client.lock("account:42")?.acquire().await?;
+    /// assert_eq!(outer.hold_count(), 1);
+    /// let inner = outer.reenter().await?;
+    /// assert_eq!(inner.hold_count(), 2);
+    /// # inner.release().await?; outer.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn hold_count(&self) -> u64 {
         self.detail
     }
 
     /// Whether this acquire re-entered a lock the owner already held.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let outer = client.lock("account:42")?.acquire().await?;
+    /// let inner = outer.reenter().await?;
+    /// assert!(!outer.is_reentrant() && inner.is_reentrant());
+    /// # inner.release().await?; outer.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_reentrant(&self) -> bool {
         self.detail > 1
     }

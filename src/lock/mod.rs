@@ -119,6 +119,17 @@ impl Lock {
     /// after `lease` and are not renewed. Redis counts whole milliseconds, so a fraction
     /// rounds up (1.9 ms is 2 ms). Fails with [`Error::InvalidDuration`] for a lease below
     /// 1 ms or above [`MAX_DURATION`](crate::MAX_DURATION).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // A fixed lease: the hold expires after 30 s whatever happens, and is never renewed.
+    /// let lock = client.lock("invoice:42")?.with_lease(Duration::from_secs(30))?;
+    /// let guard = lock.acquire().await?;
+    /// assert!(!guard.is_watchdog_leased());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_lease(&self, lease: Duration) -> Result<Lock> {
         let ms = keys::validate_ms("lease", lease)?;
         Ok(Lock {
@@ -157,11 +168,30 @@ impl Lock {
     }
 
     /// Whether acquisitions through this handle return fencing tokens.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let ledger = client.lock("ledger")?.with_fencing();
+    /// assert!(ledger.is_fenced());
+    /// assert!(!client.lock("ledger")?.is_fenced());
+    /// # Ok(()) }
+    /// ```
     pub fn is_fenced(&self) -> bool {
         self.fenced
     }
 
     /// The same lock with the watchdog lease (the default).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let fixed = client.lock("invoice:42")?.with_lease(Duration::from_secs(5))?;
+    /// let renewed = fixed.with_watchdog(); // back to the default: renewed while the guard lives
+    /// let guard = renewed.acquire().await?;
+    /// assert!(guard.is_watchdog_leased());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_watchdog(&self) -> Lock {
         Lock {
             mode: LeaseMode::Watchdog,
@@ -174,6 +204,18 @@ impl Lock {
     /// unguessable id: whoever knows it can release the lock. Fails with
     /// [`Error::InvalidName`] for an empty id or one over
     /// [`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Process A takes the lock for a long migration and leaves it held.
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// let guard = lock.with_lease(Duration::from_secs(600))?.acquire().await?;
+    /// guard.detach();
+    /// // Process B, knowing the owner id, gives it back when the migration is done.
+    /// lock.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Lock> {
         let owner = owner.into();
         keys::validate_owner(&owner)?;
@@ -184,21 +226,50 @@ impl Lock {
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// assert_eq!(lock.name(), "invoice:42");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.keys.name
     }
 
     /// The client this handle belongs to.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// // The same client, for a related lock.
+    /// let receipt = lock.client().lock("receipt:42")?;
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> &LockClient {
         &self.client
     }
 
     /// The Redis key of the lock hash.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_locks::Result<()> {
+    /// let client = redis_locks::LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(client.lock("invoice:42")?.key(), "redis-locks:{invoice:42}");
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.keys.hash
     }
 
     /// The pub/sub channel on which releases are announced.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// println!("releases of {} are announced on {}", lock.name(), lock.channel());
+    /// # Ok(()) }
+    /// ```
     pub fn channel(&self) -> &str {
         &self.keys.channel
     }
@@ -206,6 +277,15 @@ impl Lock {
     /// The explicit owner id this handle acquires as ([`Lock::with_owner`]), or `None`:
     /// then every acquire is a new owner (see [`LockGuard::owner`] for the one a guard
     /// got, and [`LockGuard::reenter`] for nesting).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// assert_eq!(lock.owner(), None); // every acquire is a new owner
+    /// let shared = lock.with_owner("billing-worker-3")?;
+    /// assert_eq!(shared.owner(), Some("billing-worker-3"));
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> Option<&str> {
         self.owner.as_deref()
     }
@@ -238,6 +318,14 @@ impl Lock {
     /// once waiting, it rides out connection blips and restarts, and reports
     /// [`Error::Redis`] only after an outage longer than the watchdog timeout. Fails
     /// with [`Error::WrongType`] when the key holds something else.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire().await?;
+    /// // ... charge the invoice: no other owner holds the lock until the release ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe. An attempt dropped after it was sent finishes in a background task,
@@ -284,6 +372,18 @@ impl Lock {
     /// request whose connection dropped before Redis ran it, as a probe on the new
     /// connection shows, is sent again: that is still one attempt.)
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// match client.lock("cron:cleanup")?.try_acquire().await? {
+    ///     Some(guard) => {
+    ///         // ... run the cleanup ...
+    ///         guard.release().await?;
+    ///     }
+    ///     None => println!("another instance is running the cleanup"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe, as [`Lock::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
@@ -315,6 +415,18 @@ impl Lock {
     /// Waits at most `wait`, then fails with [`Error::Timeout`]. A zero wait tries once.
     /// A wait over [`MAX_DURATION`](crate::MAX_DURATION) is [`Error::InvalidDuration`]
     /// (use [`Lock::acquire`] to wait without limit).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// match client.lock("invoice:42")?.acquire_timeout(Duration::from_secs(1)).await {
+    ///     Ok(guard) => guard.release().await?,
+    ///     Err(Error::Timeout { waited, .. }) => println!("still busy after {waited:?}; retry later"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe, as [`Lock::acquire`].

@@ -17,6 +17,15 @@ impl Lock {
     /// Fails with [`Error::NotHeld`] when the owner holds no hold, and with
     /// [`Error::WrongType`] when the key is not a lock.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // The worker that took the lock as this owner detached its guard and exited.
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// let left = lock.unlock().await?;
+    /// println!("{left} hold(s) left");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Not cancel-safe in the sense that a cancelled call may or may not have released
     /// the hold; it never releases twice.

@@ -59,6 +59,14 @@ impl From<FairLock> for Member {
 
 impl Member {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Member;
+    /// let member = Member::Read(client.rw_lock("exchange-rates")?);
+    /// assert_eq!(member.name(), "exchange-rates");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         match self {
             Member::Lock(lock) => lock.name(),
@@ -70,6 +78,14 @@ impl Member {
     /// The key that places the member in the global order. A read and a write of one
     /// read-write lock share it, so naming both is refused like naming one lock twice
     /// (the write would wait for the read: there is no upgrade).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Member;
+    /// let member = Member::from(client.lock("account:17")?);
+    /// assert_eq!(member.key(), client.lock("account:17")?.key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         match self {
             Member::Lock(lock) => lock.key(),
@@ -79,6 +95,14 @@ impl Member {
     }
 
     /// The client the member's lock belongs to.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Member;
+    /// let member = Member::Write(client.rw_lock("ledger")?);
+    /// println!("taken through client {}", member.client().id());
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> &LockClient {
         match self {
             Member::Lock(lock) => lock.client(),
@@ -120,6 +144,22 @@ impl Member {
 
 /// One member of a [`MultiGuard`](crate::MultiGuard), held: the guard of its kind. Match
 /// it for what only that kind has; the methods every guard shares are here too.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::{Member, MemberGuard, MultiLock};
+/// let report = MultiLock::new([Member::Read(client.rw_lock("prices")?), client.lock("mailer")?.into()])?;
+/// let all = report.acquire().await?;
+/// for guard in all.guards() {
+///     match guard {
+///         MemberGuard::Rw(rw) => println!("{}: write? {}", rw.name(), rw.is_write()),
+///         MemberGuard::Lock(lock) => println!("{}: count {}", lock.name(), lock.hold_count()),
+///         other => println!("{}", other.name()),
+///     }
+/// }
+/// # all.release().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 #[must_use = "dropping a guard gives the hold back at once"]
@@ -145,41 +185,133 @@ macro_rules! each {
 
 impl MemberGuard {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire().await?;
+    /// let names: Vec<&str> = both.guards().iter().map(|guard| guard.name()).collect();
+    /// assert_eq!(names, ["account:17", "account:42"]); // the order they were taken in
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         each!(self, held => held.name())
     }
 
     /// The owner id the hold belongs to (treat it as a secret: it can release the hold).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::MultiLock;
+    /// let transfer = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.with_owner("transfer-8d1c")?.acquire().await?;
+    /// assert!(both.guards().iter().all(|guard| guard.owner() == "transfer-8d1c"));
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> &str {
         each!(self, held => held.owner())
     }
 
     /// The hold's fencing token, when the member's handle was made `with_fencing`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::MultiLock;
+    /// let ledger = MultiLock::new([client.lock("ledger:eu")?.with_fencing(), client.lock("ledger:us")?])?;
+    /// let both = ledger.acquire().await?;
+    /// for guard in both.guards() {
+    ///     println!("{}: token {:?}", guard.name(), guard.fencing_token()); // `None` unless fenced
+    /// }
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self) -> Option<u64> {
         each!(self, held => held.fencing_token())
     }
 
     /// Whether the hold has been lost (also checks the clock).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire().await?;
+    /// if let Some(lost) = both.guards().iter().find(|guard| guard.is_lost()) {
+    ///     eprintln!("{} was lost", lost.name());
+    /// }
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         each!(self, held => held.is_lost())
     }
 
     /// Why the hold was lost, if it was.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire().await?;
+    /// for guard in both.guards() {
+    ///     if let Some(reason) = guard.lost_reason() {
+    ///         eprintln!("{}: {reason}", guard.name());
+    ///     }
+    /// }
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost_reason(&self) -> Option<LostReason> {
         each!(self, held => held.lost_reason())
     }
 
     /// A token cancelled when the hold is lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire().await?;
+    /// // Watch one member alone (the multi-guard's own signal fires for any member).
+    /// let first = both.guards()[0].lost_token();
+    /// tokio::spawn(async move { first.cancelled().await; eprintln!("account:17 was lost") });
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost_token(&self) -> CancellationToken {
         each!(self, held => held.lost_token())
     }
 
     /// The lease time left as last confirmed by Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire().await?;
+    /// for guard in both.guards() {
+    ///     println!("{}: {:?} left", guard.name(), guard.remaining_lease());
+    /// }
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_lease(&self) -> Duration {
         each!(self, held => held.remaining_lease())
     }
 
     /// Makes the hold last at least `lease` from now (see [`Guard::extend`](crate::Guard::extend)).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::MultiLock;
+    /// let transfer = MultiLock::new([
+    ///     client.lock("account:17")?.with_lease(Duration::from_secs(10))?,
+    ///     client.lock("account:42")?,
+    /// ])?;
+    /// let both = transfer.acquire().await?;
+    /// both.guards()[0].extend(Duration::from_secs(30)).await?; // only the fixed-lease member
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: a cancelled extension either lengthened the expiry or did nothing.
@@ -189,6 +321,18 @@ impl MemberGuard {
 
     /// Gives the hold back (see [`Guard::release`](crate::Guard::release)).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire().await?;
+    /// // An owned member guard: a nested hold of one member.
+    /// let nested = both.guards()[0].reenter().await?;
+    /// // ... work on account:17 alone ...
+    /// nested.release().await?;
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: the hold is given back exactly once, in the background if cancelled.
     pub async fn release(self) -> Result<()> {
@@ -196,11 +340,31 @@ impl MemberGuard {
     }
 
     /// Stops tracking the hold without giving it back (see [`Guard::detach`](crate::Guard::detach)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire().await?;
+    /// let nested = both.guards()[0].reenter().await?;
+    /// nested.detach(); // this count stays held until the lease ends
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn detach(self) {
         each!(self, held => held.detach())
     }
 
     /// One more hold of the same kind for the same owner: a nested critical section.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # use redis_locks::MultiLock;
+    /// let both = MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?.acquire().await?;
+    /// let nested = both.guards()[0].reenter().await?; // one more hold of account:17 alone
+    /// nested.release().await?;
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: a hold won by an attempt whose caller has gone is given back.

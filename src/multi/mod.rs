@@ -55,6 +55,17 @@ impl MultiLock {
     /// server twice is an [`Error::InvalidConfig`], since a member would wait for itself;
     /// so is a read and a write of one read-write lock). Each member keeps its own options
     /// (lease, fencing, owner).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::{Member, MultiLock};
+    /// let transfer = MultiLock::new([
+    ///     Member::from(client.lock("account:17")?),
+    ///     Member::from(client.lock("account:42")?),
+    ///     Member::Read(client.rw_lock("exchange-rates")?),
+    /// ])?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(locks: impl IntoIterator<Item = impl Into<Member>>) -> Result<Self> {
         let named: Vec<Member> = locks.into_iter().map(Into::into).collect();
         if named.is_empty() {
@@ -76,12 +87,31 @@ impl MultiLock {
     }
 
     /// The members, in the order they are taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// for member in transfer.members() {
+    ///     println!("takes {} ({})", member.name(), member.key());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn members(&self) -> &[Member] {
         &self.members
     }
 
     /// A multi-lock whose members all acquire for the explicit owner `owner` (see
     /// [`Lock::with_owner`](crate::Lock::with_owner)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// // Every member is held by this owner: another process with the id may release them.
+    /// let owned = transfer.with_owner("transfer-8d1c")?;
+    /// let both = owned.acquire().await?;
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
         let owner = owner.into();
         let members = self
@@ -95,6 +125,15 @@ impl MultiLock {
     }
 
     /// Takes every member, waiting without limit.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?; // both accounts, or none
+    /// // ... move the money ...
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: members taken so far are released (in the background, as dropped
@@ -110,6 +149,16 @@ impl MultiLock {
 
     /// Takes every member if all are free now; otherwise takes none.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// match transfer.try_acquire().await? {
+    ///     Some(both) => both.release().await?,
+    ///     None => println!("an account is busy; nothing was taken"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: members taken so far are released.
     pub async fn try_acquire(&self) -> Result<Option<MultiGuard>> {
@@ -117,6 +166,17 @@ impl MultiLock {
     }
 
     /// Takes every member within `wait`; otherwise takes none.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// if let Some(both) = transfer.try_acquire_for(Duration::from_secs(2)).await? {
+    ///     // ... move the money ...
+    ///     both.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: members taken so far are released.
@@ -127,6 +187,19 @@ impl MultiLock {
 
     /// Takes every member within `wait`, or fails with [`Error::Timeout`] (naming the
     /// members, comma-separated) having taken none. Zero tries once.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// use redis_locks::Error;
+    /// match transfer.acquire_timeout(Duration::from_secs(2)).await {
+    ///     Ok(both) => both.release().await?,
+    ///     Err(Error::Timeout { name, .. }) => println!("{name}: busy; transfer queued"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: members taken so far are released.
@@ -247,6 +320,18 @@ async fn release_all(guards: Vec<MemberGuard>) -> Result<()> {
 
 /// Every member of a [`MultiLock`], held. One lost signal (fires when any member is
 /// lost), one release. Dropping it releases every member in the background.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+/// let both = transfer.acquire().await?;
+/// tokio::select! {
+///     _ = both.lost() => eprintln!("an account lock was lost: {:?}", both.lost_reason()),
+///     _ = async { /* move the money */ } => {}
+/// }
+/// both.release().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases every member at once"]
 pub struct MultiGuard {
     guards: Vec<MemberGuard>,
@@ -317,12 +402,35 @@ impl MultiGuard {
     }
 
     /// The members' guards, in the order they were taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// use redis_locks::MemberGuard;
+    /// let both = transfer.acquire().await?;
+    /// for guard in both.guards() {
+    ///     if let MemberGuard::Lock(lock) = guard {
+    ///         println!("{}: hold count {}", lock.name(), lock.hold_count());
+    ///     }
+    /// }
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn guards(&self) -> &[MemberGuard] {
         &self.guards
     }
 
     /// The lease left on every member, as last confirmed by Redis: the shortest of the
     /// members' (zero once one is lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?;
+    /// println!("every member is held for at least {:?} more", both.remaining_lease());
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_lease(&self) -> Duration {
         self.guards
             .iter()
@@ -333,6 +441,18 @@ impl MultiGuard {
 
     /// Stops tracking every member without giving it back (see
     /// [`Guard::detach`](crate::Guard::detach)): the holds stay until their leases end.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::MultiLock;
+    /// let transfer = MultiLock::new([
+    ///     client.lock("account:17")?.with_owner("transfer-8d1c")?,
+    ///     client.lock("account:42")?.with_owner("transfer-8d1c")?,
+    /// ])?;
+    /// let both = transfer.acquire().await?;
+    /// both.detach(); // left held for another process with the owner id
+    /// # Ok(()) }
+    /// ```
     pub fn detach(mut self) {
         std::mem::take(&mut self.guards)
             .into_iter()
@@ -340,21 +460,69 @@ impl MultiGuard {
     }
 
     /// Resolves when any member is lost. Cancel-safe.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?;
+    /// tokio::select! {
+    ///     _ = both.lost() => eprintln!("a member was lost; the transfer stopped"),
+    ///     _ = async { /* move the money */ } => {}
+    /// }
+    /// # drop(both);
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> WaitForCancellationFuture<'_> {
         self.lost.cancelled()
     }
 
     /// A token cancelled when any member is lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?;
+    /// let stop = both.lost_token();
+    /// tokio::spawn(async move {
+    ///     stop.cancelled().await;
+    ///     eprintln!("a member of the transfer was lost");
+    /// });
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost_token(&self) -> CancellationToken {
         self.lost.child_token()
     }
 
     /// Whether any member is lost (also checks the clock).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?;
+    /// for step in 0..3 {
+    ///     if both.is_lost() {
+    ///         break; // stop: the accounts are no longer protected
+    ///     }
+    ///     // ... step `step` of the transfer ...
+    /// }
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.lost.is_cancelled() || self.guards.iter().any(MemberGuard::is_lost)
     }
 
     /// Why the first lost member was lost, if one was.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?;
+    /// both.lost().await;
+    /// eprintln!("transfer stopped: {:?}", both.lost_reason());
+    /// # Ok(()) }
+    /// ```
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.guards.iter().find_map(MemberGuard::lost_reason)
     }
@@ -380,6 +548,21 @@ impl MultiGuard {
     /// member was extended; otherwise the first error (for example `LockLost`), after
     /// trying every member.
     ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::MultiLock;
+    /// let lease = Duration::from_secs(10);
+    /// let transfer = MultiLock::new([
+    ///     client.lock("account:17")?.with_lease(lease)?,
+    ///     client.lock("account:42")?.with_lease(lease)?,
+    /// ])?;
+    /// let both = transfer.acquire().await?;
+    /// both.extend(Duration::from_secs(30)).await?; // the transfer needs longer
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: each member's expiry was either lengthened or left as it was.
     pub async fn extend(&self, lease: Duration) -> Result<()> {
@@ -396,6 +579,19 @@ impl MultiGuard {
     }
 
     /// The fencing tokens of the members taken with fencing, in member order.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::MultiLock;
+    /// let transfer = MultiLock::new([
+    ///     client.lock("account:17")?.with_fencing(),
+    ///     client.lock("account:42")?.with_fencing(),
+    /// ])?;
+    /// let both = transfer.acquire().await?;
+    /// let tokens = both.fencing_tokens(); // in member order
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
         self.guards.iter().map(MemberGuard::fencing_token).collect()
     }
@@ -403,6 +599,16 @@ impl MultiGuard {
     /// Re-enters every member (a nested critical section over all of them): one more
     /// hold of each, for the same owners. Never waits. If one member cannot be
     /// re-entered (it was lost), the re-entries made are given back.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?;
+    /// let nested = both.reenter().await?; // a nested section over both accounts
+    /// nested.release().await?;
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: re-entries made so far are released.
@@ -424,6 +630,17 @@ impl MultiGuard {
     /// `protocol::multi::MultiRelease` decides the order and the outcome). `Ok` only when
     /// every member was given back while held; otherwise the first error (for example
     /// `LockLost` for a member that had been lost), after trying every member.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?;
+    /// // ... move the money ...
+    /// if let Err(err) = both.release().await {
+    ///     eprintln!("the transfer was not protected to the end: {err}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: every member is still given back exactly once (the one being released

@@ -31,6 +31,18 @@ pub(super) async fn give_back(holds: Vec<Option<LockGuard>>) {
 /// A RedLock held on a majority. One lost signal: it fires when fewer than a majority of
 /// its holds remain (each server's watchdog renews its own hold, and tells its loss).
 /// Dropping it releases every hold in the background.
+///
+/// ```no_run
+/// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+/// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+/// let held = job.acquire().await?;
+/// tokio::select! {
+///     _ = held.lost() => eprintln!("fewer than a majority hold the lock; stopping"),
+///     _ = async { /* the nightly job */ } => {}
+/// }
+/// held.release().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct RedGuard {
     name: String,
@@ -113,11 +125,29 @@ impl RedGuard {
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// assert_eq!(held.name(), "nightly-job");
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// On how many servers the lock is held (not yet known lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// println!("held on {} of {} servers", held.held_on(), job.servers());
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn held_on(&self) -> usize {
         self.holds
             .iter()
@@ -128,6 +158,20 @@ impl RedGuard {
 
     /// The servers' holds, one slot per server in the order given (`None` where the
     /// acquire got no hold).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// for (server, hold) in held.holds().iter().enumerate() {
+    ///     match hold {
+    ///         Some(guard) => println!("server {server}: {:?} left", guard.remaining_lease()),
+    ///         None => println!("server {server}: not held"),
+    ///     }
+    /// }
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn holds(&self) -> &[Option<LockGuard>] {
         &self.holds
     }
@@ -136,26 +180,89 @@ impl RedGuard {
     /// the acquire's start: with fixed leases, the lock must not be relied on after this.
     /// With watchdog leases the servers' renewals extend it, and [`RedGuard::lost`] is
     /// the signal to watch.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.with_lease(Duration::from_secs(30))?.acquire().await?;
+    /// if std::time::Instant::now() < held.valid_until() {
+    ///     // ... still safe to act under the lock ...
+    /// }
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn valid_until(&self) -> Instant {
         *self.valid_until.lock()
     }
 
     /// Resolves when fewer than a majority of holds remain. Cancel-safe.
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// tokio::select! {
+    ///     _ = held.lost() => eprintln!("lost: {:?}", held.lost_reason()),
+    ///     _ = async { /* the nightly job */ } => {}
+    /// }
+    /// # drop(held);
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> WaitForCancellationFuture<'_> {
         self.lost.cancelled()
     }
 
     /// A token cancelled when fewer than a majority of holds remain.
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// let stop = held.lost_token();
+    /// let job_task = tokio::spawn(async move {
+    ///     tokio::select! {
+    ///         _ = stop.cancelled() => eprintln!("majority lost: stopping"),
+    ///         _ = async { /* the nightly job */ } => {}
+    ///     }
+    /// });
+    /// let _ = job_task.await;
+    /// held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost_token(&self) -> CancellationToken {
         self.lost.child_token()
     }
 
     /// Whether fewer than a majority of holds remain (also checks the clock).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// for batch in 0..100 {
+    ///     if held.is_lost() {
+    ///         break;
+    ///     }
+    ///     // ... process `batch` ...
+    /// }
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.lost.is_cancelled() || self.held_on() < self.quorum
     }
 
     /// Why a hold was lost, from the first lost one, when the lock is lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// held.lost().await;
+    /// eprintln!("RedLock lost: {:?}", held.lost_reason());
+    /// # Ok(()) }
+    /// ```
     pub fn lost_reason(&self) -> Option<LostReason> {
         if !self.is_lost() {
             return None;
@@ -164,6 +271,17 @@ impl RedGuard {
     }
 
     /// Holds lost so far (the guard is lost once fewer than a majority remain).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// if held.lost_holds() > 0 {
+    ///     eprintln!("{} server(s) lost the lock; still held on a majority", held.lost_holds());
+    /// }
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost_holds(&self) -> usize {
         self.holds
             .iter()
@@ -174,6 +292,15 @@ impl RedGuard {
 
     /// The lease left on a majority, as last confirmed by the servers: the longest lease
     /// that at least a majority of the live holds still have (zero once lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// println!("held on a majority for {:?} more", held.remaining_lease());
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_lease(&self) -> Duration {
         let mut left: Vec<Duration> = self
             .holds
@@ -190,6 +317,17 @@ impl RedGuard {
 
     /// Stops tracking every server's hold without giving it back (see
     /// [`Guard::detach`](crate::Guard::detach)): the holds stay until their leases end.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// use redis_locks::RedLock;
+    /// let locks = clients.iter().map(|c| c.lock("nightly-job")?.with_owner("scheduler-eu-1"));
+    /// let job = RedLock::new(locks.collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.with_lease(Duration::from_secs(3600))?.acquire().await?;
+    /// held.detach(); // held for an hour, or until an owner with the same id gives it back
+    /// # Ok(()) }
+    /// ```
     pub fn detach(mut self) {
         for guard in std::mem::take(&mut self.holds).into_iter().flatten() {
             guard.detach();
@@ -202,6 +340,18 @@ impl RedGuard {
     /// allowance leaves some validity; [`valid_until`](RedGuard::valid_until) then moves
     /// to the end of that validity. Otherwise the first server's error, or
     /// [`Error::LockLost`] when the lock is lost (`valid_until` stays as it was).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.with_lease(Duration::from_secs(30))?.acquire().await?;
+    /// // ... the job needs longer ...
+    /// held.extend(Duration::from_secs(60)).await?;
+    /// println!("valid until {:?} now", held.valid_until());
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: each hold's expiry was either lengthened or left as it was, and
@@ -252,6 +402,16 @@ impl RedGuard {
     /// Re-enters the lock on every server where it is held (a nested critical section).
     /// Never waits; fails with [`Error::LockLost`] if a majority cannot be re-entered.
     ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// let nested = held.reenter().await?; // a nested section on the same servers
+    /// nested.release().await?;
+    /// held.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: re-entries made so far are released.
     pub async fn reenter(&self) -> Result<RedGuard> {
@@ -279,6 +439,17 @@ impl RedGuard {
 
     /// Releases the lock on every server. `Ok` when a majority of holds were given back
     /// while held; otherwise `Err(LockLost)` (the lock had been lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// // ... the nightly job ...
+    /// if let Err(err) = held.release().await {
+    ///     eprintln!("the job was not protected to the end: {err}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: every hold is still given back exactly once (each member's release

@@ -10,7 +10,7 @@
 //! the quorum is renewed by the servers' watchdogs, and the guard is lost when fewer than
 //! a majority of its holds remain.
 //!
-//! What it does not give: see the README's RedLock section (clocks, process pauses,
+//! What it does not give: see `docs/redlock.md` (clocks, process pauses,
 //! fencing).
 
 use crate::protocol::redlock::{self, Won};
@@ -31,6 +31,14 @@ pub use guard::RedGuard;
 use guard::give_back;
 
 /// The default longest random pause between two attempts.
+///
+/// ```no_run
+/// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+/// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+/// // Many contenders: spread their retries over twice the default.
+/// let job = job.with_retry_delay(redis_locks::REDLOCK_RETRY_DELAY * 2)?;
+/// # Ok(()) }
+/// ```
 pub const REDLOCK_RETRY_DELAY: Duration = Duration::from_millis(200);
 
 /// One lock over N independent Redis servers (a [`Lock`] of the same name on each
@@ -69,6 +77,16 @@ impl RedLock {
     /// A RedLock over `locks`, one per independent server (at least one; the same server
     /// twice, under any name or address that resolves to it, is an
     /// [`Error::InvalidConfig`]: it would count twice towards the majority).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// use redis_locks::RedLock;
+    /// // One client per independent Redis server (not replicas of one another).
+    /// let locks = clients.iter().map(|client| client.lock("nightly-job"));
+    /// let job = RedLock::new(locks.collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// assert_eq!(job.quorum(), clients.len() / 2 + 1);
+    /// # Ok(()) }
+    /// ```
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<Self> {
         let members: Vec<Lock> = locks.into_iter().collect();
         if members.is_empty() {
@@ -101,6 +119,17 @@ impl RedLock {
     /// (the others count as refusing): a RedLock built from the servers that could be
     /// connected must still win a majority of all of them. `total` below the number of
     /// members is an [`Error::InvalidConfig`].
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// use redis_locks::RedLock;
+    /// // Five servers are configured, but only the reachable ones could be connected:
+    /// // the majority is still 3 of 5.
+    /// let locks = clients.iter().map(|client| client.lock("nightly-job"));
+    /// let job = RedLock::new(locks.collect::<redis_locks::Result<Vec<_>>>()?)?.with_servers(5)?;
+    /// assert_eq!(job.quorum(), 3);
+    /// # Ok(()) }
+    /// ```
     pub fn with_servers(mut self, total: usize) -> Result<Self> {
         if total < self.members.len() {
             return Err(Error::InvalidConfig(format!(
@@ -113,6 +142,16 @@ impl RedLock {
     }
 
     /// The longest random pause between two attempts (default 200 ms).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let job = job.with_retry_delay(Duration::from_millis(50))?; // few contenders: retry sooner
+    /// let held = job.acquire().await?;
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_retry_delay(mut self, delay: Duration) -> Result<Self> {
         crate::keys::validate_ms("retry delay", delay)?;
         self.retry_delay = delay;
@@ -120,6 +159,17 @@ impl RedLock {
     }
 
     /// A RedLock whose holds all have the fixed lease `lease` (see [`Lock::with_lease`]).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// // A fixed 30 s lease on every server: the lock must not be relied on after `valid_until`.
+    /// let held = job.with_lease(Duration::from_secs(30))?.acquire().await?;
+    /// println!("valid until {:?}", held.valid_until());
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_lease(&self, lease: Duration) -> Result<Self> {
         let members = self
             .members
@@ -134,6 +184,15 @@ impl RedLock {
 
     /// A RedLock whose holds all belong to the explicit owner `owner` (reentrant across
     /// handles and processes that share it).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let owned = job.with_owner("scheduler-eu-1")?;
+    /// let held = owned.acquire().await?;
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(&self, owner: impl Into<String>) -> Result<Self> {
         let owner = owner.into();
         let members = self
@@ -149,17 +208,43 @@ impl RedLock {
 
     /// How many servers the majority is counted over (the members, or
     /// [`RedLock::with_servers`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let job = job.with_servers(5)?; // five configured, some not connected
+    /// println!("a majority is {} of {}", job.quorum(), job.servers());
+    /// # Ok(()) }
+    /// ```
     pub fn servers(&self) -> usize {
         self.servers
     }
 
     /// How many servers must hold the lock: N/2 + 1 (N: the members, or
     /// [`RedLock::with_servers`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?;
+    /// assert!(held.held_on() >= job.quorum());
+    /// # held.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn quorum(&self) -> usize {
         redlock::quorum(self.servers)
     }
 
     /// The members, one per server.
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// for lock in job.locks() {
+    ///     println!("{} on client {}", lock.key(), lock.client().id());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn locks(&self) -> &[Lock] {
         &self.members
     }
@@ -167,6 +252,15 @@ impl RedLock {
     /// Acquires on a majority, retrying without limit while the lock is held elsewhere.
     /// Fails with [`Error::NoQuorum`] when too few servers answer for longer than the
     /// lease (a majority cannot be reached).
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let held = job.acquire().await?; // on a majority of the servers
+    /// // ... run the nightly job; `held.lost()` fires if the majority is lost ...
+    /// held.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: holds taken by the attempt in flight are given back.
@@ -182,6 +276,16 @@ impl RedLock {
     /// One attempt: `None` when the lock is held elsewhere; [`Error::NoQuorum`] when too
     /// few servers answered.
     ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// match job.try_acquire().await? {
+    ///     Some(held) => held.release().await?,
+    ///     None => println!("another scheduler runs the job tonight"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: holds taken by the attempt are given back.
     pub async fn try_acquire(&self) -> Result<Option<RedGuard>> {
@@ -189,6 +293,17 @@ impl RedLock {
     }
 
     /// Attempts until `wait` has passed.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// if let Some(held) = job.try_acquire_for(Duration::from_secs(5)).await? {
+    ///     // ... run the job ...
+    ///     held.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: holds taken by the attempt in flight are given back.
@@ -199,6 +314,20 @@ impl RedLock {
 
     /// Attempts until `wait` has passed, then fails with [`Error::Timeout`]. Zero tries
     /// once.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// use redis_locks::Error;
+    /// match job.acquire_timeout(Duration::from_secs(5)).await {
+    ///     Ok(held) => held.release().await?,
+    ///     Err(Error::Timeout { .. }) => println!("held elsewhere"),
+    ///     Err(Error::NoQuorum { failed, .. }) => eprintln!("too few servers answer: {failed:?}"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: holds taken by the attempt in flight are given back.
@@ -211,6 +340,18 @@ impl RedLock {
     /// the guard and releases. If the lock is lost meanwhile (fewer than a majority of
     /// holds remain), the body is stopped (its future dropped at its next await point)
     /// and the result is [`Error::LockLost`].
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// let rows = job
+    ///     .run(async |_held| {
+    ///         // ... the nightly job; stopped if the majority is lost ...
+    ///         1_000
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: dropping the future stops the body and releases every hold in the
@@ -233,6 +374,15 @@ impl RedLock {
     /// at once). A server that cannot answer counts for neither side: when the answers
     /// leave it undecided, the first server's error.
     ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// if job.is_locked().await? {
+    ///     println!("the nightly job is running somewhere");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
     pub async fn is_locked(&self) -> Result<bool> {
@@ -243,6 +393,15 @@ impl RedLock {
     /// still have (`None` when fewer than a majority hold it). Asked of every server at
     /// once; a server that cannot answer counts for neither side, and when the answers
     /// leave it undecided the result is the first server's error.
+    ///
+    /// ```no_run
+    /// # async fn demo(clients: Vec<redis_locks::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::RedLock::new(clients.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// if let Some(left) = job.remaining_ttl().await? {
+    ///     println!("held on a majority for at least {left:?} more");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.

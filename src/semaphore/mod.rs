@@ -70,6 +70,16 @@ impl std::fmt::Debug for Semaphore {
 impl LockClient {
     /// A handle to the semaphore called `name`. Validates the name; does not talk to
     /// Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// pool.try_set_permits(4).await?;
+    /// let gpu = pool.acquire(1).await?;
+    /// // ... train on one GPU ...
+    /// gpu.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
         keys::validate_name(name)?;
         let inner = &self.inner;
@@ -89,6 +99,16 @@ impl LockClient {
 }
 
 /// The state of a semaphore ([`Semaphore::state`]).
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// let state = client.semaphore("gpu-pool")?.state().await?;
+/// println!(
+///     "size {:?}: {} in use, {} reserved, {} free",
+///     state.size, state.in_use, state.reserved, state.available()
+/// );
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreState {
@@ -102,6 +122,15 @@ pub struct SemaphoreState {
 
 impl SemaphoreState {
     /// Permits that an acquire could take now.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// if pool.state().await?.available() >= 2 {
+    ///     println!("a two-GPU job would start at once");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn available(&self) -> u64 {
         self.size
             .unwrap_or(0)
@@ -111,16 +140,37 @@ impl SemaphoreState {
 
 impl Semaphore {
     /// The semaphore's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// assert_eq!(pool.name(), "gpu-pool");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// Its size-and-reservation hash key.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// println!("size in {}, permits in {}", pool.key(), pool.permits_key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.keys.hash
     }
 
     /// Its permits key (a sorted set).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// println!("permits in use are the members of {}", pool.permits_key());
+    /// # Ok(()) }
+    /// ```
     pub fn permits_key(&self) -> &str {
         &self.keys.permits
     }
@@ -129,6 +179,16 @@ impl Semaphore {
     /// expire `lease` after each acquire (the guard's lost signal fires then).
     /// Redis counts whole milliseconds, so a fraction rounds up (1.9 ms is 2 ms), as for
     /// [`Lock::with_lease`](crate::Lock::with_lease).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Each permit expires 15 minutes after it was taken, renewed or not.
+    /// let pool = client.semaphore("gpu-pool")?.with_lease(Duration::from_secs(900))?;
+    /// let gpu = pool.acquire(1).await?;
+    /// # gpu.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_lease(&self, lease: Duration) -> Result<Self> {
         let ms = keys::validate_ms("lease", lease)?;
         Ok(Semaphore {
@@ -139,6 +199,16 @@ impl Semaphore {
 
     /// A handle whose permits are renewed by the watchdog while their guard lives (the
     /// default): undoes [`with_lease`](Self::with_lease).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let fixed = client.semaphore("gpu-pool")?.with_lease(Duration::from_secs(900))?;
+    /// let gpu = fixed.with_watchdog().acquire(1).await?; // renewed while held
+    /// assert!(gpu.is_watchdog_leased());
+    /// # gpu.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_watchdog(&self) -> Self {
         Semaphore {
             mode: LeaseMode::Watchdog,
@@ -150,6 +220,14 @@ impl Semaphore {
     /// waiters (more may fit now). Returns the previous size. Shrinking takes no permit
     /// back: new ones are granted once enough are given back or expire.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Two more GPUs were installed.
+    /// let previous = client.semaphore("gpu-pool")?.set_permits(6).await?;
+    /// println!("resized from {previous:?} to 6");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancelling after the command was sent may leave the new size set.
     pub async fn set_permits(&self, size: u64) -> Result<Option<u64>> {
@@ -157,6 +235,16 @@ impl Semaphore {
     }
 
     /// Sets the number of permits unless one is set already; returns whether it set it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Every service instance runs this at start; the first one sets the size.
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// if pool.try_set_permits(4).await? {
+    ///     println!("configured the pool with 4 permits");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancelling after the command was sent may leave the size set.
@@ -172,6 +260,15 @@ impl Semaphore {
     /// Errors: [`Error::InvalidConfig`] when the size would end below 1 or above
     /// [`MAX_COUNT`](crate::MAX_COUNT) (nothing is changed); [`Error::WrongType`];
     /// [`Error::Redis`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// let size = pool.add_permits(2).await?; // two GPUs added
+    /// println!("the pool has {size} permits now");
+    /// pool.add_permits(-1).await?;           // one taken out for repair
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancelling after the command was sent may leave the permits added.
@@ -229,6 +326,14 @@ impl Semaphore {
     /// release ([`Error::LockLost`]). For an operator clearing stuck permits
     /// (`redis-locks unlock --force`).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // Workers crashed with permits that a fixed lease keeps for hours: take them back.
+    /// let freed = client.semaphore("gpu-pool")?.force_release().await?;
+    /// println!("took back {freed} permit(s)");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// A cancelled call may or may not have taken the permits back.
     pub async fn force_release(&self) -> Result<u64> {
@@ -248,6 +353,20 @@ impl Semaphore {
     /// Errors: [`Error::InvalidConfig`] for an empty or malformed id or `n` = 0;
     /// [`Error::ReleaseUnconfirmed`] when a lost reply leaves it unknown whether this call
     /// gave them back; [`Error::Redis`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // The scheduler takes a permit and hands it to a worker process by id.
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// let permit = pool.acquire(1).await?;
+    /// let id = permit.id().to_owned();
+    /// permit.detach();
+    /// // ... later, in the worker, once the job is done:
+    /// if !pool.release_permits(&id, 1).await? {
+    ///     eprintln!("the permit had expired already");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// A cancelled call may or may not have given the permits back.
@@ -271,6 +390,13 @@ impl Semaphore {
     }
 
     /// The size, the permits in use and the reserved ones.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let state = client.semaphore("gpu-pool")?.state().await?;
+    /// println!("{} of {:?} permits in use", state.in_use, state.size);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: read-only.
@@ -300,6 +426,15 @@ impl Semaphore {
     /// Errors: [`Error::InvalidConfig`] for `n` = 0, for more permits than the semaphore
     /// has, or when no size was set; [`Error::WrongType`]; [`Error::Redis`].
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// let gpus = pool.acquire(2).await?; // waits until two permits are free
+    /// // ... train on two GPUs ...
+    /// gpus.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: permits won by an attempt whose caller has gone are given back.
     pub async fn acquire(&self, n: u32) -> Result<SemaphoreGuard> {
@@ -313,6 +448,15 @@ impl Semaphore {
 
     /// Takes `n` permits if they are free now.
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// match client.semaphore("gpu-pool")?.try_acquire(1).await? {
+    ///     Some(gpu) => gpu.release().await?,
+    ///     None => println!("every GPU is busy; queue the job"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: permits won by an attempt whose caller has gone are given back.
     pub async fn try_acquire(&self, n: u32) -> Result<Option<SemaphoreGuard>> {
@@ -324,6 +468,18 @@ impl Semaphore {
     /// [`Error::LockLost`] if the permits are lost meanwhile (see
     /// [`Lock::run`](crate::Lock::run)).
     ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let loss = client
+    ///     .semaphore("gpu-pool")?
+    ///     .run(2, async |_gpus| {
+    ///         // ... train on two GPUs ...
+    ///         0.03
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe: dropping the future stops the body and gives the permits back in the
     /// background.
@@ -334,6 +490,18 @@ impl Semaphore {
     /// Waits at most `wait` for `n` permits, then fails with [`Error::Timeout`] (zero
     /// tries once).
     ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::Error;
+    /// match client.semaphore("gpu-pool")?.acquire_timeout(1, Duration::from_secs(60)).await {
+    ///     Ok(gpu) => gpu.release().await?,
+    ///     Err(Error::Timeout { .. }) => println!("no GPU freed up within a minute"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe, as [`Semaphore::try_acquire_for`].
     pub async fn acquire_timeout(&self, n: u32, wait: Duration) -> Result<SemaphoreGuard> {
@@ -342,6 +510,17 @@ impl Semaphore {
     }
 
     /// Takes `n` permits, waiting at most `wait`.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// if let Some(gpus) = pool.try_acquire_for(2, Duration::from_secs(5)).await? {
+    ///     // ... train ...
+    ///     gpus.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel-safe: permits won by an attempt whose caller has gone, and the waiter's
@@ -430,6 +609,15 @@ impl Semaphore {
 /// every guard does; its [`owner`](Guard::owner) and [`hold_id`](Guard::hold_id) are the
 /// acquisition's id), with [`permits`](Guard::permits). Released in the background when
 /// dropped; prefer [`release`](Guard::release), which reports the outcome.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// use redis_locks::SemaphoreGuard;
+/// let gpus: SemaphoreGuard = client.semaphore("gpu-pool")?.acquire(2).await?;
+/// assert_eq!(gpus.permits(), 2);
+/// gpus.release().await?;
+/// # Ok(()) }
+/// ```
 pub type SemaphoreGuard = Guard<Semaphore>;
 
 impl sealed::Sealed for Semaphore {}
@@ -442,12 +630,30 @@ impl GuardKind for Semaphore {
 
 impl Guard<Semaphore> {
     /// How many permits this guard holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// if let Some(all) = pool.drain_permits().await? {
+    ///     println!("took all {} free GPUs", all.permits());
+    ///     all.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn permits(&self) -> u32 {
         self.detail
     }
 
     /// The id of this acquisition (its permits are `<id>:1..n` in the permits set); the
     /// same as [`hold_id`](Guard::hold_id).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// let permit = client.semaphore("gpu-pool")?.acquire(1).await?;
+    /// let id = permit.id().to_owned(); // what `Semaphore::release_permits` takes
+    /// permit.detach();
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> &str {
         self.hold_id()
     }

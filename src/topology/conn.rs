@@ -134,9 +134,7 @@ impl Conn {
             port,
         };
         let result = conn.route_pipeline(pipeline, 0, count, route).await;
-        if let Err(err) = &result
-            && suggests_topology_change(err)
-        {
+        if result.as_ref().is_err_and(suggests_topology_change) {
             link.rebuild_in_background(generation);
         }
         result

@@ -36,11 +36,22 @@ pub(crate) enum Target {
 }
 
 /// Seed nodes of a cluster, and the TLS roots and client certificate to use with them.
-#[derive(Debug, Clone)]
+/// Its `Debug` never prints the certificates (they hold the client's private key).
+#[derive(Clone)]
 pub(crate) struct ClusterTarget {
     pub(crate) seeds: Vec<redis::ConnectionInfo>,
     #[cfg(feature = "tls")]
     pub(crate) certs: Option<redis::TlsCertificates>,
+}
+
+impl std::fmt::Debug for ClusterTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("ClusterTarget");
+        out.field("seeds", &self.seeds);
+        #[cfg(feature = "tls")]
+        out.field("certs", &self.certs.as_ref().map(|_| SECRET_SET));
+        out.finish()
+    }
 }
 
 /// `redis-sentinel://…#service`, taken apart. Its `Debug` never prints a password.
@@ -87,13 +98,18 @@ impl std::fmt::Debug for SentinelTarget {
             )
             .field("tls", tls);
         #[cfg(feature = "tls")]
-        out.field("certs", certs);
+        out.field("certs", &certs.as_ref().map(|_| SECRET_SET));
         out.finish()
     }
 }
 
 /// What `Debug` shows for a password.
 pub(crate) const REDACTED: &str = "<redacted>";
+
+/// What `Debug` shows for TLS certificates that were given: they hold the client's
+/// private key, and redis-rs before 1.2.3 has no `Debug` for them.
+#[cfg(feature = "tls")]
+pub(crate) const SECRET_SET: &str = "<set, redacted>";
 
 /// What `Debug` shows for an optional password: whether there is one, never what it is.
 fn redacted<T>(password: Option<T>) -> Option<&'static str> {
@@ -352,12 +368,15 @@ fn percent_decode(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let (Some(high), Some(low)) = (
-                bytes.get(i + 1).copied().and_then(hex),
-                bytes.get(i + 2).copied().and_then(hex),
-            )
-        {
+        let escaped = match bytes[i] {
+            b'%' => bytes
+                .get(i + 1)
+                .copied()
+                .and_then(hex)
+                .zip(bytes.get(i + 2).copied().and_then(hex)),
+            _ => None,
+        };
+        if let Some((high, low)) = escaped {
             out.push(high << 4 | low);
             i += 3;
             continue;

@@ -155,9 +155,9 @@ impl Shared {
     /// generation `seen`, or when the last lookup was moments ago.
     async fn look_up(&self, seen: Option<u64>) {
         let mut last = self.looking_up.lock().await;
-        if let Some(seen) = seen
-            && (self.current.lock().generation != seen || last.elapsed() < MIN_LOOKUP_GAP)
-        {
+        if seen.is_some_and(|seen| {
+            self.current.lock().generation != seen || last.elapsed() < MIN_LOOKUP_GAP
+        }) {
             return;
         }
         *last = Instant::now();

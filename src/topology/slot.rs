@@ -12,13 +12,12 @@ pub(crate) fn slot_of(key: &[u8]) -> u16 {
 }
 
 fn hash_tag(key: &[u8]) -> &[u8] {
-    if let Some(open) = key.iter().position(|b| *b == b'{')
-        && let Some(len) = key[open + 1..].iter().position(|b| *b == b'}')
-        && len > 0
-    {
-        return &key[open + 1..open + 1 + len];
-    }
-    key
+    let tag = key.iter().position(|b| *b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let len = rest.iter().position(|b| *b == b'}')?;
+        (len > 0).then(|| &rest[..len])
+    });
+    tag.unwrap_or(key)
 }
 
 fn crc16_xmodem(bytes: &[u8]) -> u16 {

@@ -118,6 +118,15 @@ impl HoldEntry {
 }
 
 /// Counters describing the watchdog's work, for monitoring and the benchmark.
+///
+/// ```no_run
+/// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+/// let stats = client.watchdog_stats();
+/// if stats.failed_calls > 0 {
+///     eprintln!("{} renewal call(s) failed; last tick took {} µs", stats.failed_calls, stats.last_tick_micros);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WatchdogStats {
     /// Renewal ticks that had at least one lock to renew or check.

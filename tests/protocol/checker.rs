@@ -423,12 +423,12 @@ impl<M: Model> Checker<M> {
 /// A model asks it only how an attempt ends and what a drop gives back; it attempts again
 /// at any time, not after the loop's sleeps. `Err`: the loop was not about to attempt.
 pub fn wait_at_attempt(
-    policy: redis_locks::protocol::wait::WaitPolicy,
-    now: redis_locks::protocol::Millis,
-    limit: Option<redis_locks::protocol::Millis>,
-    refused_within: Option<redis_locks::protocol::Millis>,
-) -> Result<redis_locks::protocol::wait::Wait, redis_locks::protocol::wait::WaitStep> {
-    use redis_locks::protocol::wait::{Tried, Wait, WaitStep};
+    policy: redis_locks_protocol::wait::WaitPolicy,
+    now: redis_locks_protocol::Millis,
+    limit: Option<redis_locks_protocol::Millis>,
+    refused_within: Option<redis_locks_protocol::Millis>,
+) -> Result<redis_locks_protocol::wait::Wait, redis_locks_protocol::wait::WaitStep> {
+    use redis_locks_protocol::wait::{Tried, Wait, WaitStep};
     let mut wait = Wait::new(policy, now, limit);
     let mut step = wait.start(now);
     if let Some(within) = refused_within {

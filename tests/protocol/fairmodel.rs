@@ -111,19 +111,19 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use redis_locks::LostReason;
-use redis_locks::protocol::extend::{HoldShape, extension_call};
-use redis_locks::protocol::fair::{
+use redis_locks_protocol::extend::{HoldShape, extension_call};
+use redis_locks_protocol::fair::{
     FairAcquire, FairAcquired, FairKeys, decode_acquire, release_call,
 };
-use redis_locks::protocol::force::{self, ForceDeleted};
-use redis_locks::protocol::hold::HoldState;
-use redis_locks::protocol::release::{Found, Told, told};
-use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
-use redis_locks::protocol::resend::{GivenBack, Resend, given_back};
-use redis_locks::protocol::rwlock::hold_id;
-use redis_locks::protocol::semaphore::renew_call;
-use redis_locks::protocol::wait::{Wait, WaitPolicy, WaitTiming};
-use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
+use redis_locks_protocol::force::{self, ForceDeleted};
+use redis_locks_protocol::hold::HoldState;
+use redis_locks_protocol::release::{Found, Told, told};
+use redis_locks_protocol::renew::{RenewItem, Renewed, decode_renew};
+use redis_locks_protocol::resend::{GivenBack, Resend, given_back};
+use redis_locks_protocol::rwlock::hold_id;
+use redis_locks_protocol::semaphore::renew_call;
+use redis_locks_protocol::wait::{Wait, WaitPolicy, WaitTiming};
+use redis_locks_protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::checker::{Model, Stepped, wait_at_attempt};
 use crate::keyspace::{Keyspace, zset_order};

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 /// A reply, as RESP2 carries it: the protocol core's own reply type, so script replies
 /// reach the core as they are.
-pub use redis_locks::protocol::Reply;
+pub use redis_locks_protocol::Reply;
 
 /// A hash's fields and values.
 pub type Fields = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -479,7 +479,7 @@ impl Keyspace {
                 Reply::Array(a[1..].iter().map(field).collect())
             }
             "hset" => {
-                if a.len().is_multiple_of(2) {
+                if a.len() % 2 == 0 {
                     return Err("ERR wrong number of arguments for 'hset' command".into());
                 }
                 let hash = self.hash_for_write(&a[0])?;

@@ -1,7 +1,7 @@
 //! The count-down latch's protocol model: clients that close the latch, count it down and
 //! delete it, while replies are lost, Redis answers `BUSY`/`LOADING`, Redis restarts and
 //! loses the latch, and count-downs are re-sent. Every call is built and every reply read
-//! by the library's own `redis_locks::protocol::latch`, every server error is classified
+//! by the library's own `redis_locks_protocol::latch`, every server error is classified
 //! by its `Failure::from_server_error`, every re-send is decided by its `resend::Resend`
 //! (the machine `LockClient` drives for a count-down), and every call runs the real
 //! `lua/latch_*.lua` in the embedded Lua against the keyspace model. A small breadth-first
@@ -60,11 +60,11 @@
 //! hash exists, with a count of at least 1 and the clients' records.
 #![allow(dead_code)]
 
-use redis_locks::protocol::latch::{
+use redis_locks_protocol::latch::{
     LatchKeys, LatchReply, count_down_call, decode_count_down, decode_done, delete_call, set_call,
 };
-use redis_locks::protocol::resend::Resend;
-use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
+use redis_locks_protocol::resend::Resend;
+use redis_locks_protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::checker::{Model, Stepped};
 use crate::keyspace::Keyspace;

@@ -415,14 +415,14 @@ pub fn format_number(x: f64) -> String {
 /// copies with a planted defect. Shared by every checker's model.
 #[derive(Clone)]
 pub struct Scripts {
-    sources: Vec<(redis_locks::protocol::ScriptId, String)>,
+    sources: Vec<(redis_locks_protocol::ScriptId, String)>,
 }
 
 impl Scripts {
     /// The files of `lua/`, as the library loads them.
     pub fn real() -> Self {
         Scripts {
-            sources: redis_locks::protocol::ScriptId::ALL
+            sources: redis_locks_protocol::ScriptId::ALL
                 .iter()
                 .map(|&id| (id, id.source().to_owned()))
                 .collect(),
@@ -431,7 +431,7 @@ impl Scripts {
 
     /// A copy with `from` replaced by `to` in one script. Panics if `from` is not there,
     /// so a planted defect cannot silently plant nothing.
-    pub fn planted(mut self, id: redis_locks::protocol::ScriptId, from: &str, to: &str) -> Self {
+    pub fn planted(mut self, id: redis_locks_protocol::ScriptId, from: &str, to: &str) -> Self {
         for (script, source) in &mut self.sources {
             if *script == id {
                 assert!(source.contains(from), "{id:?} has no {from:?}");
@@ -442,7 +442,7 @@ impl Scripts {
     }
 
     /// The source of `id` to run.
-    pub fn source(&self, id: redis_locks::protocol::ScriptId) -> &str {
+    pub fn source(&self, id: redis_locks_protocol::ScriptId) -> &str {
         self.sources
             .iter()
             .find(|(script, _)| *script == id)
@@ -453,8 +453,8 @@ impl Scripts {
 /// The request id of a reentrant-lock acquire call: `acquire.lua`'s ARGV[3], or the one
 /// that the value of `take.lua` (the bare `SET NX`) names (`<mark> <request> "\1" <owner>`).
 /// `None` for any other call.
-pub fn acquire_request(call: &redis_locks::protocol::Call) -> Option<std::sync::Arc<str>> {
-    use redis_locks::protocol::ScriptId;
+pub fn acquire_request(call: &redis_locks_protocol::Call) -> Option<std::sync::Arc<str>> {
+    use redis_locks_protocol::ScriptId;
     match call.script {
         ScriptId::Acquire => call.args.get(2).cloned(),
         ScriptId::Take => {
@@ -469,8 +469,8 @@ pub fn acquire_request(call: &redis_locks::protocol::Call) -> Option<std::sync::
 /// Whether `reply` to the reentrant-lock acquire call `call` says it took a fresh hold:
 /// `take.lua`'s OK, `acquire.lua`'s bare 0 or `{1, 1, hold, token}`. Returns the hold's
 /// token (0: none).
-pub fn fresh_grant(call: &redis_locks::protocol::Call, reply: &Reply) -> Option<i64> {
-    use redis_locks::protocol::ScriptId;
+pub fn fresh_grant(call: &redis_locks_protocol::Call, reply: &Reply) -> Option<i64> {
+    use redis_locks_protocol::ScriptId;
     match (call.script, reply) {
         (ScriptId::Take, Reply::Status(ok)) if ok == "OK" => Some(0),
         (ScriptId::Acquire, Reply::Int(0)) => Some(0),
@@ -484,8 +484,8 @@ pub fn fresh_grant(call: &redis_locks::protocol::Call, reply: &Reply) -> Option<
 
 /// The owner an acquire call asks for: `acquire.lua`'s ARGV[1], or the part of `take.lua`'s
 /// value after the request id.
-pub fn acquire_owner(call: &redis_locks::protocol::Call) -> Option<std::sync::Arc<str>> {
-    use redis_locks::protocol::ScriptId;
+pub fn acquire_owner(call: &redis_locks_protocol::Call) -> Option<std::sync::Arc<str>> {
+    use redis_locks_protocol::ScriptId;
     match call.script {
         ScriptId::Acquire => call.args.first().cloned(),
         ScriptId::Take => {
@@ -504,12 +504,12 @@ impl Scripts {
     /// `acquire.lua` grants while another owner holds.
     pub fn with_grant_over_another_owner(self) -> Self {
         self.planted(
-            redis_locks::protocol::ScriptId::Acquire,
+            redis_locks_protocol::ScriptId::Acquire,
             "if not held[1] then\n  redis.call('HSETNX', lock, WAITING, 1)",
             "if not held[1] then\n  redis.call('HSET', lock, owner, 1)\n  return {1, 1, held[2], 0}\nend\nif false then",
         )
         .planted(
-            redis_locks::protocol::ScriptId::Acquire,
+            redis_locks_protocol::ScriptId::Acquire,
             "  if holder ~= owner then\n",
             "  if holder ~= owner then\n    redis.call('SET', lock, '\\1' .. request .. '\\1' .. owner, 'KEEPTTL')\n    do return {1, 1, request, 0} end\n",
         )
@@ -518,17 +518,17 @@ impl Scripts {
     /// `release.lua` gives back whatever hold it finds, any owner's.
     pub fn with_release_of_any_hold(self) -> Self {
         self.planted(
-            redis_locks::protocol::ScriptId::Release,
+            redis_locks_protocol::ScriptId::Release,
             "if not held[1] or held[2] ~= hold then\n  return -1\nend",
             "",
         )
         .planted(
-            redis_locks::protocol::ScriptId::Release,
+            redis_locks_protocol::ScriptId::Release,
             "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    return -1\n",
             "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    redis.call('DEL', lock)\n    return 0\n",
         )
         .planted(
-            redis_locks::protocol::ScriptId::ReleaseFirst,
+            redis_locks_protocol::ScriptId::ReleaseFirst,
             "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    return -1\n",
             "  if string.match(value, '^[\\1\\2][^\\1]+\\1.+$') then\n    redis.call('DEL', lock)\n    return 0\n",
         )
@@ -537,17 +537,17 @@ impl Scripts {
     /// `release.lua` reports a lock it finds gone as given back (0), not "not current".
     pub fn with_gone_lock_reported_released(self) -> Self {
         self.planted(
-            redis_locks::protocol::ScriptId::Release,
+            redis_locks_protocol::ScriptId::Release,
             "if not held[1] or held[2] ~= hold then\n  return -1\nend",
             "if not held[2] then\n  return 0\nend\nif not held[1] or held[2] ~= hold then\n  return -1\nend",
         )
         .planted(
-            redis_locks::protocol::ScriptId::Release,
+            redis_locks_protocol::ScriptId::Release,
             "if not value then\n  return -1\nend",
             "if not value then\n  return 0\nend",
         )
         .planted(
-            redis_locks::protocol::ScriptId::ReleaseFirst,
+            redis_locks_protocol::ScriptId::ReleaseFirst,
             "if not value then\n  return -1\nend",
             "if not value then\n  return 0\nend",
         )
@@ -556,12 +556,12 @@ impl Scripts {
     /// `probe.lua` never finds what a lost acquire took.
     pub fn with_probe_finding_nothing(self) -> Self {
         self.planted(
-            redis_locks::protocol::ScriptId::Probe,
+            redis_locks_protocol::ScriptId::Probe,
             "if held[2] == request or held[3] == seq then",
             "if false then",
         )
         .planted(
-            redis_locks::protocol::ScriptId::Probe,
+            redis_locks_protocol::ScriptId::Probe,
             "if value == '\\1' .. mine or value == '\\2' .. mine then",
             "if false then",
         )
@@ -571,17 +571,17 @@ impl Scripts {
     /// `SET NX` too: as the library would send it with a wrong `PX`).
     pub fn with_short_fresh_expiry(self) -> Self {
         self.planted(
-            redis_locks::protocol::ScriptId::Acquire,
+            redis_locks_protocol::ScriptId::Acquire,
             "local expiry = redis.pcall('PEXPIRE', lock, lease)",
             "local expiry = redis.pcall('PEXPIRE', lock, lease - 5)",
         )
         .planted(
-            redis_locks::protocol::ScriptId::Acquire,
+            redis_locks_protocol::ScriptId::Acquire,
             "owner, 'PX', lease)",
             "owner, 'PX', lease - 5)",
         )
         .planted(
-            redis_locks::protocol::ScriptId::Take,
+            redis_locks_protocol::ScriptId::Take,
             "'PX', ARGV[2])",
             "'PX', ARGV[2] - 5)",
         )

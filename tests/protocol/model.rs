@@ -1,6 +1,6 @@
 //! The model the protocol checker explores: a few clients, one lock, one Redis.
 //!
-//! Each client is driven by the library's own protocol core (`redis_locks::protocol`):
+//! Each client is driven by the library's own protocol core (`redis_locks_protocol`):
 //! its request builders and reply readers, its lane, its release state machine and its
 //! hold bookkeeping. Redis is the in-memory keyspace of `keyspace.rs`, and every call runs
 //! the real script from `lua/` in an embedded Lua 5.1 (`lua.rs`). What the model adds is
@@ -73,19 +73,19 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use redis_locks::protocol::acquire::{self, AcquireRequest, Granted};
-use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
-use redis_locks::protocol::extend::{HoldShape, extension_call};
-use redis_locks::protocol::hold::{HoldState, Joining, Rearm, drift};
-use redis_locks::protocol::lane::Lane;
-use redis_locks::protocol::release::{
+use redis_locks_protocol::acquire::{self, AcquireRequest, Granted};
+use redis_locks_protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound};
+use redis_locks_protocol::extend::{HoldShape, extension_call};
+use redis_locks_protocol::hold::{HoldState, Joining, Rearm, drift};
+use redis_locks_protocol::lane::Lane;
+use redis_locks_protocol::release::{
     self, Found, ReleaseFlow, ReleaseOp, ReleaseOutcome, ReleaseResult, Told, told,
 };
-use redis_locks::protocol::renew::{
+use redis_locks_protocol::renew::{
     RenewItem, Renewed, decode_renew, renew_call, renew_call_on_node,
 };
-use redis_locks::protocol::timing;
-use redis_locks::protocol::{
+use redis_locks_protocol::timing;
+use redis_locks_protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
     force_unlock_call,
 };
@@ -913,7 +913,7 @@ impl State {
                 self.ks.expire(self.now);
                 let now = self.now;
                 let timeout = timing::renewal_call_timeout(STEP, LEASE);
-                let boundary = now.is_multiple_of(PERIOD);
+                let boundary = now % PERIOD == 0;
                 for c in &mut self.clients {
                     // A renewal call that took longer than its timeout is given up: its
                     // reply, if any, is not read.

@@ -136,16 +136,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use redis_locks::protocol::acquire::{self, AcquireRequest};
-use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
-use redis_locks::protocol::hold::{HoldState, LostReason};
-use redis_locks::protocol::lane::Lane;
-use redis_locks::protocol::multi::{MultiAcquire, MultiRelease, MultiStep, OrderKey, global_order};
-use redis_locks::protocol::release::{
+use redis_locks_protocol::acquire::{self, AcquireRequest};
+use redis_locks_protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
+use redis_locks_protocol::hold::{HoldState, LostReason};
+use redis_locks_protocol::lane::Lane;
+use redis_locks_protocol::multi::{MultiAcquire, MultiRelease, MultiStep, OrderKey, global_order};
+use redis_locks_protocol::release::{
     self, Found, ReleaseFlow, ReleaseOutcome, ReleaseResult, Told, told,
 };
-use redis_locks::protocol::wait::{Tried, WaitPolicy, WaitStep, WaitTiming};
-use redis_locks::protocol::{
+use redis_locks_protocol::wait::{Tried, WaitPolicy, WaitStep, WaitTiming};
+use redis_locks_protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
     force_unlock_call,
 };
@@ -972,8 +972,8 @@ fn waiting_loop(refused: bool, now: Millis, failure: Failure) -> Result<bool, Wa
     match wait.attempted(now, Tried::Failed(failure), false, 0) {
         WaitStep::Sleep { .. } => Ok(true),
         WaitStep::Done(
-            redis_locks::protocol::wait::WaitEnd::Failed { .. }
-            | redis_locks::protocol::wait::WaitEnd::TimedOut { .. },
+            redis_locks_protocol::wait::WaitEnd::Failed { .. }
+            | redis_locks_protocol::wait::WaitEnd::TimedOut { .. },
         ) => Ok(false),
         other => Err(other),
     }

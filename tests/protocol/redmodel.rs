@@ -8,7 +8,7 @@
 //! [`ReconcileRound`]s of an acquire whose reply was lost, the [`HoldState`] of each hold.
 //! When every server's attempt has an outcome, or earlier, once the core's
 //! `redlock::may_decide_early` says a majority granted ([`Step::DecideEarly`]), the client
-//! asks the core's RedLock decision (`redis_locks::protocol::redlock::decide`) whether it
+//! asks the core's RedLock decision (`redis_locks_protocol::redlock::decide`) whether it
 //! won, with the time spent since the attempt started. Every call runs the real `lua/*.lua` in the embedded Lua against
 //! that server's own in-memory keyspace (`keyspace.rs`, `lua.rs`). What the model adds is
 //! only the world: the users, the clock, the servers' outages, restarts and clock drift,
@@ -130,13 +130,13 @@ use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use redis_locks::protocol::acquire::AcquireRequest;
-use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
-use redis_locks::protocol::hold::HoldState;
-use redis_locks::protocol::lane::Lane;
-use redis_locks::protocol::redlock::{self, Won};
-use redis_locks::protocol::release::{self, ReleaseFlow, ReleaseOutcome, ReleaseResult};
-use redis_locks::protocol::{
+use redis_locks_protocol::acquire::AcquireRequest;
+use redis_locks_protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
+use redis_locks_protocol::hold::HoldState;
+use redis_locks_protocol::lane::Lane;
+use redis_locks_protocol::redlock::{self, Won};
+use redis_locks_protocol::release::{self, ReleaseFlow, ReleaseOutcome, ReleaseResult};
+use redis_locks_protocol::{
     Call, Env, Failure, LockKeys, Machine, Millis, Next, Reply, RequestIds, ScriptId,
     force_unlock_call,
 };

@@ -5,7 +5,7 @@
 //! all data, and an operator force-unlocks the lock (`RwLock::force_unlock`: the real
 //! `lua/force_delete.lua`, which deletes the write and read sets, keeps the writer-waiting
 //! reservation and the fencing counter, and wakes readers and writers). Every call is
-//! built and every reply read by the library's own `redis_locks::protocol::rwlock`
+//! built and every reply read by the library's own `redis_locks_protocol::rwlock`
 //! (`RwAcquire::call`/`decode`, `release_call`), `resend::Resend` / `given_back`,
 //! `release::told`, `semaphore::renew_call`, `renew::decode_renew`, `hold::HoldState` and
 //! `force::rwlock_call`/`decode`; every call runs the real `lua/rw_*.lua` /
@@ -129,16 +129,16 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use redis_locks::LostReason;
-use redis_locks::protocol::extend::{HoldShape, extension_call};
-use redis_locks::protocol::force::{self, ForceDeleted};
-use redis_locks::protocol::hold::HoldState;
-use redis_locks::protocol::release::{Found as Reading, Told, told};
-use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
-use redis_locks::protocol::resend::{GaveUp, GivenBack, Resend, given_back};
-use redis_locks::protocol::rwlock::{RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call};
-use redis_locks::protocol::semaphore::renew_call;
-use redis_locks::protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
-use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
+use redis_locks_protocol::extend::{HoldShape, extension_call};
+use redis_locks_protocol::force::{self, ForceDeleted};
+use redis_locks_protocol::hold::HoldState;
+use redis_locks_protocol::release::{Found as Reading, Told, told};
+use redis_locks_protocol::renew::{RenewItem, Renewed, decode_renew};
+use redis_locks_protocol::resend::{GaveUp, GivenBack, Resend, given_back};
+use redis_locks_protocol::rwlock::{RwAcquire, RwAcquired, RwKeys, RwKind, hold_id, release_call};
+use redis_locks_protocol::semaphore::renew_call;
+use redis_locks_protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
+use redis_locks_protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::checker::{Model, Stepped};
 use crate::keyspace::Keyspace;

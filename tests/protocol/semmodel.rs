@@ -5,7 +5,7 @@
 //! `BUSY`/`LOADING` and re-send, while the clock moves past leases and reservations, Redis may
 //! restart empty and an operator may take every permit back (`Semaphore::force_release`) or add
 //! or take away permits (`Semaphore::add_permits`). The model holds the world only: every call
-//! is built and every reply read by the library's own `redis_locks::protocol::semaphore` (but
+//! is built and every reply read by the library's own `redis_locks_protocol::semaphore` (but
 //! the two noted below), re-sent by its `resend::Resend`, judged by its `given_back`,
 //! `renew::decode_renew` and `hold::HoldState`; whether an attempt that can never be granted
 //! gives back is its `wait::Wait`'s decision; every call runs the real `lua/sem_*.lua` (the
@@ -141,18 +141,18 @@ use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
-use redis_locks::protocol::extend::{HoldShape, extension_call};
-use redis_locks::protocol::force::{self, ForceDeleted};
-use redis_locks::protocol::hold::HoldState;
-use redis_locks::protocol::renew::{RenewItem, Renewed, decode_renew};
-use redis_locks::protocol::resend::{GivenBack, Resend, SendHistory, given_back};
-use redis_locks::protocol::semaphore;
-use redis_locks::protocol::semaphore::{
+use redis_locks_protocol::extend::{HoldShape, extension_call};
+use redis_locks_protocol::force::{self, ForceDeleted};
+use redis_locks_protocol::hold::HoldState;
+use redis_locks_protocol::renew::{RenewItem, Renewed, decode_renew};
+use redis_locks_protocol::resend::{GivenBack, Resend, SendHistory, given_back};
+use redis_locks_protocol::semaphore;
+use redis_locks_protocol::semaphore::{
     Asked, SemAcquired, SemaphoreKeys, SizeSet, acquire_call, add_call, added, decode_acquire,
     decode_set, renew_call, set_call,
 };
-use redis_locks::protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
-use redis_locks::protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
+use redis_locks_protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
+use redis_locks_protocol::{Call, Env, Failure, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::checker::{Model, Stepped, wait_at_attempt};
 use crate::keyspace::Keyspace;

@@ -73,13 +73,13 @@
 
 use std::sync::Arc;
 
-use redis_locks::protocol::acquire::{self, AcquireRequest};
-use redis_locks::protocol::attempt::{AttemptOp, AttemptOutcome};
-use redis_locks::protocol::hold::HoldState;
-use redis_locks::protocol::lane::Lane;
-use redis_locks::protocol::release::{self, ReleaseFlow, ReleaseOutcome};
-use redis_locks::protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
-use redis_locks::protocol::{Call, Env, LockKeys, Machine, Millis, Next, Reply, RequestIds};
+use redis_locks_protocol::acquire::{self, AcquireRequest};
+use redis_locks_protocol::attempt::{AttemptOp, AttemptOutcome};
+use redis_locks_protocol::hold::HoldState;
+use redis_locks_protocol::lane::Lane;
+use redis_locks_protocol::release::{self, ReleaseFlow, ReleaseOutcome};
+use redis_locks_protocol::wait::{Tried, Wait, WaitEnd, WaitPolicy, WaitStep, WaitTiming};
+use redis_locks_protocol::{Call, Env, LockKeys, Machine, Millis, Next, Reply, RequestIds};
 
 use crate::checker::{Model, Stepped};
 use crate::keyspace::Keyspace;

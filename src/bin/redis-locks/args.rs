@@ -47,7 +47,7 @@ go with --cluster, --min-replicas, --also, --read, --write, --fair, --permits or
 --fenced: the servers keep separate fencing counters, so there is no one token that grows
 with every acquisition. With 1 or 2 servers it works but survives no server's loss (a
 warning says so): use 3 or more, usually 5. A RedLock is only as safe as its servers'
-clocks and the holder's pauses allow: see the README. status and unlock take one server
+clocks and the holder's pauses allow: see docs/redlock.md. status and unlock take one server
 at a time (without --redlock).
 
 Signals: SIGINT, SIGTERM and SIGHUP sent to redis-locks are forwarded to the command;

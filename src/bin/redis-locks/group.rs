@@ -644,9 +644,7 @@ mod imp {
             }
         }
         let _ = killpg(group, Signal::SIGKILL);
-        if let Some(tty) = tty
-            && tcgetpgrp(tty) == Ok(group)
-        {
+        if let Some(tty) = tty.filter(|tty| tcgetpgrp(tty) == Ok(group)) {
             let _ = tcsetpgrp(tty, cli_group);
         }
         exit(0)

@@ -90,12 +90,14 @@ fn main() -> ExitCode {
 pub fn print_stdout(text: &str) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
-    if let Err(err) = stdout
+    let written = stdout
         .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        && err.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        eprintln!("redis-locks: cannot write to stdout: {err}");
+        .and_then(|()| stdout.flush());
+    // A closed pipe (`| head`) is the reader's choice, not a failure worth a message.
+    if let Err(err) = written {
+        if err.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("redis-locks: cannot write to stdout: {err}");
+        }
     }
 }
 

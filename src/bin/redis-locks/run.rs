@@ -54,9 +54,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     crate::multi::check_names(&args)?;
     let mode = group_mode(&args)?;
     let kind = Kind::of(&args);
-    if global.min_replicas.is_some()
-        && let Some(flag) = kind.flag()
-    {
+    if let Some(flag) = kind.flag().filter(|_| global.min_replicas.is_some()) {
         return Err(Failure::usage(format!(
             "--min-replicas applies to locks; {} ({flag}) are not acknowledged by replicas",
             kind.what()

@@ -47,7 +47,7 @@ fn build(write: impl FnOnce(&mut String)) -> Arc<str> {
 /// The concatenation of `parts`.
 ///
 /// ```
-/// # use redis_locks::protocol::args::joined;
+/// # use redis_locks_protocol::args::joined;
 /// assert_eq!(&*joined(&["\u{1}", "c.1", "\u{1}", "owner"]), "\u{1}c.1\u{1}owner");
 /// ```
 pub fn joined(parts: &[&str]) -> Arc<str> {
@@ -57,7 +57,7 @@ pub fn joined(parts: &[&str]) -> Arc<str> {
 /// `n` in decimal.
 ///
 /// ```
-/// # use redis_locks::protocol::args::number;
+/// # use redis_locks_protocol::args::number;
 /// assert_eq!(&*number(7), "7");
 /// assert_eq!(&*number(30_000), "30000");
 /// ```
@@ -75,7 +75,7 @@ pub fn number(n: u64) -> Arc<str> {
 /// `<client id>:<n>`).
 ///
 /// ```
-/// # use redis_locks::protocol::args::numbered;
+/// # use redis_locks_protocol::args::numbered;
 /// assert_eq!(&*numbered(&["c", "."], 12), "c.12");
 /// ```
 pub fn numbered(parts: &[&str], n: u64) -> Arc<str> {

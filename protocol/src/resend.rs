@@ -53,9 +53,10 @@ impl SendHistory {
     /// The next attempt: `call` re-sent until `give_up_at`, continuing the send history.
     pub fn resend(&self, call: Call, give_up_at: Millis) -> Resend {
         let mut resend = Resend::new(call, give_up_at);
-        if let Some(since) = self.unknown_since
-            && !planted::is(Defect::AttemptsForgetEarlierSends)
-        {
+        let remembered = self
+            .unknown_since
+            .filter(|_| !planted::is(Defect::AttemptsForgetEarlierSends));
+        if let Some(since) = remembered {
             resend.first_sent_at = Some(since);
             resend.after_loss = true;
         }
@@ -202,7 +203,7 @@ pub fn given_back(resent: &Resent, hold_too: bool) -> Result<GivenBack, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ScriptId;
+    use crate::ScriptId;
 
     struct At(Millis);
     impl Env for At {

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use super::Millis;
 use super::planted::{self, Defect};
 
-/// Why a held lock is considered lost. Carried by [`Error::LockLost`](crate::Error::LockLost) and by a guard's
-/// [`lost_reason`](crate::LockGuard::lost_reason).
+/// Why a held lock is considered lost. Carried by `redis_locks::Error::LockLost` and by a guard's
+/// `redis_locks::LockGuard::lost_reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LostReason {
@@ -28,9 +28,22 @@ pub enum LostReason {
     LeaseExpiredUnconfirmed,
     /// The lock was taken with an explicit lease (no watchdog) and it has run out.
     LeaseElapsed,
-    /// The hold was given back without this guard: [`Lock::unlock`](crate::Lock::unlock)
+    /// The hold was given back without this guard: `redis_locks::Lock::unlock`
     /// in this client released its last count.
     Unlocked,
+}
+
+impl LostReason {
+    /// A short snake_case label, stable across releases (metrics and logs use it):
+    /// `owner_field_gone`, `lease_expired_unconfirmed`, `lease_elapsed` or `unlocked`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LostReason::OwnerFieldGone => "owner_field_gone",
+            LostReason::LeaseExpiredUnconfirmed => "lease_expired_unconfirmed",
+            LostReason::LeaseElapsed => "lease_elapsed",
+            LostReason::Unlocked => "unlocked",
+        }
+    }
 }
 
 impl std::fmt::Display for LostReason {
@@ -167,9 +180,8 @@ impl HoldState {
         if watchdog {
             self.watchdog_holds = self.watchdog_holds.saturating_sub(1);
         }
-        if let Some(end) = fixed_end
-            && let Some(i) = self.fixed_ends.iter().position(|e| *e == end)
-        {
+        let ended = fixed_end.and_then(|end| self.fixed_ends.iter().position(|e| *e == end));
+        if let Some(i) = ended {
             self.fixed_ends.swap_remove(i);
         }
         self.local_holds == 0

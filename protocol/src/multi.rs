@@ -137,10 +137,8 @@ impl<E> MultiRelease<E> {
     /// The member last named by [`next_member`](Self::next_member) was given back
     /// (`Ok`), or not.
     pub fn on_member(&mut self, outcome: Result<(), E>) {
-        if let Err(failure) = outcome
-            && self.first_failure.is_none()
-        {
-            self.first_failure = Some(failure);
+        if self.first_failure.is_none() {
+            self.first_failure = outcome.err();
         }
     }
 

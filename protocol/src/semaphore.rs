@@ -193,9 +193,17 @@ fn release_count_call(
 pub enum SizeSet {
     /// Done (for a set-if-unset with a size already set: left as it was): the size
     /// before (`None`: none was set) and the permits in use then.
-    Done { previous: Option<u64>, in_use: u64 },
+    Done {
+        /// The size before (`None`: none was set).
+        previous: Option<u64>,
+        /// The permits in use then.
+        in_use: u64,
+    },
     /// An add refused: it would leave the size outside 1 to 2^53 - 1. Nothing written.
-    OutOfRange { previous: Option<u64> },
+    OutOfRange {
+        /// The size, unchanged (`None`: none was set).
+        previous: Option<u64>,
+    },
     /// The keys are not a semaphore. Nothing written.
     NotASemaphore,
 }

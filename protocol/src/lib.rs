@@ -1,10 +1,19 @@
-//! The lock protocol as a sans-IO core: every decision the client makes, with no I/O, no
-//! clock and no tokio.
+//! The lock protocol of [redis-locks](https://crates.io/crates/redis-locks) as a sans-IO
+//! core: every decision the client makes, with no I/O, no clock, no tokio and no
+//! dependencies.
 //!
-//! The async client drives these types against Redis through one loop (`src/drive.rs`);
-//! the protocol checkers (`tests/*_check.rs`) drive the same types inside models that run
-//! the real scripts of `lua/` against an in-memory keyspace and explore every interleaving
-//! of users, replies, faults and time. So the code that is checked is the code that runs.
+//! Most users want the `redis-locks` crate, not this one. This crate exists so that the
+//! code the protocol checkers explore is the code that ships: the async client
+//! (`redis-locks`' `src/drive.rs`) drives these types against Redis through one loop, and
+//! the checkers (`redis-locks`' `tests/*_check.rs`) drive the same types inside models that
+//! run the real scripts of `lua/` against an in-memory keyspace and explore every
+//! interleaving of users, replies, faults and time.
+//!
+//! # Versioning
+//! Released in lockstep with `redis-locks`, which re-exports two of its types
+//! ([`hold::LostReason`] and [`rwlock::RwKind`]): a breaking change here is a breaking
+//! change there. Its API follows the engine's needs; it is public so that the checkers can
+//! drive it, and so that another runtime could.
 //!
 //! The cut, after quinn-proto: an operation is a [`Machine`]. It is started, fed the
 //! [`Reply`] or [`Failure`] of each call it asks for and the end of each sleep, and answers
@@ -31,6 +40,8 @@
 //!   and validity.
 //! * [`mod@backoff`]: the one back-off policy.
 //! * [`planted`]: the defects the checkers' teeth switch on (feature `planted-defects`).
+
+#![warn(missing_docs)]
 
 pub mod acquire;
 pub mod args;
@@ -117,30 +128,30 @@ impl ScriptId {
     /// The script's source, as loaded by the library (the same bytes the checker runs).
     pub fn source(self) -> &'static str {
         match self {
-            ScriptId::Take => include_str!("../../lua/take.lua"),
-            ScriptId::Acquire => include_str!("../../lua/acquire.lua"),
-            ScriptId::Release => include_str!("../../lua/release.lua"),
-            ScriptId::ReleaseFirst => include_str!("../../lua/release_first.lua"),
-            ScriptId::Probe => include_str!("../../lua/probe.lua"),
-            ScriptId::Renew => include_str!("../../lua/renew.lua"),
-            ScriptId::ForceUnlock => include_str!("../../lua/force_unlock.lua"),
-            ScriptId::Inspect => include_str!("../../lua/inspect.lua"),
-            ScriptId::LatchSet => include_str!("../../lua/latch_set.lua"),
-            ScriptId::LatchCountDown => include_str!("../../lua/latch_count_down.lua"),
-            ScriptId::LatchDelete => include_str!("../../lua/latch_delete.lua"),
-            ScriptId::LatchCount => include_str!("../../lua/latch_count.lua"),
-            ScriptId::SemAcquire => include_str!("../../lua/sem_acquire.lua"),
-            ScriptId::SemRelease => include_str!("../../lua/sem_release.lua"),
-            ScriptId::SemRenew => include_str!("../../lua/sem_renew.lua"),
-            ScriptId::SemSet => include_str!("../../lua/sem_set.lua"),
-            ScriptId::SemState => include_str!("../../lua/sem_state.lua"),
-            ScriptId::RwAcquire => include_str!("../../lua/rw_acquire.lua"),
-            ScriptId::RwRelease => include_str!("../../lua/rw_release.lua"),
-            ScriptId::RwState => include_str!("../../lua/rw_state.lua"),
-            ScriptId::FairAcquire => include_str!("../../lua/fair_acquire.lua"),
-            ScriptId::FairRelease => include_str!("../../lua/fair_release.lua"),
-            ScriptId::FairState => include_str!("../../lua/fair_state.lua"),
-            ScriptId::ForceDelete => include_str!("../../lua/force_delete.lua"),
+            ScriptId::Take => include_str!("../lua/take.lua"),
+            ScriptId::Acquire => include_str!("../lua/acquire.lua"),
+            ScriptId::Release => include_str!("../lua/release.lua"),
+            ScriptId::ReleaseFirst => include_str!("../lua/release_first.lua"),
+            ScriptId::Probe => include_str!("../lua/probe.lua"),
+            ScriptId::Renew => include_str!("../lua/renew.lua"),
+            ScriptId::ForceUnlock => include_str!("../lua/force_unlock.lua"),
+            ScriptId::Inspect => include_str!("../lua/inspect.lua"),
+            ScriptId::LatchSet => include_str!("../lua/latch_set.lua"),
+            ScriptId::LatchCountDown => include_str!("../lua/latch_count_down.lua"),
+            ScriptId::LatchDelete => include_str!("../lua/latch_delete.lua"),
+            ScriptId::LatchCount => include_str!("../lua/latch_count.lua"),
+            ScriptId::SemAcquire => include_str!("../lua/sem_acquire.lua"),
+            ScriptId::SemRelease => include_str!("../lua/sem_release.lua"),
+            ScriptId::SemRenew => include_str!("../lua/sem_renew.lua"),
+            ScriptId::SemSet => include_str!("../lua/sem_set.lua"),
+            ScriptId::SemState => include_str!("../lua/sem_state.lua"),
+            ScriptId::RwAcquire => include_str!("../lua/rw_acquire.lua"),
+            ScriptId::RwRelease => include_str!("../lua/rw_release.lua"),
+            ScriptId::RwState => include_str!("../lua/rw_state.lua"),
+            ScriptId::FairAcquire => include_str!("../lua/fair_acquire.lua"),
+            ScriptId::FairRelease => include_str!("../lua/fair_release.lua"),
+            ScriptId::FairState => include_str!("../lua/fair_state.lua"),
+            ScriptId::ForceDelete => include_str!("../lua/force_delete.lua"),
         }
     }
 
@@ -210,7 +221,8 @@ impl Reply {
         }
     }
 
-    pub(crate) fn text(&self) -> Option<String> {
+    /// A bulk string (if UTF-8) or a status line as text; `None` for any other reply.
+    pub fn text(&self) -> Option<String> {
         match self {
             Reply::Bulk(bytes) => String::from_utf8(bytes.clone()).ok(),
             Reply::Status(text) => Some(text.clone()),
