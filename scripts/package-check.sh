@@ -16,3 +16,11 @@ echo "== cargo publish --workspace --dry-run"
 cargo publish --workspace --dry-run "$@"
 echo "== cargo doc --workspace --all-features --no-deps (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps
+# docs.rs builds with nightly and `--cfg docsrs` (the `doc(cfg)` feature notes): checked
+# when a nightly toolchain is installed, skipped with a note otherwise.
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  echo "== cargo +nightly doc, as docs.rs builds it (--cfg docsrs)"
+  RUSTDOCFLAGS="--cfg docsrs -D warnings" cargo +nightly doc --workspace --all-features --no-deps
+else
+  echo "== skipped: no nightly toolchain for the docs.rs build (rustup toolchain install nightly)"
+fi

@@ -143,7 +143,7 @@ impl CountDownLatch {
     /// latch.wait().await?;
     /// # Ok(()) }
     /// ```
-    pub fn with_recheck(mut self, interval: Duration) -> Result<Self> {
+    pub fn with_recheck(&self, interval: Duration) -> Result<Self> {
         if interval < Duration::from_millis(10) || interval > Duration::from_secs(3600) {
             return Err(Error::InvalidDuration {
                 what: "latch re-check interval",
@@ -151,8 +151,9 @@ impl CountDownLatch {
                 reason: "must be between 10 ms and 1 hour",
             });
         }
-        self.recheck = interval;
-        Ok(self)
+        let mut latch = self.clone();
+        latch.recheck = interval;
+        Ok(latch)
     }
 
     /// Closes the latch with `count` (at least 1) unless it is already closed. Returns

@@ -490,7 +490,7 @@ impl RedLock {
     /// # Ok(()) }
     /// ```
     pub fn with_servers(&self, total: usize) -> Result<Self> {
-        Ok(self.with(self.inner.clone().with_servers(total)?))
+        Ok(self.with(self.inner.with_servers(total)?))
     }
 
     /// See [`crate::RedLock::with_retry_delay`].
@@ -505,7 +505,7 @@ impl RedLock {
     /// # Ok(()) }
     /// ```
     pub fn with_retry_delay(&self, delay: Duration) -> Result<Self> {
-        Ok(self.with(self.inner.clone().with_retry_delay(delay)?))
+        Ok(self.with(self.inner.with_retry_delay(delay)?))
     }
 
     /// See [`crate::RedLock::with_lease`].

@@ -130,15 +130,16 @@ impl RedLock {
     /// assert_eq!(job.quorum(), 3);
     /// # Ok(()) }
     /// ```
-    pub fn with_servers(mut self, total: usize) -> Result<Self> {
+    pub fn with_servers(&self, total: usize) -> Result<Self> {
         if total < self.members.len() {
             return Err(Error::InvalidConfig(format!(
                 "a RedLock over {} servers cannot count its majority over {total}",
                 self.members.len()
             )));
         }
-        self.servers = total;
-        Ok(self)
+        let mut red = self.clone();
+        red.servers = total;
+        Ok(red)
     }
 
     /// The longest random pause between two attempts (default 200 ms).
@@ -152,10 +153,11 @@ impl RedLock {
     /// # held.release().await?;
     /// # Ok(()) }
     /// ```
-    pub fn with_retry_delay(mut self, delay: Duration) -> Result<Self> {
+    pub fn with_retry_delay(&self, delay: Duration) -> Result<Self> {
         crate::keys::validate_ms("retry delay", delay)?;
-        self.retry_delay = delay;
-        Ok(self)
+        let mut red = self.clone();
+        red.retry_delay = delay;
+        Ok(red)
     }
 
     /// A RedLock whose holds all have the fixed lease `lease` (see [`Lock::with_lease`]).
