@@ -14,4 +14,9 @@ if ! cargo semver-checks --version >/dev/null 2>&1; then
 fi
 baseline=${1:-$(git describe --tags --abbrev=0 --match 'v*' 2>/dev/null || echo HEAD~1)}
 echo "semver-check: against $baseline"
-cargo semver-checks check-release --workspace --baseline-rev "$baseline" --all-features
+# A baseline from before the protocol core became a package (88aac30) has only redis-locks.
+packages=(--workspace)
+if ! git cat-file -e "$baseline:protocol/Cargo.toml" 2>/dev/null; then
+  packages=(--package redis-locks)
+fi
+cargo semver-checks check-release "${packages[@]}" --baseline-rev "$baseline" --all-features

@@ -362,3 +362,165 @@ fn blocking_redlock_holds_on_a_majority() {
         .release()
         .unwrap();
 }
+
+/// The blocking handles' accessors and inspections are the async ones': the client's
+/// settings and counts, the lock's keys, options and owner's holds, the guard's re-entry,
+/// and the waiters seen from Redis and from the waiting client.
+#[test]
+fn lock_and_client_accessors_match_the_async_api() {
+    let server = RedisServer::start();
+    let builder = redis_locks::LockClient::builder(&server.url())
+        .prefix("bk")
+        .watchdog_timeout(Duration::from_secs(10));
+    let client = LockClient::from_builder(builder).unwrap();
+    assert_eq!(client.prefix(), "bk");
+    assert_eq!(client.watchdog_timeout(), Duration::from_secs(10));
+
+    let lock = client.lock("acc").unwrap();
+    assert_eq!(lock.key(), "bk:{acc}");
+    assert!(lock.channel().starts_with("bk:{acc}:") && lock.channel().ends_with(":released"));
+    assert_eq!(lock.client().id(), client.id());
+    assert!(!lock.is_fenced() && lock.with_fencing().is_fenced());
+    assert_eq!(lock.owner(), None);
+    assert!(matches!(lock.hold_count(), Err(Error::InvalidConfig(_))));
+    let fixed = lock.with_lease(Duration::from_secs(5)).unwrap();
+    let guard = fixed.acquire().unwrap();
+    assert!(!guard.is_watchdog_leased());
+    guard.release().unwrap();
+    let guard = fixed.with_watchdog().acquire().unwrap();
+    assert!(guard.is_watchdog_leased() && !guard.is_reentrant());
+    guard.release().unwrap();
+
+    let owned = lock.with_owner("bk-owner").unwrap();
+    assert_eq!(owned.owner(), Some("bk-owner"));
+    assert!(!owned.is_held_by_owner().unwrap());
+    let outer = owned.acquire().unwrap();
+    let inner = outer.reenter().unwrap();
+    assert!(!outer.is_reentrant() && inner.is_reentrant());
+    assert_eq!(owned.hold_count().unwrap(), 2);
+    assert!(owned.is_held_by_owner().unwrap());
+    assert_eq!(client.held_count(), 1);
+    assert_eq!(client.waiting_channels(), 0);
+    assert_eq!(lock.waiting_clients().unwrap(), 0);
+
+    // Another client waits: one waiting client in Redis, one waiting channel in it.
+    let builder = redis_locks::LockClient::builder(&server.url()).prefix("bk");
+    let other = LockClient::from_builder(builder).unwrap();
+    let waiter = {
+        let other = other.clone();
+        std::thread::spawn(move || other.lock("acc").unwrap().acquire().unwrap().release())
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while lock.waiting_clients().unwrap() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiter never subscribed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(lock.waiting_clients().unwrap(), 1);
+    assert_eq!(other.waiting_channels(), 1);
+    inner.release().unwrap();
+    outer.release().unwrap();
+    waiter.join().unwrap().unwrap();
+    assert_eq!(owned.hold_count().unwrap(), 0);
+    assert_eq!(client.held_count(), 0);
+}
+
+/// The other kinds' keys, owners and clients, the read-write guard's kind, and the
+/// latch's key and re-check interval.
+#[test]
+fn other_kinds_expose_keys_owners_and_clients() {
+    use redis_locks::RwKind;
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).unwrap();
+
+    let rw = client.rw_lock("bk-rw").unwrap();
+    assert_eq!(rw.write_key(), "redis-locks:{bk-rw}:rw:write");
+    assert_eq!(rw.read_key(), "redis-locks:{bk-rw}:rw:read");
+    assert_eq!(rw.owner(), None);
+    assert_eq!(rw.with_owner("bk-o").unwrap().owner(), Some("bk-o"));
+    assert_eq!(rw.client().id(), client.id());
+    let read = rw.read().unwrap();
+    assert_eq!(read.kind(), RwKind::Read);
+    read.release().unwrap();
+    let write = rw.write().unwrap();
+    assert_eq!(write.kind(), RwKind::Write);
+    write.release().unwrap();
+
+    let fair = client.fair_lock("bk-fair").unwrap();
+    assert!(fair.key().starts_with("redis-locks:{bk-fair}:"));
+    assert!(fair.queue_key().starts_with("redis-locks:{bk-fair}:"));
+    assert_ne!(fair.key(), fair.queue_key());
+    assert_eq!(fair.with_owner("bk-o").unwrap().owner(), Some("bk-o"));
+    assert_eq!(fair.client().id(), client.id());
+    // The returned client is a working handle of the same client.
+    let turn = fair
+        .client()
+        .fair_lock("bk-fair")
+        .unwrap()
+        .acquire()
+        .unwrap();
+    assert!(fair.is_locked().unwrap());
+    turn.release().unwrap();
+
+    let semaphore = client.semaphore("bk-sem").unwrap();
+    assert!(semaphore.key().starts_with("redis-locks:{bk-sem}"));
+    assert_eq!(semaphore.permits_key(), "redis-locks:{bk-sem}:permits");
+
+    let latch = client.latch("bk-latch").unwrap();
+    assert_eq!(latch.key(), "redis-locks:{bk-latch}:latch");
+    assert!(matches!(
+        latch.with_recheck(Duration::from_millis(1)),
+        Err(Error::InvalidDuration { .. })
+    ));
+    let latch = latch.with_recheck(Duration::from_millis(50)).unwrap();
+    assert!(latch.try_set_count(1).unwrap());
+    let counter = {
+        let latch = latch.clone();
+        std::thread::spawn(move || latch.count_down().unwrap())
+    };
+    assert!(latch.wait_for(Duration::from_secs(5)).unwrap());
+    assert_eq!(counter.join().unwrap(), 0);
+}
+
+/// A multi-lock's members and a RedLock's locks come back as blocking handles of their
+/// own clients (so of their own runtimes), in the async ones' order, and work.
+#[test]
+fn multi_members_and_redlock_locks_are_blocking_handles() {
+    use redis_locks::blocking::{Member, MultiLock, RedLock};
+    let first = RedisServer::start();
+    let second = RedisServer::start();
+    let a = LockClient::connect(&first.url()).unwrap();
+    let b = LockClient::connect(&first.url()).unwrap();
+    let multi = MultiLock::new([
+        Member::from(a.fair_lock("bk-m3").unwrap()),
+        Member::from(b.lock("bk-m2").unwrap()),
+        Member::Read(a.rw_lock("bk-m1").unwrap()),
+    ])
+    .unwrap();
+    let members = multi.members();
+    let names: Vec<&str> = members.iter().map(Member::name).collect();
+    assert_eq!(names, ["bk-m1", "bk-m2", "bk-m3"], "the global order");
+    let ids: Vec<String> = members.iter().map(|m| m.client().id().to_owned()).collect();
+    assert_eq!(ids, [a.id(), b.id(), a.id()]);
+    assert!(matches!(&members[0], Member::Read(_)));
+    assert_eq!(members[1].key(), b.lock("bk-m2").unwrap().key());
+    let again = MultiLock::new(members).unwrap().acquire().unwrap();
+    assert_eq!(again.names(), ["bk-m1", "bk-m2", "bk-m3"]);
+    assert!(multi.try_acquire().unwrap().is_none());
+    again.release().unwrap();
+
+    let c = LockClient::connect(&second.url()).unwrap();
+    let red = RedLock::new([a.lock("bk-red").unwrap(), c.lock("bk-red").unwrap()]).unwrap();
+    let locks = red.locks();
+    assert_eq!(locks.len(), 2);
+    assert_eq!(locks[0].client().id(), a.id());
+    assert_eq!(locks[1].client().id(), c.id());
+    let held = red.acquire().unwrap();
+    assert!(locks.iter().all(|lock| lock.is_locked().unwrap()));
+    held.release().unwrap();
+    let single = locks[1].acquire().unwrap();
+    assert!(!locks[0].is_locked().unwrap());
+    single.release().unwrap();
+}

@@ -296,9 +296,38 @@ impl Guard<crate::Lock> {
     pub fn hold_count(&self) -> u64 {
         self.get().hold_count()
     }
+
+    /// Whether this acquire re-entered a lock the owner already held; see
+    /// [`crate::LockGuard::is_reentrant`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let outer = client.lock("account:42")?.acquire()?;
+    /// let inner = outer.reenter()?;
+    /// assert!(!outer.is_reentrant() && inner.is_reentrant());
+    /// # inner.release()?; outer.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn is_reentrant(&self) -> bool {
+        self.get().is_reentrant()
+    }
 }
 
 impl Guard<crate::RwLock> {
+    /// Read or write; see [`crate::RwGuard::kind`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::RwKind;
+    /// let read = client.rw_lock("catalog")?.read()?;
+    /// assert_eq!(read.kind(), RwKind::Read);
+    /// # read.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn kind(&self) -> crate::RwKind {
+        self.get().kind()
+    }
+
     /// Whether this is the write hold (else a read).
     ///
     /// ```no_run

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Shared;
 use super::guard::{FairGuard, Guard, RwGuard, SemaphoreGuard};
+use super::{LockClient, Shared};
 use crate::error::Result;
 use crate::{FairLockState, RwLockState, SemaphoreState};
 
@@ -122,6 +122,35 @@ macro_rules! owners {
             pub fn with_fencing(&self) -> Self {
                 self.with(self.inner.with_fencing())
             }
+
+            /// The explicit owner of this handle, if any; see the async handle's `owner`.
+            ///
+            /// ```no_run
+            /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+            /// let catalog = client.rw_lock("catalog")?;
+            /// assert_eq!(catalog.owner(), None);
+            /// assert_eq!(catalog.with_owner("importer-2")?.owner(), Some("importer-2"));
+            /// let printer = client.fair_lock("printer")?.with_owner("spooler-1")?;
+            /// assert_eq!(printer.owner(), Some("spooler-1"));
+            /// # Ok(()) }
+            /// ```
+            pub fn owner(&self) -> Option<&str> {
+                self.inner.owner()
+            }
+
+            /// The client this handle belongs to (another handle of it); see the async
+            /// handle's `client`.
+            ///
+            /// ```no_run
+            /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+            /// let catalog = client.rw_lock("catalog")?;
+            /// let prices = catalog.client().rw_lock("prices")?; // the same client
+            /// println!("queued through client {}", client.fair_lock("printer")?.client().id());
+            /// # Ok(()) }
+            /// ```
+            pub fn client(&self) -> LockClient {
+                LockClient::of(&self.shared)
+            }
         }
     };
 }
@@ -147,6 +176,30 @@ options!(RwLock);
 owners!(RwLock);
 
 impl RwLock {
+    /// The sorted set of its write holds; see [`crate::RwLock::write_key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// println!("writes in {}, reads in {}", catalog.write_key(), catalog.read_key());
+    /// # Ok(()) }
+    /// ```
+    pub fn write_key(&self) -> &str {
+        self.inner.write_key()
+    }
+
+    /// The sorted set of its read holds; see [`crate::RwLock::read_key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.rw_lock("catalog")?;
+    /// println!("read holds are the members of {}", catalog.read_key());
+    /// # Ok(()) }
+    /// ```
+    pub fn read_key(&self) -> &str {
+        self.inner.read_key()
+    }
+
     /// Blocks until a read is held; see [`crate::RwLock::read`].
     ///
     /// ```no_run
@@ -375,6 +428,30 @@ options!(FairLock);
 owners!(FairLock);
 
 impl FairLock {
+    /// The sorted set of its holds; see [`crate::FairLock::key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let printer = client.fair_lock("printer")?;
+    /// println!("holds in {}, queue in {}", printer.key(), printer.queue_key());
+    /// # Ok(()) }
+    /// ```
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// The sorted set of its queue; see [`crate::FairLock::queue_key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let printer = client.fair_lock("printer")?;
+    /// println!("waiters queue in {}", printer.queue_key());
+    /// # Ok(()) }
+    /// ```
+    pub fn queue_key(&self) -> &str {
+        self.inner.queue_key()
+    }
+
     /// Blocks until held, in turn; see [`crate::FairLock::acquire`].
     ///
     /// ```no_run
@@ -524,6 +601,30 @@ pub struct Semaphore {
 options!(Semaphore);
 
 impl Semaphore {
+    /// Its size-and-reservation hash key; see [`crate::Semaphore::key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// println!("size in {}, permits in {}", pool.key(), pool.permits_key());
+    /// # Ok(()) }
+    /// ```
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// Its permits key (a sorted set); see [`crate::Semaphore::permits_key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let pool = client.semaphore("gpu-pool")?;
+    /// println!("permits in use are the members of {}", pool.permits_key());
+    /// # Ok(()) }
+    /// ```
+    pub fn permits_key(&self) -> &str {
+        self.inner.permits_key()
+    }
+
     /// See [`crate::Semaphore::set_permits`].
     ///
     /// ```no_run
@@ -741,6 +842,32 @@ impl CountDownLatch {
     /// ```
     pub fn name(&self) -> &str {
         self.inner.name()
+    }
+
+    /// The Redis key of the latch; see [`crate::CountDownLatch::key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?;
+    /// println!("the count lives in {}", latch.key());
+    /// # Ok(()) }
+    /// ```
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// A handle whose waiters check the count at least every `interval`; see
+    /// [`crate::CountDownLatch::with_recheck`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.latch("import:2024-06")?.with_recheck(Duration::from_millis(100))?;
+    /// latch.wait()?; // checks at least every 100 ms, even if a wake-up message is lost
+    /// # Ok(()) }
+    /// ```
+    pub fn with_recheck(&self, interval: Duration) -> Result<Self> {
+        Ok(Self::new(self.inner.with_recheck(interval)?, &self.shared))
     }
 
     /// See [`crate::CountDownLatch::try_set_count`].

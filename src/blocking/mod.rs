@@ -125,6 +125,13 @@ impl std::fmt::Debug for LockClient {
 }
 
 impl LockClient {
+    /// Another handle of the client that owns `shared`.
+    fn of(shared: &Arc<Shared>) -> LockClient {
+        LockClient {
+            shared: shared.clone(),
+        }
+    }
+
     /// Connects with default settings; see [`crate::LockClient::connect`].
     ///
     /// ```no_run
@@ -264,6 +271,58 @@ impl LockClient {
         self.shared.client().id()
     }
 
+    /// The lease used, and renewed, for holds taken without an explicit lease; see
+    /// [`crate::LockClient::watchdog_timeout`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// println!("holds are renewed every {:?}", client.watchdog_timeout() / 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.shared.client().watchdog_timeout()
+    }
+
+    /// The key prefix in use; see [`crate::LockClient::prefix`].
+    ///
+    /// ```no_run
+    /// # fn demo() -> redis_locks::Result<()> {
+    /// let builder = redis_locks::LockClient::builder("redis://127.0.0.1:6379").prefix("billing");
+    /// let client = redis_locks::blocking::LockClient::from_builder(builder)?;
+    /// assert_eq!(client.prefix(), "billing");
+    /// # Ok(()) }
+    /// ```
+    pub fn prefix(&self) -> &str {
+        self.shared.client().prefix()
+    }
+
+    /// How many (lock, owner) pairs this client holds; see
+    /// [`crate::LockClient::held_count`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.lock("invoice:42")?.acquire()?;
+    /// println!("this client holds {} lock(s)", client.held_count()); // at least 1
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn held_count(&self) -> usize {
+        self.shared.client().held_count()
+    }
+
+    /// How many lock channels this client's waiters are subscribed to; see
+    /// [`crate::LockClient::waiting_channels`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// // ... while other threads wait in `acquire()` ...
+    /// println!("waiting on {} lock(s)", client.waiting_channels());
+    /// # Ok(()) }
+    /// ```
+    pub fn waiting_channels(&self) -> usize {
+        self.shared.client().waiting_channels()
+    }
+
     /// Waits for the background releases of dropped guards; see
     /// [`crate::LockClient::flush`].
     ///
@@ -353,6 +412,35 @@ impl Lock {
         self.with(self.inner.with_fencing())
     }
 
+    /// Whether acquisitions through this handle return fencing tokens; see
+    /// [`crate::Lock::is_fenced`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// assert!(client.lock("ledger")?.with_fencing().is_fenced());
+    /// assert!(!client.lock("ledger")?.is_fenced());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_fenced(&self) -> bool {
+        self.inner.is_fenced()
+    }
+
+    /// The same lock with the watchdog lease (the default); see
+    /// [`crate::Lock::with_watchdog`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let fixed = client.lock("invoice:42")?.with_lease(Duration::from_secs(5))?;
+    /// let guard = fixed.with_watchdog().acquire()?; // renewed while the guard lives
+    /// assert!(guard.is_watchdog_leased());
+    /// # guard.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_watchdog(&self) -> Lock {
+        self.with(self.inner.with_watchdog())
+    }
+
     /// See [`crate::Lock::with_owner`].
     ///
     /// ```no_run
@@ -377,6 +465,19 @@ impl Lock {
         self.inner.name()
     }
 
+    /// The client this handle belongs to (another handle of it); see
+    /// [`crate::Lock::client`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// let receipt = lock.client().lock("receipt:42")?; // the same client
+    /// # Ok(()) }
+    /// ```
+    pub fn client(&self) -> LockClient {
+        LockClient::of(&self.shared)
+    }
+
     /// The Redis key of the lock hash.
     ///
     /// ```no_run
@@ -387,6 +488,31 @@ impl Lock {
     /// ```
     pub fn key(&self) -> &str {
         self.inner.key()
+    }
+
+    /// The pub/sub channel on which releases are announced; see [`crate::Lock::channel`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// println!("releases of {} are announced on {}", lock.name(), lock.channel());
+    /// # Ok(()) }
+    /// ```
+    pub fn channel(&self) -> &str {
+        self.inner.channel()
+    }
+
+    /// The explicit owner id this handle acquires as, if any; see [`crate::Lock::owner`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("invoice:42")?;
+    /// assert_eq!(lock.owner(), None); // every acquire is a new owner
+    /// assert_eq!(lock.with_owner("billing-worker-3")?.owner(), Some("billing-worker-3"));
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> Option<&str> {
+        self.inner.owner()
     }
 
     /// Blocks until acquired; see [`crate::Lock::acquire`].
@@ -493,6 +619,49 @@ impl Lock {
     /// ```
     pub fn is_locked(&self) -> Result<bool> {
         self.shared.block_on(self.inner.is_locked())?
+    }
+
+    /// Whether this handle's explicit owner holds the lock; see
+    /// [`crate::Lock::is_held_by_owner`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// if lock.is_held_by_owner()? {
+    ///     lock.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_held_by_owner(&self) -> Result<bool> {
+        self.shared.block_on(self.inner.is_held_by_owner())?
+    }
+
+    /// This handle's explicit owner's hold count (0 when it does not hold the lock); see
+    /// [`crate::Lock::hold_count`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let lock = client.lock("migration:v42")?.with_owner("deploy-7f3c9a1e")?;
+    /// let guard = lock.acquire()?;
+    /// assert_eq!(lock.hold_count()?, 1);
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_count(&self) -> Result<u64> {
+        self.shared.block_on(self.inner.hold_count())?
+    }
+
+    /// How many clients (processes) wait for the lock; see
+    /// [`crate::Lock::waiting_clients`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let waiting = client.lock("invoice:42")?.waiting_clients()?;
+    /// println!("{waiting} process(es) are waiting for the lock");
+    /// # Ok(()) }
+    /// ```
+    pub fn waiting_clients(&self) -> Result<u64> {
+        self.shared.block_on(self.inner.waiting_clients())?
     }
 
     /// See [`crate::Lock::remaining_ttl`].

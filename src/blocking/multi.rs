@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{FairLock, Lock, RwLock, Shared};
+use super::{FairLock, Lock, LockClient, RwLock, Shared};
 use crate::error::{Error, LostReason, Result};
 
 /// One member of a blocking [`MultiLock`]; see [`crate::Member`].
@@ -49,6 +49,71 @@ impl From<FairLock> for Member {
 }
 
 impl Member {
+    /// The lock's name; see [`crate::Member::name`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::blocking::Member;
+    /// let member = Member::Read(client.rw_lock("exchange-rates")?);
+    /// assert_eq!(member.name(), "exchange-rates");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        match self {
+            Member::Lock(lock) => lock.name(),
+            Member::Read(rw) | Member::Write(rw) => rw.name(),
+            Member::Fair(fair) => fair.name(),
+        }
+    }
+
+    /// The key that places the member in the global order; see [`crate::Member::key`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::blocking::Member;
+    /// let member = Member::from(client.lock("account:17")?);
+    /// assert_eq!(member.key(), client.lock("account:17")?.key());
+    /// # Ok(()) }
+    /// ```
+    pub fn key(&self) -> &str {
+        match self {
+            Member::Lock(lock) => lock.key(),
+            Member::Read(rw) | Member::Write(rw) => rw.write_key(),
+            Member::Fair(fair) => fair.key(),
+        }
+    }
+
+    /// The client the member's lock belongs to (another handle of it); see
+    /// [`crate::Member::client`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// use redis_locks::blocking::Member;
+    /// let member = Member::Write(client.rw_lock("ledger")?);
+    /// println!("taken through client {}", member.client().id());
+    /// # Ok(()) }
+    /// ```
+    pub fn client(&self) -> LockClient {
+        match self {
+            Member::Lock(lock) => lock.client(),
+            Member::Read(rw) | Member::Write(rw) => rw.client(),
+            Member::Fair(fair) => fair.client(),
+        }
+    }
+
+    /// The blocking member of the async `member`, whose client owns `shared`.
+    fn join(member: crate::Member, shared: &Arc<Shared>) -> Self {
+        match member {
+            crate::Member::Lock(inner) => Member::Lock(Lock {
+                inner,
+                shared: shared.clone(),
+            }),
+            crate::Member::Read(rw) => Member::Read(RwLock::new(rw, shared)),
+            crate::Member::Write(rw) => Member::Write(RwLock::new(rw, shared)),
+            crate::Member::Fair(fair) => Member::Fair(FairLock::new(fair, shared)),
+        }
+    }
+
     /// The async member and the runtime its client owns.
     fn split(self) -> (crate::Member, Arc<Shared>) {
         match self {
@@ -360,6 +425,34 @@ impl MultiLock {
         })
     }
 
+    /// The members, in the order they are taken (new handles of their locks); see
+    /// [`crate::MultiLock::members`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::blocking::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// for member in transfer.members() {
+    ///     println!("takes {} ({})", member.name(), member.key());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn members(&self) -> Vec<Member> {
+        // The async multi-lock keeps its members in the global order, `shared` is in the
+        // order given: pair each member with the runtime of its own client (always one of
+        // them, since a blocking member is made only from its client's `shared`).
+        self.inner
+            .members()
+            .iter()
+            .filter_map(|member| {
+                let shared = self
+                    .shared
+                    .iter()
+                    .find(|shared| Arc::ptr_eq(&shared.client().inner, &member.client().inner))?;
+                Some(Member::join(member.clone(), shared))
+            })
+            .collect()
+    }
+
     acquiring!(MultiGuard, "MultiLock");
 }
 
@@ -404,11 +497,7 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn names(&self) -> Vec<&str> {
-        self.get()
-            .guards()
-            .iter()
-            .map(|guard| guard.name())
-            .collect()
+        self.get().names()
     }
 
     /// The members' fencing tokens, in member order.
@@ -559,6 +648,30 @@ impl RedLock {
     /// ```
     pub fn quorum(&self) -> usize {
         self.inner.quorum()
+    }
+
+    /// The members, one per server in the order given (new handles of the locks); see
+    /// [`crate::RedLock::locks`].
+    ///
+    /// ```no_run
+    /// # fn demo(servers: Vec<redis_locks::blocking::LockClient>) -> redis_locks::Result<()> {
+    /// # let job = redis_locks::blocking::RedLock::new(servers.iter().map(|c| c.lock("nightly-job")).collect::<redis_locks::Result<Vec<_>>>()?)?;
+    /// for lock in job.locks() {
+    ///     println!("{} on client {}", lock.key(), lock.client().id());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn locks(&self) -> Vec<Lock> {
+        // The async RedLock keeps its locks in the order given, as `shared` is.
+        self.inner
+            .locks()
+            .iter()
+            .zip(self.shared.iter())
+            .map(|(lock, shared)| Lock {
+                inner: lock.clone(),
+                shared: shared.clone(),
+            })
+            .collect()
     }
 
     /// Whether someone holds it on a majority; see [`crate::RedLock::is_locked`].

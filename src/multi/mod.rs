@@ -420,6 +420,20 @@ impl MultiGuard {
         &self.guards
     }
 
+    /// The members' names, in the order they were taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// # let transfer = redis_locks::MultiLock::new([client.lock("account:17")?, client.lock("account:42")?])?;
+    /// let both = transfer.acquire().await?;
+    /// assert_eq!(both.names(), ["account:17", "account:42"]);
+    /// # both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn names(&self) -> Vec<&str> {
+        self.guards.iter().map(MemberGuard::name).collect()
+    }
+
     /// The lease left on every member, as last confirmed by Redis: the shortest of the
     /// members' (zero once one is lost).
     ///
