@@ -65,11 +65,20 @@ local function foreign(key, err)
   end
   return {2, key .. ' holds a ' .. redis.call('TYPE', key).ok}
 end
-for _, key in ipairs({W, R}) do
-  local dropped = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', now)
-  if type(dropped) == 'table' and dropped.err then
-    return foreign(key, dropped.err)
-  end
+-- Expired holds are a prefix of each set (scored by deadline). The write set is only
+-- looked at through its first member, so its expired holds are dropped only when that one
+-- has expired: one call, not two, while no writer is in the way (the read path).
+local first_write = redis.pcall('ZRANGE', W, 0, 0, 'WITHSCORES')
+if first_write.err then
+  return foreign(W, first_write.err)
+end
+if first_write[1] and tonumber(first_write[2]) <= now then
+  redis.call('ZREMRANGEBYSCORE', W, '-inf', now)
+  first_write = redis.call('ZRANGE', W, 0, 0, 'WITHSCORES')
+end
+local dropped = redis.pcall('ZREMRANGEBYSCORE', R, '-inf', now)
+if type(dropped) == 'table' and dropped.err then
+  return foreign(R, dropped.err)
 end
 local waiting = redis.pcall('GET', Q)
 if type(waiting) == 'table' and waiting.err then
@@ -89,7 +98,14 @@ local mine = R
 if mode == 'w' then
   mine = W
 end
-if redis.call('ZSCORE', mine, member) then
+-- A hold that an earlier copy of this request took ("exactly once"). Looked up first only
+-- for a fenced write, whose grant would store a new token; on every other path a grant
+-- of a hold already there just sets its deadline again (as a renewal does), and only a
+-- refusal has to look (`taken_earlier`), so that the common grant saves the call.
+local function taken_earlier()
+  return redis.call('ZSCORE', mine, member) ~= false
+end
+if fenced and taken_earlier() then
   return {1, current_token()}
 end
 
@@ -128,15 +144,21 @@ local function reads_already()
   return false
 end
 
-local writer = redis.call('ZRANGE', W, 0, 0)[1]
+local writer = first_write[1]
 local writer_owner = writer and string.match(writer, '^(.*)\1')
 if writer_owner and writer_owner ~= owner then
+  if taken_earlier() then
+    return {1, 0}
+  end
   return {0, math.max(redis.call('PTTL', W), 1)}
 end
 
 if mode == 'r' then
   if not writer_owner then
     if waiting and not reads_already() then
+      if taken_earlier() then
+        return {1, 0}
+      end
       return {0, math.max(redis.call('PTTL', Q), 1)}
     end
   end
@@ -148,9 +170,15 @@ if writer_owner then
   return grant(current_token(), extends())
 end
 if reads_already() then
+  if taken_earlier() then
+    return {1, 0}
+  end
   return {3}
 end
 if redis.call('ZCARD', R) > 0 then
+  if taken_earlier() then
+    return {1, 0}
+  end
   local first = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
   if string.find(flags, 'q', 1, true) then
     if not waiting then
@@ -162,6 +190,9 @@ if redis.call('ZCARD', R) > 0 then
   return {0, math.max(tonumber(first[2]) - now, 1)}
 end
 if waiting and waiting ~= id then
+  if taken_earlier() then
+    return {1, 0}
+  end
   return {0, math.max(redis.call('PTTL', Q), 1)}
 end
 -- A fresh write. Its reservation (now its own) goes, and a fenced one stores a new token,

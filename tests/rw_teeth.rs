@@ -164,7 +164,7 @@ fn a_reentered_write_with_a_new_token_is_caught() {
 fn an_upgrade_granted_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::RwAcquire,
-        "if reads_already() then\n  return {3}\nend",
+        "if reads_already() then\n  if taken_earlier() then\n    return {1, 0}\n  end\n  return {3}\nend",
         "if reads_already() then\n  return grant(current_token(), extends())\nend",
     );
     expect_new(
@@ -183,13 +183,31 @@ fn an_upgrade_granted_is_caught() {
 fn an_upgrade_that_waits_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::RwAcquire,
-        "if reads_already() then\n  return {3}\nend",
+        "if reads_already() then\n  if taken_earlier() then\n    return {1, 0}\n  end\n  return {3}\nend",
         "",
     );
     expect_new(
         scripts,
         &["an upgrade is refused, never granted and never waits"],
     );
+}
+
+/// A re-sent acquire that never looks for the hold its lost earlier copy took: a refusal
+/// then leaves that hold behind, held by no one who knows (the grant path sets the hold's
+/// deadline again instead of looking, so only the refusals must look).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn a_resent_acquire_that_forgets_its_earlier_hold_is_caught() {
+    let scripts = Scripts::real().planted(
+        ScriptId::RwAcquire,
+        "  return redis.call('ZSCORE', mine, member) ~= false",
+        "  return false",
+    );
+    let found = counterexample_in(rwmodel::configs(), scripts, CHECK_DEPTH);
+    checker::expect_found(found, &["no orphans, no garbage"]);
 }
 
 /// The configurations with late requests (timeouts, dropped acquires).

@@ -128,6 +128,7 @@ impl HoldEntry {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WatchdogStats {
     /// Renewal ticks that had at least one lock to renew or check.
     pub ticks: u64,
