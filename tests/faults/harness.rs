@@ -203,6 +203,10 @@ pub struct WorkerConfig {
     pub lock_name: String,
     pub log: PathBuf,
     pub tasks: usize,
+    /// The longest a worker runs. A scripted scenario sets a generous ceiling and ends the
+    /// run with [`Fleet::stop`] when its script is done: the workers' own clocks start
+    /// seconds apart on a loaded machine, so a deadline of theirs cannot track the
+    /// scenario's timeline.
     pub run: Duration,
     pub hold: Duration,
     pub write_every: Duration,
@@ -301,17 +305,23 @@ pub async fn run_tasks(
         "t": now_us(),
     }));
     let deadline = Instant::now() + cfg.run;
+    let stop_file = stop_file_beside(&cfg.log);
     let mut tasks = tokio::task::JoinSet::new();
     for task in 0..cfg.tasks {
-        let (cfg, client, log, resource, in_section) = (
+        let (cfg, client, log, resource, in_section, stop_file) = (
             cfg.clone(),
             client.clone(),
             log.clone(),
             resource.clone(),
             in_section.clone(),
+            stop_file.clone(),
         );
         tasks.spawn(async move {
-            task_loop(cfg, client, log, resource, in_section, task, deadline).await
+            let until = Until {
+                deadline,
+                stop_file,
+            };
+            task_loop(cfg, client, log, resource, in_section, task, until).await
         });
     }
     let mut acquisitions = 0u64;
@@ -325,6 +335,18 @@ pub async fn run_tasks(
     log.write(json!({"k": "done", "w": cfg.id, "t": now_us(), "acquisitions": acquisitions}));
 }
 
+/// When a worker's tasks stop taking the lock: at the deadline, or once the scenario has
+/// created the stop file ([`Fleet::stop`]), whichever comes first.
+struct Until {
+    deadline: Instant,
+    stop_file: PathBuf,
+}
+
+/// The stop file of the fleet whose log directory holds `log`.
+fn stop_file_beside(log: &Path) -> PathBuf {
+    log.with_file_name("stop")
+}
+
 async fn task_loop(
     cfg: WorkerConfig,
     client: LockClient,
@@ -332,16 +354,16 @@ async fn task_loop(
     resource: Resource,
     in_section: Arc<AtomicUsize>,
     task: usize,
-    deadline: Instant,
+    until: Until,
 ) -> u64 {
     let lock = client.lock(&cfg.lock_name).unwrap().with_fencing();
     let mut seq = 0u64;
     loop {
         let now = Instant::now();
-        if now >= deadline {
+        if now >= until.deadline || until.stop_file.exists() {
             return seq;
         }
-        let wait = cfg.wait.min(deadline - now);
+        let wait = cfg.wait.min(until.deadline - now);
         let started = now_us();
         let outcome = lock.acquire_timeout(wait).await;
         let took_ms = (now_us() - started) / 1000;
@@ -592,6 +614,12 @@ impl Fleet {
         let at = now_us();
         worker.killed_at = Some(at);
         at
+    }
+
+    /// Ends the run: each worker's tasks finish the section they are in and take the lock
+    /// no more.
+    pub fn stop(&self) {
+        File::create(stop_file_beside(&self.log_path(0))).expect("create the stop file");
     }
 
     /// Waits for every live worker to exit by itself; panics on a failed exit (a panic
