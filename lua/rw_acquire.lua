@@ -99,8 +99,8 @@ if mode == 'w' then
   mine = W
 end
 -- A hold that an earlier copy of this request took ("exactly once"). Looked up first only
--- for a fenced write, whose grant would store a new token; on every other path a grant
--- of a hold already there just sets its deadline again (as a renewal does), and only a
+-- for a fenced write, whose grant would store a new token; on every other path the
+-- grant's own ZADD NX finds it (and leaves it as the earlier copy set it), and only a
 -- refusal has to look (`taken_earlier`), so that the common grant saves the call.
 local function taken_earlier()
   return redis.call('ZSCORE', mine, member) ~= false
@@ -116,7 +116,13 @@ local function extends()
 end
 
 local function grant(token, extend)
-  redis.call('ZADD', mine, now + lease, member)
+  -- NX: a hold already there is an earlier copy's grant, told as granted and left as it
+  -- is (its deadline counts from that copy, as the caller's belief does). Setting it
+  -- again would be a write that the PEXPIRE below could fail after, and taking it back
+  -- out then would take out the earlier copy's hold.
+  if redis.call('ZADD', mine, 'NX', now + lease, member) == 0 then
+    return {1, token}
+  end
   if extend then
     local expiry = redis.pcall('PEXPIRE', mine, lease)
     if type(expiry) == 'table' then

@@ -21,46 +21,64 @@ cd "$(dirname "$0")/.."
 #   wait_check      the waiting loop (protocol::wait, every kind's policy): depth 10, ~5 s.
 #   wake_check      the plain lock's wake-ups (the "\1w" mark, the conditional PUBLISH, the
 #                   hub's one-waiter dispatch, protocol::wait): depth 22, ~25 s.
-CHECKERS_A=(protocol_check latch_check wait_check redlock_check)
-CHECKERS_B=(rw_check sem_check fair_check multi_check wake_check)
-build_args=()
-for t in "${CHECKERS_A[@]}" "${CHECKERS_B[@]}"; do build_args+=(--test "$t"); done
-cargo test --release --locked --no-run "${build_args[@]}"
-run_lane() {
-  local t
-  for t in "$@"; do
-    if [ "$t" = wait_check ]; then
-      cargo test --release --locked --test "$t" -- --include-ignored || return 1
-    else
-      cargo test --release --locked --test "$t" || return 1
-    fi
-  done
-}
-logs=$(mktemp -d)
-run_lane "${CHECKERS_A[@]}" >"$logs/a" 2>&1 &
-lane_a=$!
-run_lane "${CHECKERS_B[@]}" >"$logs/b" 2>&1 &
-lane_b=$!
-status=0
-wait "$lane_a" || status=1
-cat "$logs/a"
-wait "$lane_b" || status=1
-cat "$logs/b"
-rm -rf "$logs"
-if [ "$status" -ne 0 ]; then
-  echo "check-protocol.sh: a checker failed (see its output above)" >&2
-  exit 1
-fi
+CHECKERS_A=(protocol_check redlock_check wake_check latch_check wait_check)
+CHECKERS_B=(fair_check rw_check sem_check multi_check)
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
-# checks above run the library exactly as it ships, without the feature).
-cargo test --release --locked --features planted-defects --test protocol_teeth -- --include-ignored
-cargo test --release --locked --features planted-defects --test rw_teeth -- --include-ignored
-cargo test --release --locked --features planted-defects --test latch_teeth
-cargo test --release --locked --features planted-defects --test sem_teeth -- --include-ignored
-cargo test --release --locked --features planted-defects --test fair_teeth -- --include-ignored
-cargo test --release --locked --features planted-defects --test redlock_teeth -- --include-ignored
-cargo test --release --locked --features planted-defects --test multi_teeth -- --include-ignored
-cargo test --release --locked --features planted-defects --test wait_check -- --include-ignored
-cargo test --release --locked --features planted-defects --test wake_teeth
+# checkers run the library exactly as it ships, without the feature). Two lanes as well,
+# balanced by their times on this machine (each line of output names a binary's time).
+TEETH_A=(redlock_teeth protocol_teeth latch_teeth wake_teeth)
+TEETH_B=(fair_teeth rw_teeth sem_teeth multi_teeth wait_check)
+
+# Runs the test binaries named after $1 (the features: "" or "planted-defects") one after
+# the other; the ignored tests too (only the by-hand ones are ignored in a release build,
+# and none of those is in a list above but protocol_teeth's, which is run without them).
+run_lane() {
+  local features=$1 t start
+  shift
+  for t in "$@"; do
+    start=$SECONDS
+    local args=(--release --locked --test "$t")
+    [ -n "$features" ] && args+=(--features "$features")
+    if [ "$t" = protocol_teeth ]; then
+      cargo test "${args[@]}" || return 1
+    else
+      cargo test "${args[@]}" -- --include-ignored || return 1
+    fi
+    echo "check-protocol.sh: $t${features:+ ($features)} took $((SECONDS - start)) s"
+  done
+}
+
+# Runs two lanes at once, each lane's output printed when the lane ends.
+two_lanes() {
+  local features=$1 logs status=0 lane_a lane_b
+  shift
+  local -n lane_a_tests=$1 lane_b_tests=$2
+  logs=$(mktemp -d)
+  run_lane "$features" "${lane_a_tests[@]}" >"$logs/a" 2>&1 &
+  lane_a=$!
+  run_lane "$features" "${lane_b_tests[@]}" >"$logs/b" 2>&1 &
+  lane_b=$!
+  wait "$lane_a" || status=1
+  cat "$logs/a"
+  wait "$lane_b" || status=1
+  cat "$logs/b"
+  rm -rf "$logs"
+  return "$status"
+}
+
+build_args=()
+for t in "${CHECKERS_A[@]}" "${CHECKERS_B[@]}"; do build_args+=(--test "$t"); done
+cargo test --release --locked --no-run "${build_args[@]}"
+if ! two_lanes "" CHECKERS_A CHECKERS_B; then
+  echo "check-protocol.sh: a checker failed (see its output above)" >&2
+  exit 1
+fi
+build_args=()
+for t in "${TEETH_A[@]}" "${TEETH_B[@]}"; do build_args+=(--test "$t"); done
+cargo test --release --locked --features planted-defects --no-run "${build_args[@]}"
+if ! two_lanes planted-defects TEETH_A TEETH_B; then
+  echo "check-protocol.sh: a planted defect was not caught (see the output above)" >&2
+  exit 1
+fi

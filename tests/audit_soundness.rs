@@ -421,8 +421,8 @@ async fn an_acquire_whose_reply_is_lost_in_a_14_s_partition_leaves_no_orphan() {
 
 // ---- #15 item 7: transient server states ----------------------------------------------
 
-/// A waiter already waiting meets `BUSY`: the holder's 1.5 s fixed lease runs out while a
-/// 3 s script keeps Redis busy, so the waiter's pttl-bounded wake-up lands in it. It must
+/// A waiter already waiting meets `BUSY`: the holder's 4 s fixed lease runs out while a
+/// 6 s script keeps Redis busy, so the waiter's pttl-bounded wake-up lands in it. It must
 /// keep waiting and get the lock after the script, not fail with `BUSY`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_rides_through_busy() {
@@ -432,7 +432,7 @@ async fn a_waiter_rides_through_busy() {
     let guard = holder
         .lock("busy-wait")
         .unwrap()
-        .with_lease(1500 * MS)
+        .with_lease(4 * SEC)
         .unwrap()
         .acquire()
         .await
@@ -447,10 +447,10 @@ async fn a_waiter_rides_through_busy() {
         common::eventually(3 * SEC, || async { waiter.waiting_channels() == 1 }).await,
         "the waiter never started waiting"
     );
-    let busy = keep_busy(&server, 3000).await;
+    let busy = keep_busy(&server, 6000).await;
     let busy_from = Instant::now();
     assert!(
-        acquired.elapsed() < 1200 * MS,
+        acquired.elapsed() < 3500 * MS,
         "the lease ran out before Redis was busy: the waiter would not meet BUSY"
     );
     let busy_until = busy.await.unwrap();
@@ -472,7 +472,7 @@ async fn a_waiter_rides_through_busy() {
 }
 
 /// A waiter already waiting meets `MASTERDOWN`: its server becomes a replica of a primary
-/// that is down, with `replica-serve-stale-data no`, while the holder's 1.5 s fixed lease
+/// that is down, with `replica-serve-stale-data no`, while the holder's 4 s fixed lease
 /// runs out; 2.5 s later it is promoted back (`REPLICAOF NO ONE`). The waiter must keep
 /// waiting and get the lock then, not fail with `MASTERDOWN`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -484,7 +484,7 @@ async fn a_waiter_rides_through_masterdown() {
     let guard = holder
         .lock("masterdown")
         .unwrap()
-        .with_lease(1500 * MS)
+        .with_lease(4 * SEC)
         .unwrap()
         .acquire()
         .await
@@ -524,10 +524,10 @@ async fn a_waiter_rides_through_masterdown() {
         "the server does not answer MASTERDOWN: {ping:?}"
     );
     assert!(
-        acquired.elapsed() < 1200 * MS,
+        acquired.elapsed() < 3500 * MS,
         "the lease ran out before MASTERDOWN: the waiter would not meet it"
     );
-    tokio::time::sleep_until((acquired + 4 * SEC).into()).await;
+    tokio::time::sleep_until((acquired + 6500 * MS).into()).await;
     let _: () = redis::cmd("REPLICAOF")
         .arg("NO")
         .arg("ONE")

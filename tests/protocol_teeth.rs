@@ -453,8 +453,9 @@ mod rust_core {
     /// while a client's renewals are answered in the order they were sent, so only the
     /// configuration in which two ticks of one client are in flight at once catches it
     /// (an older tick's reply, answered after a newer one's, moves belief back below what
-    /// Redis keeps: the hold would be declared lost while it is healthy). The default
-    /// configurations explore their whole bound without finding it.
+    /// Redis keeps: the hold would be declared lost while it is healthy). That the default
+    /// configurations explore their whole bound without finding it is the next test's,
+    /// run by hand.
     #[test]
     #[cfg_attr(
         debug_assertions,
@@ -465,7 +466,6 @@ mod rust_core {
         let config = model::overlapping_ticks();
         let world = World::new(Scripts::real());
         let report = checker::explore::<Lock>(&world, &config, DEFAULT_DEPTH, 3_000_000, &[]);
-        let elsewhere = counterexample(Scripts::real(), DEFAULT_DEPTH);
         plant(None);
         let (property, message, path) = report
             .violation
@@ -476,6 +476,18 @@ mod rust_core {
             checker::path_text(&path)
         );
         assert_eq!(property, "losses are told", "{message}");
+    }
+
+    /// Why the overlapping-ticks configuration exists: the defect above passes every
+    /// default configuration at the full bound. About 150 s (the whole default
+    /// exploration again), so not in `./scripts/check-protocol.sh`; run it with
+    /// `cargo test --release --features planted-defects --test protocol_teeth -- --ignored`.
+    #[test]
+    #[ignore = "by hand (about 150 s in a release build): the default configurations miss the overwriting renewal reply"]
+    fn an_older_renewal_reply_that_overwrites_belief_passes_the_default_configurations() {
+        plant(Some(Defect::RenewalReplyOverwrites));
+        let elsewhere = counterexample(Scripts::real(), DEFAULT_DEPTH);
+        plant(None);
         assert!(
             elsewhere.is_none(),
             "a default configuration caught it too: {elsewhere:?}"

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::RedisServer;
+use common::{RedisServer, eventually};
 use redis_locks::{Error, LockClient, LostReason};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -536,7 +536,14 @@ async fn permits_are_added_and_taken_away() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_takes_every_free_permit_at_once() {
     let server = RedisServer::start();
-    let client = server.client(Duration::from_millis(600)).await;
+    // Renewed every 200 ms as with a 600 ms watchdog, on a 6 s lease that a stalled
+    // machine does not run out.
+    let client = LockClient::builder(&server.url())
+        .watchdog_timeout(6 * SEC)
+        .check_interval(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
     let other = server.client(30 * SEC).await;
     let semaphore = client.semaphore("sem-drain").unwrap();
     assert!(matches!(
@@ -563,8 +570,14 @@ async fn drain_takes_every_free_permit_at_once() {
         "none free"
     );
     assert!(semaphore.try_acquire(1).await.unwrap().is_none());
-    // Renewed together by the watchdog (a 600 ms lease, five of them).
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Renewed together by the watchdog (every 200 ms, five of them).
+    let renewed = client.watchdog_stats().renewed;
+    assert!(
+        eventually(10 * SEC, || async {
+            client.watchdog_stats().renewed >= renewed + 5
+        })
+        .await
+    );
     assert!(!drained.is_lost());
     assert_eq!(semaphore.state().await.unwrap().in_use, 5);
     drained.release().await.unwrap();
@@ -575,8 +588,13 @@ async fn drain_takes_every_free_permit_at_once() {
         let semaphore = other.semaphore("sem-drain").unwrap();
         tokio::spawn(async move { semaphore.acquire(4).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(semaphore.state().await.unwrap().reserved, 4);
+    assert!(
+        eventually(10 * SEC, || async {
+            semaphore.state().await.unwrap().reserved == 4
+        })
+        .await,
+        "the waiter never reserved"
+    );
     assert!(
         semaphore.drain_permits().await.unwrap().is_none(),
         "the drain took permits kept for the waiter"

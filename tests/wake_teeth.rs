@@ -253,13 +253,17 @@ mod core {
     }
 }
 
-/// Sanity: the real scripts pass at the same bound, every configuration exhaustive.
+/// Sanity: the real scripts pass this file's model at a small bound, every configuration
+/// exhaustive (`tests/wake_check.rs`, the checker, runs the full bound).
 #[test]
-#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
-fn the_real_scripts_pass() {
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only (slow in a debug build): ./scripts/check-protocol.sh runs it"
+)]
+fn the_real_scripts_pass_at_a_small_bound() {
     let world = World::new(Scripts::real());
     for config in wakemodel::configs() {
-        let depth = DEFAULT_DEPTH + <Wake as checker::Model>::extra_depth(&config);
+        let depth = 14 + <Wake as checker::Model>::extra_depth(&config);
         let report = checker::explore::<Wake>(&world, &config, depth, MAX_STATES, &[]);
         assert!(
             !report.truncated,

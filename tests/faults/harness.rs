@@ -214,6 +214,8 @@ pub struct WorkerConfig {
     /// usually wins the next race: the lock is not fair).
     pub think: Duration,
     pub watchdog: Duration,
+    /// The watchdog's renewal period, when shorter than a third of `watchdog`.
+    pub check_interval: Option<Duration>,
     pub wait: Duration,
     pub response_timeout: Duration,
     /// End a section early when its lost signal fires.
@@ -250,6 +252,9 @@ impl WorkerConfig {
         if let Some(after) = self.shutdown_runtime_after {
             env.push(("FW_SHUTDOWN_AFTER_MS".into(), ms(after)));
         }
+        if let Some(every) = self.check_interval {
+            env.push(("FW_CHECK_MS".into(), ms(every)));
+        }
         env
     }
 
@@ -270,6 +275,7 @@ impl WorkerConfig {
             write_every: dur("FW_WRITE_EVERY_MS"),
             think: dur("FW_THINK_MS"),
             watchdog: dur("FW_WATCHDOG_MS"),
+            check_interval: var("FW_CHECK_MS").map(|v| Duration::from_millis(v.parse().unwrap())),
             wait: dur("FW_WAIT_MS"),
             response_timeout: dur("FW_RESPONSE_MS"),
             end_on_lost: var("FW_END_ON_LOST").as_deref() == Some("1"),
@@ -282,10 +288,14 @@ impl WorkerConfig {
 /// Runs the configured tasks with a client of its own, logging to `log`. `in_section`
 /// counts tasks currently inside a critical section.
 pub async fn run_worker(cfg: WorkerConfig, log: Log, in_section: Arc<AtomicUsize>) {
-    let client = LockClient::builder(&cfg.lock_url)
+    let mut builder = LockClient::builder(&cfg.lock_url)
         .watchdog_timeout(cfg.watchdog)
         .response_timeout(cfg.response_timeout)
-        .connect_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(2));
+    if let Some(every) = cfg.check_interval {
+        builder = builder.check_interval(every);
+    }
+    let client = builder
         .connect()
         .await
         .expect("worker: connect lock client");
