@@ -519,7 +519,14 @@ async fn helper_tracing_spans_and_events() {
     let _default = tracing::subscriber::set_default(capture);
 
     let server = RedisServer::start();
-    let client = server.client(Duration::from_millis(300)).await;
+    // Ticks every 100 ms on a 3 s lease: a machine slowed by load cannot lose the hold
+    // that the release below must give back.
+    let client = LockClient::builder(&server.url())
+        .watchdog_timeout(3 * SEC)
+        .check_interval(Duration::from_millis(100))
+        .connect()
+        .await
+        .unwrap();
     let lock = client.lock("traced").unwrap();
     let guard = lock.acquire().await.unwrap();
     let timed_out = lock.acquire_timeout(Duration::from_millis(100)).await;

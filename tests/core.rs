@@ -456,7 +456,13 @@ async fn subscriptions_are_cleaned_up_after_a_burst() {
 #[tokio::test]
 async fn survives_script_flush() {
     let server = RedisServer::start();
-    let client = server.client(Duration::from_millis(600)).await;
+    // Renewals every 200 ms on a 6 s lease (not a 600 ms one, which a stall could end).
+    let client = LockClient::builder(&server.url())
+        .watchdog_timeout(6 * SEC)
+        .check_interval(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
     let mut conn = server.conn().await;
     let lock = client.lock("flush").unwrap();
     lock.acquire().await.unwrap().release().await.unwrap();
@@ -472,9 +478,11 @@ async fn survives_script_flush() {
         .await
         .unwrap();
     let renewed = client.watchdog_stats().renewed;
-    tokio::time::sleep(Duration::from_millis(900)).await;
     assert!(
-        client.watchdog_stats().renewed > renewed,
+        eventually(10 * SEC, || async {
+            client.watchdog_stats().renewed > renewed
+        })
+        .await,
         "renewal failed after flush"
     );
     assert!(!guard.is_lost());

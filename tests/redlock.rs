@@ -47,6 +47,24 @@ async fn clients_for(urls: &[String], watchdog: Duration) -> Vec<LockClient> {
     clients
 }
 
+/// Runs `attempt` until its guard holds on every server. RedLock needs only a majority and
+/// leaves out a server that answers late, by design; a test that needs every server's hold
+/// retries the attempts that a machine slowed by load made so (giving back what they won).
+async fn on_every_server<F, Fut>(mut attempt: F) -> RedGuard
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = RedGuard>,
+{
+    for _ in 0..50 {
+        let guard = attempt().await;
+        if guard.held_on() == SERVERS {
+            return guard;
+        }
+        guard.release().await.unwrap();
+    }
+    panic!("50 attempts in a row left a server out");
+}
+
 /// The RedLock `name` over one lock per client.
 fn redlock(clients: &[LockClient], name: &str) -> RedLock {
     RedLock::new(clients.iter().map(|c| c.lock(name).unwrap())).unwrap()
@@ -425,12 +443,15 @@ async fn a_restarted_server_costs_one_hold_not_the_lock() {
     guard.release().await.unwrap();
     assert!(!token.is_cancelled(), "a release is not a loss");
     assert_no_keys(&servers.iter().collect::<Vec<_>>(), "after the release").await;
-    let next = intruder
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("free after release");
-    assert_eq!(next.held_on(), 5, "the restarted server works again");
+    // The restarted server works again.
+    let next = on_every_server(|| async {
+        intruder
+            .try_acquire()
+            .await
+            .unwrap()
+            .expect("free after release")
+    })
+    .await;
     next.release().await.unwrap();
     eprintln!("restart under a held lock: the lost hold was counted after {noticed:?}");
 }
@@ -500,8 +521,7 @@ async fn slow_and_stalled_servers_do_not_stop_the_acquisition() {
     proxies[1].stall(false);
     proxies[0].set_delay(Duration::ZERO);
     assert_no_keys(&servers.iter().collect::<Vec<_>>(), "after the release").await;
-    let again = lock.try_acquire().await.unwrap().unwrap();
-    assert_eq!(again.held_on(), 5);
+    let again = on_every_server(|| async { lock.try_acquire().await.unwrap().unwrap() }).await;
     again.release().await.unwrap();
     eprintln!("a slow and a stalled server: acquired on 3 of 5 in {took:?}");
 }
@@ -519,8 +539,7 @@ async fn a_partition_from_a_majority_fires_lost_and_lets_another_in() {
         .unwrap();
     let key = holder.locks()[0].key().to_owned();
 
-    let guard = holder.acquire().await.unwrap();
-    assert_eq!(guard.held_on(), 5);
+    let guard = on_every_server(|| async { holder.acquire().await.unwrap() }).await;
     let token = guard.lost_token();
     assert_refused(&other, "before the partition").await;
 
@@ -602,10 +621,13 @@ async fn a_fixed_lease_is_valid_for_less_than_the_lease_minus_the_drift() {
         conns.push(server.conn().await);
     }
 
-    let start = Instant::now();
-    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let mut start = Instant::now();
+    let guard = on_every_server(|| {
+        start = Instant::now();
+        async { lock.try_acquire().await.unwrap().expect("free") }
+    })
+    .await;
     let acquired = Instant::now();
-    assert_eq!(guard.held_on(), 5);
     assert!(
         guard
             .holds()
@@ -726,7 +748,7 @@ async fn reenter_nests_on_every_server_and_release_gives_back_everywhere() {
     let intruder = redlock(&clients_for(&server_urls, SEC).await, "nest");
     let key = lock.locks()[0].key().to_owned();
 
-    let outer = lock.acquire().await.unwrap();
+    let outer = on_every_server(|| async { lock.acquire().await.unwrap() }).await;
     assert_eq!(counts(&outer), [Some(1); 5]);
     let inner = outer.reenter().await.unwrap();
     assert_eq!(counts(&inner), [Some(2); 5]);
@@ -1035,8 +1057,7 @@ async fn a_release_refused_by_a_majority_reports_their_error_not_a_loss() {
     let lock = redlock(&clients, "refused-release")
         .with_lease(20 * SEC)
         .unwrap();
-    let guard = lock.acquire().await.unwrap();
-    assert_eq!(guard.held_on(), SERVERS);
+    let guard = on_every_server(|| async { lock.acquire().await.unwrap() }).await;
     for server in &servers[..3] {
         let mut conn = server.conn().await;
         let () = redis::cmd("ACL")
