@@ -521,12 +521,9 @@ async fn helper_tracing_spans_and_events() {
     let server = RedisServer::start();
     // Ticks every 100 ms on a 3 s lease: a machine slowed by load cannot lose the hold
     // that the release below must give back.
-    let client = LockClient::builder(&server.url())
-        .watchdog_timeout(3 * SEC)
-        .check_interval(Duration::from_millis(100))
-        .connect()
-        .await
-        .unwrap();
+    let client = server
+        .client_renewing(3 * SEC, Duration::from_millis(100))
+        .await;
     let lock = client.lock("traced").unwrap();
     let guard = lock.acquire().await.unwrap();
     let timed_out = lock.acquire_timeout(Duration::from_millis(100)).await;

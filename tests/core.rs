@@ -457,12 +457,9 @@ async fn subscriptions_are_cleaned_up_after_a_burst() {
 async fn survives_script_flush() {
     let server = RedisServer::start();
     // Renewals every 200 ms on a 6 s lease (not a 600 ms one, which a stall could end).
-    let client = LockClient::builder(&server.url())
-        .watchdog_timeout(6 * SEC)
-        .check_interval(Duration::from_millis(200))
-        .connect()
-        .await
-        .unwrap();
+    let client = server
+        .client_renewing(6 * SEC, Duration::from_millis(200))
+        .await;
     let mut conn = server.conn().await;
     let lock = client.lock("flush").unwrap();
     lock.acquire().await.unwrap().release().await.unwrap();
@@ -1215,12 +1212,9 @@ async fn unlock_tells_the_guards_it_ended_their_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_check_interval_tells_fixed_leases_sooner() {
     let server = RedisServer::start();
-    let client = LockClient::builder(&server.url())
-        .watchdog_timeout(30 * SEC)
-        .check_interval(Duration::from_millis(200))
-        .connect()
-        .await
-        .unwrap();
+    let client = server
+        .client_renewing(30 * SEC, Duration::from_millis(200))
+        .await;
     let lock = client
         .lock("checked")
         .unwrap()

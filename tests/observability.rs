@@ -12,7 +12,6 @@ use metrics::{
     Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
     SharedString, Unit,
 };
-use redis_locks::LockClient;
 
 type Values = Arc<Mutex<BTreeMap<String, f64>>>;
 
@@ -87,12 +86,9 @@ async fn every_event_is_counted_with_its_labels() {
     let server = RedisServer::start();
     // Ticks every 100 ms (a loss is noticed at once), on a 3 s lease that a machine slowed
     // by load does not run out: the exact loss counts below must not see an extra one.
-    let client = LockClient::builder(&server.url())
-        .watchdog_timeout(Duration::from_secs(3))
-        .check_interval(Duration::from_millis(100))
-        .connect()
-        .await
-        .unwrap();
+    let client = server
+        .client_renewing(Duration::from_secs(3), Duration::from_millis(100))
+        .await;
     let lock = client.lock("metered").unwrap();
 
     let held = lock.acquire().await.unwrap();

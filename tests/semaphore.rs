@@ -538,12 +538,9 @@ async fn drain_takes_every_free_permit_at_once() {
     let server = RedisServer::start();
     // Renewed every 200 ms as with a 600 ms watchdog, on a 6 s lease that a stalled
     // machine does not run out.
-    let client = LockClient::builder(&server.url())
-        .watchdog_timeout(6 * SEC)
-        .check_interval(Duration::from_millis(200))
-        .connect()
-        .await
-        .unwrap();
+    let client = server
+        .client_renewing(6 * SEC, Duration::from_millis(200))
+        .await;
     let other = server.client(30 * SEC).await;
     let semaphore = client.semaphore("sem-drain").unwrap();
     assert!(matches!(

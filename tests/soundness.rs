@@ -285,12 +285,9 @@ async fn a_release_racing_the_watchdog_is_never_a_loss() {
     // Renewal ticks every 20 ms, as with a 60 ms watchdog, but a 3 s lease: a tick racing
     // a release is what is tested, and a 60 ms lease would also fail on a machine that
     // stalls this process for 60 ms.
-    let client = LockClient::builder(&server.url())
-        .watchdog_timeout(3 * SEC)
-        .check_interval(Duration::from_millis(20))
-        .connect()
-        .await
-        .unwrap();
+    let client = server
+        .client_renewing(3 * SEC, Duration::from_millis(20))
+        .await;
     let mut tasks = Vec::new();
     for t in 0..3usize {
         let client = client.clone();

@@ -163,6 +163,17 @@ impl RedisServer {
             .await
             .expect("connect lock client")
     }
+
+    /// A lock client whose watchdog renews every `every` on a `lease`: frequent ticks on
+    /// a lease long enough that a machine slowed by load does not end a hold.
+    pub async fn client_renewing(&self, lease: Duration, every: Duration) -> LockClient {
+        LockClient::builder(&self.url())
+            .watchdog_timeout(lease)
+            .check_interval(every)
+            .connect()
+            .await
+            .expect("connect lock client")
+    }
 }
 
 impl Drop for RedisServer {
