@@ -21,15 +21,19 @@ cd "$(dirname "$0")/.."
 #   wait_check      the waiting loop (protocol::wait, every kind's policy): depth 10, ~5 s.
 #   wake_check      the plain lock's wake-ups (the "\1w" mark, the conditional PUBLISH, the
 #                   hub's one-waiter dispatch, protocol::wait): depth 22, ~25 s.
-CHECKERS_A=(protocol_check redlock_check wake_check latch_check wait_check)
-CHECKERS_B=(fair_check rw_check sem_check multi_check)
+#   redisson_check  the lock in Redisson's layout (redisson_*.lua, late requests, a Redisson
+#                   force-unlock, restarts, BUSY): depth 12, ~50 s.
+#   redisson_rw_check  the read-write lock in Redisson's layout (redisson_rw_*.lua,
+#                   redisson_renew.lua, the same faults): depth 10, ~50 s.
+CHECKERS_A=(protocol_check redlock_check wake_check latch_check wait_check redisson_check)
+CHECKERS_B=(fair_check rw_check sem_check multi_check redisson_rw_check)
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
 # checkers run the library exactly as it ships, without the feature). Two lanes as well,
 # balanced by their times on this machine (each line of output names a binary's time).
-TEETH_A=(redlock_teeth protocol_teeth latch_teeth wake_teeth)
-TEETH_B=(fair_teeth rw_teeth sem_teeth multi_teeth wait_check)
+TEETH_A=(redlock_teeth protocol_teeth latch_teeth wake_teeth redisson_teeth)
+TEETH_B=(fair_teeth rw_teeth sem_teeth multi_teeth wait_check redisson_rw_teeth)
 
 # Runs the test binaries named after $1 (the features: "" or "planted-defects") one after
 # the other; the ignored tests too (only the by-hand ones are ignored in a release build,

@@ -29,7 +29,7 @@ use crate::protocol::resend::{SendHistory, attempt_give_up_at, give_back_give_up
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
 use crate::protocol::{Call, Millis, Reply};
 use crate::waiting::{Attempts, Outcome};
-use crate::watchdog::LeaseMode;
+use crate::watchdog::{HoldShape, LeaseMode};
 
 /// One acquisition being attempted.
 #[derive(Debug, Clone)]
@@ -68,6 +68,11 @@ pub(crate) trait SetKind: Clone + Send + Sync + 'static {
     /// permits).
     fn members(&self) -> u32 {
         1
+    }
+    /// What a hold is in Redis, for the watchdog: members of [`SetKind::set_key`] by
+    /// default.
+    fn shape(&self) -> HoldShape {
+        HoldShape::SetMembers(self.members())
     }
     fn attempt_call(&self, attempt: &Attempt) -> Call;
     fn decode(&self, reply: &Reply) -> std::result::Result<Attempted, String>;
@@ -168,7 +173,7 @@ impl<K: SetKind> SetAttempts<K> {
                     kind: K::KIND,
                     key: kind.set_key(),
                     id: &self.attempt.hold,
-                    members: kind.members(),
+                    shape: kind.shape(),
                 };
                 let entry = inner.registry.grant_members(
                     held,

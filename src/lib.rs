@@ -225,6 +225,8 @@ mod multi;
 mod observe;
 mod owner;
 mod pubsub;
+mod redisson;
+mod redisson_rw;
 mod redlock;
 mod rwlock;
 mod scripts;
@@ -259,6 +261,8 @@ pub use multi::{Member, MemberGuard, MultiGuard, MultiLock};
 /// # Ok(()) }
 /// ```
 pub use redis_locks_protocol::rwlock::RwKind;
+pub use redisson::{RedissonGuard, RedissonLock, RedissonLockState};
+pub use redisson_rw::{RedissonRwGuard, RedissonRwLock, RedissonRwLockState};
 pub use redlock::{REDLOCK_RETRY_DELAY, RedGuard, RedLock};
 pub use rwlock::{RwGuard, RwLock, RwLockState};
 pub use semaphore::{Semaphore, SemaphoreGuard, SemaphoreState};
@@ -291,6 +295,8 @@ mod guide_doctests {
     pub struct Lock;
     #[doc = include_str!("../docs/multi-lock.md")]
     pub struct MultiLock;
+    #[doc = include_str!("../docs/redisson.md")]
+    pub struct Redisson;
     #[doc = include_str!("../docs/redlock.md")]
     pub struct Redlock;
     #[doc = include_str!("../docs/rwlock.md")]

@@ -524,3 +524,58 @@ fn multi_members_and_redlock_locks_are_blocking_handles() {
     assert!(!locks[0].is_locked().unwrap());
     single.release().unwrap();
 }
+
+/// A lock in Redisson's layout, blocking: Redisson's hash and field counts, re-entry
+/// through the guard, exclusion between two owners, and nothing held once released but
+/// this library's request records.
+#[test]
+fn a_redisson_layout_lock_blocks_like_the_others() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).unwrap();
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let lock = client.redisson_lock("invoice:42").unwrap();
+    assert_eq!(lock.key(), "invoice:42");
+    assert_eq!(lock.channel(), "redisson_lock__channel:{invoice:42}");
+    let guard = lock.acquire().unwrap();
+    let nested = guard.reenter().unwrap();
+    let count: i64 = redis::cmd("HGET")
+        .arg("invoice:42")
+        .arg(guard.owner())
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(count, 2);
+    assert!(lock.try_acquire().unwrap().is_none(), "another owner waits");
+    nested.release().unwrap();
+    guard.release().unwrap();
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("invoice:42")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(exists, 0);
+    let total = lock.run(|_| 7).unwrap();
+    assert_eq!(total, 7);
+}
+
+/// A read-write lock in Redisson's layout, blocking: readers share, a writer waits, a
+/// downgrade leaves it in read mode, and no upgrade.
+#[test]
+fn a_redisson_layout_rw_lock_blocks_like_the_others() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).unwrap();
+    let lock = client.redisson_rw_lock("catalog").unwrap();
+    let read = lock.read().unwrap();
+    let other = lock.try_read().unwrap().expect("readers share");
+    assert!(lock.try_write().unwrap().is_none(), "readers hold");
+    assert!(matches!(read.write(), Err(Error::WouldDeadlock { .. })));
+    other.release().unwrap();
+    read.release().unwrap();
+    let write = lock.write().unwrap();
+    let downgraded = write.read().unwrap();
+    write.release().unwrap();
+    assert_eq!(lock.state().unwrap().mode, Some(redis_locks::RwKind::Read));
+    downgraded.release().unwrap();
+    assert!(!lock.is_locked().unwrap());
+}

@@ -2600,3 +2600,155 @@ async fn unlock_force_clears_every_kind() {
         assert_eq!(code(&out), 1, "{kind:?}: {}", stdout(&out));
     }
 }
+
+/// `run --redisson NAME` takes the lock a Java service takes with Redisson's
+/// `getLock(NAME)` (the test peer speaks Redisson's protocol): refused while Redisson holds
+/// it, woken by Redisson's unlock (the peer's lease is 60 s: only the message wakes it
+/// within the 30 s `finish` allows), and Redisson is refused while the command runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_redisson_excludes_and_wakes_a_redisson_peer() {
+    use common::redisson_peer::RedissonPeer;
+    let server = RedisServer::start();
+    let url = server.url();
+    let peer = RedissonPeer::connect(&url).await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+
+    assert!(peer.lock("invoice", 1, 60 * SEC, SEC).await);
+    let out = output(
+        cli(&url)
+            .args(["run", "--redisson", "invoice", "--no-wait"])
+            .args(touch),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    assert!(stderr(&out).contains("Redisson"), "{}", stderr(&out));
+    assert!(!marker.exists());
+
+    let waiting = cli(&url)
+        .args(["run", "--redisson", "invoice"])
+        .args(touch)
+        .spawn()
+        .unwrap();
+    let mut conn = server.conn().await;
+    let channel = RedissonPeer::channel("invoice");
+    assert!(
+        common::eventually(10 * SEC, || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move { common::numsub(&mut conn, &channel).await >= 1 }
+        })
+        .await,
+        "the waiting run subscribed to Redisson's channel"
+    );
+    assert_eq!(peer.unlock("invoice", 1, 60 * SEC).await, Some(true));
+    let out = finish(waiting).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(marker.exists());
+
+    let started = dir.path().join("started");
+    let script = format!("touch {}; sleep 3", started.display());
+    let running = cli(&url)
+        .args(["run", "--redisson", "invoice", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    wait_for_file(&started).await;
+    assert!(
+        peer.try_lock("invoice", 2, 30 * SEC).await.is_some(),
+        "Redisson is refused"
+    );
+    let out = finish(running).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        peer.try_lock("invoice", 2, 30 * SEC).await,
+        None,
+        "released"
+    );
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("invoice")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, 1, "Redisson's hold");
+
+    // status and unlock --force read and delete Redisson's layout.
+    let out = output(cli(&url).args(["status", "--redisson", "invoice", "--json"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["kind"], "lock", "{status}");
+    assert_eq!(
+        status["holders"][0]["owner"],
+        peer.field(2).as_str(),
+        "{status}"
+    );
+    let out = output(cli(&url).args(["status", "--redisson", "invoice", "--check"])).await;
+    assert_eq!(code(&out), 1, "held: {}", stdout(&out));
+    let out = output(cli(&url).args(["unlock", "--force", "--redisson", "invoice"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains(&peer.field(2)), "{}", stdout(&out));
+    assert!(
+        !peer.renew("invoice", 2, 30 * SEC).await,
+        "Redisson's hold is gone"
+    );
+    let out = output(cli(&url).args(["status", "--redisson", "invoice", "--check"])).await;
+    assert_eq!(code(&out), 0, "free: {}", stdout(&out));
+
+    let out = output(cli(&url).args(["run", "--redisson", "x", "--fenced", "--", "true"])).await;
+    assert_eq!(code(&out), USAGE, "{}", stderr(&out));
+}
+
+/// `run --redisson --read NAME` and `--write` take Redisson's RReadWriteLock NAME: a read
+/// runs beside a Java reader, a write is refused while the Java reader holds, and a
+/// waiting write runs once the Java reader releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_redisson_read_and_write_share_with_redisson_readers() {
+    use common::redisson_peer::RedissonPeer;
+    let server = RedisServer::start();
+    let url = server.url();
+    let peer = RedissonPeer::connect(&url).await;
+    assert_eq!(peer.try_read("catalog", 1, 60 * SEC).await, None);
+    let out = output(
+        cli(&url)
+            .args(["run", "--redisson", "--read", "catalog", "--no-wait"])
+            .args(["--", "true"]),
+    )
+    .await;
+    assert_eq!(
+        code(&out),
+        0,
+        "a read beside a Java reader: {}",
+        stderr(&out)
+    );
+    let out = output(
+        cli(&url)
+            .args(["run", "--redisson", "--write", "catalog", "--no-wait"])
+            .args(["--", "true"]),
+    )
+    .await;
+    assert_eq!(code(&out), NOT_ACQUIRED, "{}", stderr(&out));
+    let waiting = cli(&url)
+        .args(["run", "--redisson", "--write", "catalog", "--", "true"])
+        .spawn()
+        .unwrap();
+    let mut conn = server.conn().await;
+    let channel = RedissonPeer::rw_channel("catalog");
+    assert!(
+        common::eventually(10 * SEC, || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move { common::numsub(&mut conn, &channel).await >= 1 }
+        })
+        .await,
+        "the waiting write subscribed"
+    );
+    assert_eq!(peer.unlock_read("catalog", 1).await, Some(true));
+    let out = finish(waiting).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("catalog")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0);
+}

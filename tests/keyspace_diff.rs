@@ -25,6 +25,7 @@ use lua::ScriptRunner;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis_locks_protocol::ScriptId;
 use redis_locks_protocol::fair::FairKeys;
+use redis_locks_protocol::redisson::RedissonKeys;
 use redis_locks_protocol::rwlock::RwKeys;
 
 // ---------------------------------------------------------------------------------------
@@ -212,6 +213,9 @@ enum Times {
     /// inspect's `{type, pttl, fence, field, value...}`: the TTL second (within
     /// `TTL_TOLERANCE_MS`), the fields in HGETALL order.
     Inspect,
+    /// redisson_state's `{1, pttl, field, value...}`: the TTL second (a clock reading), the
+    /// fields in HGETALL order.
+    StatePairs,
 }
 
 /// How far (ms) a clock reading of the model (an expire time, a TTL or deadline in a reply)
@@ -235,6 +239,10 @@ fn agree_script(times: Times, slack: i64, model: &Reply, real: &Reply) -> bool {
             [&m[..3], &sorted_pairs(&m[3..])[..]].concat(),
             [&r[..3], &sorted_pairs(&r[3..])[..]].concat(),
         ),
+        Times::StatePairs if m.len() >= 2 => (
+            [&m[..2], &sorted_pairs(&m[2..])[..]].concat(),
+            [&r[..2], &sorted_pairs(&r[2..])[..]].concat(),
+        ),
         _ => (m.clone(), r.clone()),
     };
     let is_time = |i: usize| match times {
@@ -242,6 +250,7 @@ fn agree_script(times: Times, slack: i64, model: &Reply, real: &Reply) -> bool {
         Times::SecondAfter(firsts) => {
             i == 1 && matches!(m[0], Reply::Int(first) if firsts.contains(&first))
         }
+        Times::StatePairs => i == 1 && m[0] == Reply::Int(1),
         Times::At(items) => items.contains(&i),
     };
     m.iter()
@@ -959,6 +968,7 @@ struct Names {
     sem_channel: String,
     rw: RwKeys,
     fair: FairKeys,
+    redisson: RedissonKeys,
 }
 
 impl Names {
@@ -974,6 +984,7 @@ impl Names {
             sem_channel: format!("{base}:semaphore:db0:released"),
             rw: RwKeys::new(PREFIX, 0, false, name),
             fair: FairKeys::new(PREFIX, 0, false, name),
+            redisson: RedissonKeys::new(PREFIX, false, name),
             lock: base,
         }
     }
@@ -994,7 +1005,27 @@ impl Names {
         for key in [&fair.holds, &fair.queue, &fair.alive, &fair.fence] {
             keys.push(key.to_string());
         }
+        keys.push(self.redisson.hash.to_string());
+        for request in REQUESTS {
+            keys.push(self.redisson_record(request));
+        }
+        for owner in OWNERS {
+            for level in 1..=4 {
+                keys.push(self.redisson_read_timeout(owner, level));
+            }
+        }
         keys
+    }
+
+    /// The timeout key of `owner`'s read at `level` of the Redisson-layout read-write lock
+    /// (Redisson's `suffixName(name, owner) + ":rwlock_timeout:" + level`).
+    fn redisson_read_timeout(&self, owner: &str, level: u32) -> String {
+        format!("{{{}}}:{owner}:rwlock_timeout:{level}", self.redisson.hash)
+    }
+
+    /// The record of the Redisson-layout acquire `request`.
+    fn redisson_record(&self, request: &str) -> String {
+        format!("{}{request}", self.redisson.record_prefix)
     }
 }
 
@@ -1085,6 +1116,15 @@ impl Gen<'_> {
     fn field(&self, key: &str, field: &str) -> Option<String> {
         let hash = self.ks.hash(key.as_bytes(), self.now)?;
         hash.get(field.as_bytes()).map(|v| lossy(v))
+    }
+    /// The fields of the hash `key` (none if it is not a hash).
+    fn hash_fields(&self, key: &str) -> Vec<String> {
+        let Some(hash) = self.ks.hash(key.as_bytes(), self.now) else {
+            return Vec::new();
+        };
+        let mut fields: Vec<String> = hash.keys().map(|f| lossy(f)).collect();
+        fields.sort();
+        fields
     }
     fn string(&self, key: &str) -> Option<String> {
         self.ks.get_str(key.as_bytes(), self.now).map(lossy)
@@ -1578,6 +1618,118 @@ fn fair_state(g: &mut Gen) -> Call {
     (fair_keys(g), Vec::new())
 }
 
+/// KEYS hash, record; ARGV owner, lease, record ms.
+fn redisson_acquire(g: &mut Gen) -> Call {
+    let hash = g.k.redisson.hash.to_string();
+    let owner = match g.hash_fields(&hash).first() {
+        Some(field) if g.chance(40) => field.clone(),
+        _ => g.pick(OWNERS),
+    };
+    let request = g.pick(REQUESTS);
+    let lease = g.lease();
+    let record_ms = g.range(50, 800);
+    let joins = if g.chance(25) { "1" } else { "0" }.to_string();
+    (
+        vec![hash, g.k.redisson_record(&request)],
+        vec![owner, lease, record_ms, joins],
+    )
+}
+
+/// KEYS hash, channel, record; ARGV owner, publish how, record ms, abandoned.
+fn redisson_release(g: &mut Gen) -> Call {
+    let hash = g.k.redisson.hash.to_string();
+    let owner = match g.hash_fields(&hash).first() {
+        Some(field) if g.chance(70) => field.clone(),
+        _ => g.pick(OWNERS),
+    };
+    let request = g.pick(REQUESTS);
+    let argv = vec![
+        owner,
+        g.publish_how(),
+        g.range(50, 800),
+        if g.chance(30) { "1" } else { "0" }.to_string(),
+    ];
+    (
+        vec![
+            hash,
+            g.k.redisson.channel.to_string(),
+            g.k.redisson_record(&request),
+        ],
+        argv,
+    )
+}
+
+/// KEYS the lock hash 1 to 3 times (holds of one slot, as the watchdog batches them);
+/// ARGV lease, how many are renewed, their owners.
+fn redisson_renew(g: &mut Gen) -> Call {
+    let n = g.rng.range(1, 3);
+    let hashes = vec![g.k.redisson.hash.to_string(); n as usize];
+    let mut argv = vec![g.lease(), g.range(0, n)];
+    for hash in &hashes {
+        let fields = g.hash_fields(hash);
+        let owner = match g.maybe(&fields, 70) {
+            Some(field) => field.trim_end_matches(":write").to_owned(),
+            None => g.pick(OWNERS),
+        };
+        let side = g.pick(&["l", "r", "w"]);
+        argv.push(format!("{side}{owner}"));
+    }
+    (hashes, argv)
+}
+
+/// KEYS hash, record; ARGV owner, lease, record ms, side.
+fn redisson_rw_acquire(g: &mut Gen) -> Call {
+    let hash = g.k.redisson.hash.to_string();
+    let owner = g.pick(OWNERS);
+    let request = g.pick(REQUESTS);
+    let lease = g.lease();
+    let record_ms = g.range(50, 800);
+    let side = g.pick(&["read", "read", "write"]);
+    let joins = if g.chance(25) { "1" } else { "0" }.to_string();
+    (
+        vec![hash, g.k.redisson_record(&request)],
+        vec![owner, lease, record_ms, side, joins],
+    )
+}
+
+/// KEYS hash, channel, record; ARGV owner, publish how, record ms, abandoned, side.
+fn redisson_rw_release(g: &mut Gen) -> Call {
+    let hash = g.k.redisson.hash.to_string();
+    let owner = g.pick(OWNERS);
+    let request = g.pick(REQUESTS);
+    let side = g.pick(&["read", "read", "write"]);
+    let argv = vec![
+        owner,
+        g.publish_how(),
+        g.range(50, 800),
+        if g.chance(30) { "1" } else { "0" }.to_string(),
+        side,
+    ];
+    (
+        vec![
+            hash,
+            g.k.redisson.rw_channel.to_string(),
+            g.k.redisson_record(&request),
+        ],
+        argv,
+    )
+}
+
+/// KEYS hash.
+fn redisson_state(g: &mut Gen) -> Call {
+    (vec![g.k.redisson.hash.to_string()], Vec::new())
+}
+
+/// KEYS hash, lock channel, read-write channel; ARGV publish how.
+fn redisson_force_unlock(g: &mut Gen) -> Call {
+    let keys = vec![
+        g.k.redisson.hash.to_string(),
+        g.k.redisson.channel.to_string(),
+        g.k.redisson.rw_channel.to_string(),
+    ];
+    (keys, vec![g.publish_how()])
+}
+
 // --- The table. -----------------------------------------------------------------------------
 
 /// One script under test.
@@ -1819,6 +1971,62 @@ const SCRIPTS: &[Script] = &[
         call: fair_state,
         success: |r, _| array_of(r, 4),
         times: Times::At(&[3]),
+    },
+    Script {
+        id: ScriptId::RedissonAcquire,
+        name: "redisson_acquire",
+        weight: 2,
+        call: redisson_acquire,
+        success: |r, _| first_is(r, 1),
+        times: Times::SecondAfter(&[0]),
+    },
+    Script {
+        id: ScriptId::RedissonRelease,
+        name: "redisson_release",
+        weight: 2,
+        call: redisson_release,
+        success: |r, _| *r == Reply::Int(1),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::RedissonRenew,
+        name: "redisson_renew",
+        weight: 1,
+        call: redisson_renew,
+        success: |r, _| matches!(r, Reply::Array(_)),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::RedissonRwAcquire,
+        name: "redisson_rw_acquire",
+        weight: 3,
+        call: redisson_rw_acquire,
+        success: |r, _| first_is(r, 1),
+        times: Times::SecondAfter(&[0]),
+    },
+    Script {
+        id: ScriptId::RedissonRwRelease,
+        name: "redisson_rw_release",
+        weight: 3,
+        call: redisson_rw_release,
+        success: |r, _| *r == Reply::Int(1),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::RedissonState,
+        name: "redisson_state",
+        weight: 1,
+        call: redisson_state,
+        success: |r, _| first_is(r, 1),
+        times: Times::StatePairs,
+    },
+    Script {
+        id: ScriptId::RedissonForceUnlock,
+        name: "redisson_force_unlock",
+        weight: 1,
+        call: redisson_force_unlock,
+        success: |r, _| *r == Reply::Int(1),
+        times: Times::No,
     },
     Script {
         id: ScriptId::ForceDelete,
@@ -2091,9 +2299,15 @@ impl Run {
         });
         // Every key of one call in one slot (one hash tag), as the library sends them; only
         // renew may span slots (its flag allow-cross-slot-keys).
+        // A key's slot is its hash tag's, or the whole key's when it has none (a lock in
+        // Redisson's layout is the bare name, its helper keys tag the name).
         let tag = |key: &String| {
-            let (_, rest) = key.split_once('{')?;
-            Some(rest.split_once('}')?.0.to_owned())
+            let tagged = key
+                .split_once('{')
+                .and_then(|(_, rest)| rest.split_once('}'))
+                .map(|(tag, _)| tag)
+                .filter(|tag| !tag.is_empty());
+            Some(tagged.unwrap_or(key).to_owned())
         };
         assert!(
             script.id == ScriptId::Renew

@@ -17,6 +17,15 @@ pub enum HoldShape {
     /// acquisition of n permits, or with n = 1 a read-write or fair lock hold): renewed by
     /// `lua/sem_renew.lua`.
     SetMembers(u32),
+    /// A field of a lock hash in Redisson's layout (`lua/redisson_acquire.lua`), its
+    /// owner's hold count: renewed by `lua/redisson_renew.lua`, which checks the field.
+    RedissonField,
+    /// A read of a read-write lock in Redisson's layout (`lua/redisson_rw_acquire.lua`):
+    /// its owner's field and read timeout keys, renewed by `lua/redisson_renew.lua`.
+    RedissonRead,
+    /// The write of a read-write lock in Redisson's layout: the field `<owner>:write`,
+    /// renewed by `lua/redisson_renew.lua`.
+    RedissonWrite,
 }
 
 /// The call that makes `hold` (under `key`: the lock hash, or the sorted set) last at
@@ -32,5 +41,8 @@ pub fn extension_call(lease_ms: Millis, key: Arc<str>, hold: Arc<str>, shape: Ho
     match shape {
         HoldShape::LockHash => renew_call(lease_ms, vec![item]).0,
         HoldShape::SetMembers(n) => super::semaphore::renew_call(lease_ms, &[item], &[n]).0,
+        HoldShape::RedissonField | HoldShape::RedissonRead | HoldShape::RedissonWrite => {
+            super::redisson::renew_call_shaped(lease_ms, &[item], &[shape]).0
+        }
     }
 }

@@ -36,6 +36,7 @@
 //! * [`renew`]: the watchdog's batched renewal call and how to read its reply.
 //! * [`semaphore`], [`rwlock`], [`fair`], [`latch`]: the calls of the semaphore, the
 //!   read-write lock, the fair lock and the latch.
+//! * [`redisson`]: the calls of a lock kept in Redisson's RLock layout.
 //! * [`multi`], [`redlock`]: the multi-lock's order and all-or-none walk; RedLock's quorum
 //!   and validity.
 //! * [`mod@backoff`]: the one back-off policy.
@@ -56,6 +57,7 @@ pub mod lane;
 pub mod latch;
 pub mod multi;
 pub mod planted;
+pub mod redisson;
 pub mod redlock;
 pub mod release;
 pub mod renew;
@@ -122,6 +124,20 @@ pub enum ScriptId {
     FairState,
     /// `lua/force_delete.lua`
     ForceDelete,
+    /// `lua/redisson_acquire.lua`
+    RedissonAcquire,
+    /// `lua/redisson_release.lua`
+    RedissonRelease,
+    /// `lua/redisson_renew.lua`
+    RedissonRenew,
+    /// `lua/redisson_state.lua`
+    RedissonState,
+    /// `lua/redisson_force_unlock.lua`
+    RedissonForceUnlock,
+    /// `lua/redisson_rw_acquire.lua`
+    RedissonRwAcquire,
+    /// `lua/redisson_rw_release.lua`
+    RedissonRwRelease,
 }
 
 impl ScriptId {
@@ -152,11 +168,18 @@ impl ScriptId {
             ScriptId::FairRelease => include_str!("../lua/fair_release.lua"),
             ScriptId::FairState => include_str!("../lua/fair_state.lua"),
             ScriptId::ForceDelete => include_str!("../lua/force_delete.lua"),
+            ScriptId::RedissonAcquire => include_str!("../lua/redisson_acquire.lua"),
+            ScriptId::RedissonRelease => include_str!("../lua/redisson_release.lua"),
+            ScriptId::RedissonRenew => include_str!("../lua/redisson_renew.lua"),
+            ScriptId::RedissonState => include_str!("../lua/redisson_state.lua"),
+            ScriptId::RedissonForceUnlock => include_str!("../lua/redisson_force_unlock.lua"),
+            ScriptId::RedissonRwAcquire => include_str!("../lua/redisson_rw_acquire.lua"),
+            ScriptId::RedissonRwRelease => include_str!("../lua/redisson_rw_release.lua"),
         }
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 24] = [
+    pub const ALL: [ScriptId; 31] = [
         ScriptId::Take,
         ScriptId::Acquire,
         ScriptId::Release,
@@ -181,6 +204,13 @@ impl ScriptId {
         ScriptId::FairRelease,
         ScriptId::FairState,
         ScriptId::ForceDelete,
+        ScriptId::RedissonAcquire,
+        ScriptId::RedissonRelease,
+        ScriptId::RedissonRenew,
+        ScriptId::RedissonState,
+        ScriptId::RedissonForceUnlock,
+        ScriptId::RedissonRwAcquire,
+        ScriptId::RedissonRwRelease,
     ];
 }
 

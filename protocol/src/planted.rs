@@ -79,6 +79,18 @@ pub enum Defect {
     /// The fair lock's attempt drops the 'q' flag: a waiter believes it queues but takes
     /// no place, so a newcomer may overtake it.
     FairQueueFlagDropped,
+    // --- Redisson-layout lock defects (tests/redisson_teeth.rs) go below this line ---
+    /// The Redisson-layout lock reads a "wait" reply (`{0, pttl}`) as a grant
+    /// (`redisson::decode_acquire`).
+    RedissonWaitReadAsGrant,
+    /// The Redisson-layout lock names an acquire's record by its owner instead of its
+    /// request (`redisson::request_of`): a re-entry finds the owner's earlier hold's record
+    /// and is answered "granted" without a count of its own.
+    RedissonRecordPerOwner,
+    /// The Redisson-layout read-write lock reads a refused upgrade (`{-3}`) as a wait
+    /// (`redisson::decode_rw_acquire`): an owner that reads and asks for the write waits
+    /// for itself (found by `tests/redisson_rw_teeth.rs`).
+    RedissonRwRefusalReadAsWait,
     // --- waiting-loop defects (tests/wait_check.rs) go below this line ---
     /// A waiter's sleep is not bounded by the refusal's pttl: a lost wake-up costs the
     /// re-check interval (or the whole wait) instead of the hold's remaining time.

@@ -89,6 +89,16 @@ impl WaitPolicy {
         }
     }
 
+    /// A lock in Redisson's layout: as [`WaitPolicy::reentrant`] (one channel for every
+    /// waiter, each release wakes one waiter per process, as Redisson's own waiters are
+    /// woken), but an attempt whose caller left is given back here: it has no lane.
+    pub fn redisson(timing: WaitTiming) -> WaitPolicy {
+        WaitPolicy {
+            gives_back: true,
+            ..WaitPolicy::reentrant(timing)
+        }
+    }
+
     /// The read-write lock (`read`: the read side): subscribed before the first attempt,
     /// on the side's channel that every waiter of the lock shares. Readers go in together.
     pub fn read_write(read: bool, timing: WaitTiming) -> WaitPolicy {

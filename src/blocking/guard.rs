@@ -56,6 +56,24 @@ pub type RwGuard = Guard<crate::RwLock>;
 /// # Ok(()) }
 /// ```
 pub type FairGuard = Guard<crate::FairLock>;
+/// A blocking hold of a [`RedissonLock`](super::RedissonLock).
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// let guard = client.redisson_lock("invoice:42")?.acquire()?;
+/// guard.release()?;
+/// # Ok(()) }
+/// ```
+pub type RedissonGuard = Guard<crate::RedissonLock>;
+/// A blocking read or write hold of a [`RedissonRwLock`](super::RedissonRwLock).
+///
+/// ```no_run
+/// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+/// let read = client.redisson_rw_lock("catalog")?.read()?;
+/// read.release()?;
+/// # Ok(()) }
+/// ```
+pub type RedissonRwGuard = Guard<crate::RedissonRwLock>;
 /// Blocking permits of a [`Semaphore`](super::Semaphore).
 ///
 /// ```no_run
@@ -399,6 +417,85 @@ impl Guard<crate::FairLock> {
     /// ```
     pub fn reenter(&self) -> Result<FairGuard> {
         let guard = self.shared.block_on(self.get().reenter())??;
+        Ok(self.wrap(guard))
+    }
+}
+
+impl Guard<crate::RedissonLock> {
+    /// A nested hold of the same owner; see [`crate::RedissonGuard::reenter`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let guard = client.redisson_lock("invoice:42")?.acquire()?;
+    /// let nested = guard.reenter()?; // the owner's count is 2
+    /// nested.release()?;
+    /// guard.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn reenter(&self) -> Result<RedissonGuard> {
+        let guard = self.shared.block_on(self.get().reenter())??;
+        Ok(self.wrap(guard))
+    }
+}
+
+impl Guard<crate::RedissonRwLock> {
+    /// Read or write; see [`crate::RedissonRwGuard::kind`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let read = client.redisson_rw_lock("catalog")?.read()?;
+    /// assert_eq!(read.kind(), redis_locks::RwKind::Read);
+    /// # read.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn kind(&self) -> crate::RwKind {
+        self.get().kind()
+    }
+
+    /// Another hold of the same kind for the same owner; see
+    /// [`crate::RedissonRwGuard::reenter`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let read = client.redisson_rw_lock("catalog")?.read()?;
+    /// let nested = read.reenter()?;
+    /// nested.release()?;
+    /// read.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn reenter(&self) -> Result<RedissonRwGuard> {
+        let guard = self.shared.block_on(self.get().reenter())??;
+        Ok(self.wrap(guard))
+    }
+
+    /// A read through this hold (a downgrade through a write); see
+    /// [`crate::RedissonRwGuard::read`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let write = client.redisson_rw_lock("catalog")?.write()?;
+    /// let read = write.read()?;
+    /// write.release()?;
+    /// read.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read(&self) -> Result<RedissonRwGuard> {
+        let guard = self.shared.block_on(self.get().read())??;
+        Ok(self.wrap(guard))
+    }
+
+    /// A write re-entry through this write hold; see [`crate::RedissonRwGuard::write`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let write = client.redisson_rw_lock("catalog")?.write()?;
+    /// let nested = write.write()?;
+    /// nested.release()?;
+    /// write.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write(&self) -> Result<RedissonRwGuard> {
+        let guard = self.shared.block_on(self.get().write())??;
         Ok(self.wrap(guard))
     }
 }

@@ -47,10 +47,14 @@ use crate::watchdog::WatchdogStats;
 mod guard;
 mod kinds;
 mod multi;
+mod redisson;
 
-pub use guard::{FairGuard, Guard, LockGuard, RwGuard, SemaphoreGuard};
+pub use guard::{
+    FairGuard, Guard, LockGuard, RedissonGuard, RedissonRwGuard, RwGuard, SemaphoreGuard,
+};
 pub use kinds::{CountDownLatch, FairLock, RwLock, Semaphore};
 pub use multi::{Member, MultiGuard, MultiLock, RedGuard, RedLock};
+pub use redisson::{RedissonLock, RedissonRwLock};
 
 /// The runtime and the async client; dropped together, flushing first.
 struct Shared {
@@ -223,6 +227,36 @@ impl LockClient {
     pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
         Ok(FairLock::new(
             self.shared.client().fair_lock(name)?,
+            &self.shared,
+        ))
+    }
+
+    /// A handle to the lock called `name` in Redisson's `RLock` layout; see
+    /// [`crate::LockClient::redisson_lock`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let invoice = client.redisson_lock("invoice:42")?; // Java: redisson.getLock("invoice:42")
+    /// # Ok(()) }
+    /// ```
+    pub fn redisson_lock(&self, name: &str) -> Result<RedissonLock> {
+        Ok(RedissonLock::new(
+            self.shared.client().redisson_lock(name)?,
+            &self.shared,
+        ))
+    }
+
+    /// A handle to the read-write lock called `name` in Redisson's `RReadWriteLock`
+    /// layout; see [`crate::LockClient::redisson_rw_lock`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let catalog = client.redisson_rw_lock("catalog")?; // Java: getReadWriteLock("catalog")
+    /// # Ok(()) }
+    /// ```
+    pub fn redisson_rw_lock(&self, name: &str) -> Result<RedissonRwLock> {
+        Ok(RedissonRwLock::new(
+            self.shared.client().redisson_rw_lock(name)?,
             &self.shared,
         ))
     }

@@ -131,19 +131,23 @@ impl Watchdog {
             }
             let failed_before = registry.counters.failed_calls.load(Ordering::Relaxed);
             let started = Instant::now();
-            let (permit_entries, entries): (Vec<_>, Vec<_>) = entries
+            // Holds whose scripts take declared keys (sorted-set members, Redisson
+            // fields): batched per slot on a cluster, routed by key. The lock hashes'
+            // renew.lua goes by node on a cluster (below).
+            let (keyed, entries): (Vec<_>, Vec<_>) = entries
+                .into_iter()
+                .partition(|entry| !matches!(entry.shape, HoldShape::LockHash));
+            let (permit_entries, field_entries): (Vec<_>, Vec<_>) = keyed
                 .into_iter()
                 .partition(|entry| matches!(entry.shape, HoldShape::SetMembers(_)));
-            let mut permit_calls = 0u64;
-            let mut permits_renewed = 0u64;
-            if !permit_entries.is_empty() {
-                // Sorted-set members: sem_renew.lua with declared keys, per slot on a
-                // cluster, routed by key.
-                let batches = permit_batches(permit_entries, batch, by_slot, lease_ms);
-                permit_calls = batches.len() as u64;
-                permits_renewed =
-                    send_each(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await;
-            }
+            let mut batches = keyed_batches(permit_entries, batch, by_slot, lease_ms);
+            batches.extend(keyed_batches(field_entries, batch, by_slot, lease_ms));
+            let permit_calls = batches.len() as u64;
+            let permits_renewed = if batches.is_empty() {
+                0
+            } else {
+                send_each(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await
+            };
             let (call_count, renewed) = if entries.is_empty() {
                 (0, 0)
             } else if by_slot {
@@ -238,8 +242,10 @@ fn into_batches(
     }
 }
 
-/// Batches of semaphore acquisitions for `sem_renew.lua`, within one slot when `by_slot`.
-fn permit_batches(
+/// Batches of holds of one shape whose script takes declared keys: sorted-set members
+/// (`sem_renew.lua`) or Redisson fields (`redisson_renew.lua`), within one slot when
+/// `by_slot`.
+fn keyed_batches(
     mut entries: Vec<Arc<HoldEntry>>,
     batch: usize,
     by_slot: bool,
@@ -263,9 +269,9 @@ fn permit_batches(
             }
             chunk.extend(rest.next());
         }
-        if chunk.is_empty() {
+        let Some(first) = chunk.first() else {
             return batches;
-        }
+        };
         let items: Vec<RenewItem> = chunk
             .iter()
             .map(|entry| {
@@ -273,14 +279,22 @@ fn permit_batches(
                 RenewItem::of(entry.key.clone(), &state)
             })
             .collect();
-        let sizes: Vec<u32> = chunk
-            .iter()
-            .map(|entry| match entry.shape {
-                HoldShape::SetMembers(n) => n,
-                HoldShape::LockHash => 1,
-            })
-            .collect();
-        let (call, order) = crate::protocol::semaphore::renew_call(lease_ms, &items, &sizes);
+        let (call, order) = match first.shape {
+            HoldShape::SetMembers(_) | HoldShape::LockHash => {
+                let sizes: Vec<u32> = chunk
+                    .iter()
+                    .map(|entry| match entry.shape {
+                        HoldShape::SetMembers(n) => n,
+                        _ => 1,
+                    })
+                    .collect();
+                crate::protocol::semaphore::renew_call(lease_ms, &items, &sizes)
+            }
+            HoldShape::RedissonField | HoldShape::RedissonRead | HoldShape::RedissonWrite => {
+                let shapes: Vec<HoldShape> = chunk.iter().map(|entry| entry.shape).collect();
+                crate::protocol::redisson::renew_call_shaped(lease_ms, &items, &shapes)
+            }
+        };
         batches.push(Batch {
             entries: order.iter().map(|i| chunk[*i].clone()).collect(),
             items: order.iter().map(|i| items[*i].clone()).collect(),

@@ -36,7 +36,8 @@ pub(crate) struct SetMembers<'a> {
     pub(crate) kind: &'static str,
     pub(crate) key: &'a Arc<str>,
     pub(crate) id: &'a Arc<str>,
-    pub(crate) members: u32,
+    /// `HoldShape::SetMembers(n)`, or a Redisson field (`id` is `<owner>\x01<request>`).
+    pub(crate) shape: HoldShape,
 }
 
 /// Local bookkeeping for one hold held through this client.
@@ -259,13 +260,13 @@ impl Registry {
             kind,
             key,
             id,
-            members,
+            shape,
         } = held;
         let entry = Arc::new(HoldEntry {
             key: key.clone(),
             kind,
             owner: id.clone(),
-            shape: HoldShape::SetMembers(members),
+            shape,
             quorum_member: std::sync::atomic::AtomicBool::new(false),
             lost: CancellationToken::new(),
             state: Mutex::new(HoldState::new(

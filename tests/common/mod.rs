@@ -4,6 +4,7 @@
 
 pub mod acl;
 pub mod certs;
+pub mod redisson_peer;
 pub mod topology;
 
 use std::net::TcpListener;

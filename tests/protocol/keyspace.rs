@@ -221,7 +221,7 @@ const NOT_FLOAT: &str = "ERR value is not a valid float";
 pub fn arity(command: &str) -> Option<i32> {
     Some(match command {
         "time" => 1,
-        "type" | "get" | "incr" | "hlen" | "hgetall" | "pttl" | "persist" => 2,
+        "type" | "get" | "incr" | "hlen" | "hgetall" | "hkeys" | "pttl" | "persist" => 2,
         "exists" | "del" => -2,
         "hget" | "hexists" | "publish" | "spublish" => 3,
         "set" | "hmget" | "hdel" | "pexpire" | "pexpireat" => -3,
@@ -521,6 +521,13 @@ impl Keyspace {
                 int(removed)
             }
             "hlen" => int(self.hash_of(&a[0])?.map_or(0, |h| h.len())),
+            "hkeys" => Reply::Array(
+                self.hash_of(&a[0])?
+                    .into_iter()
+                    .flatten()
+                    .map(|(f, _)| bulk(f))
+                    .collect(),
+            ),
             "hgetall" => Reply::Array(
                 self.hash_of(&a[0])?
                     .into_iter()

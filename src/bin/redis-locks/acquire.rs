@@ -11,7 +11,9 @@ use tokio::time::Instant;
 use crate::args::RunArgs;
 use crate::duration::human;
 use crate::exit::Failure;
-use crate::held::{Acquired, CANCEL_SETTLE, not_acquired, prepare_fair, prepare_rw, wait_limit};
+use crate::held::{
+    Acquired, CANCEL_SETTLE, not_acquired, prepare_fair, prepare_redisson, prepare_rw, wait_limit,
+};
 use crate::indicator;
 use crate::signals::Signals;
 
@@ -27,11 +29,24 @@ pub enum Kind {
     Write,
     /// `--fair`: the fair lock NAME.
     Fair,
+    /// `--redisson`: the lock NAME in Redisson's RLock layout.
+    Redisson,
+    /// `--redisson --read` / `--redisson --write`: a read or the write of the read-write
+    /// lock NAME in Redisson's RReadWriteLock layout.
+    RedissonRw {
+        write: bool,
+    },
 }
 
 impl Kind {
     /// From the arguments (clap lets at most one of the flags through).
     pub fn of(args: &RunArgs) -> Kind {
+        if args.redisson {
+            return match (args.read, args.write) {
+                (false, false) => Kind::Redisson,
+                (_, write) => Kind::RedissonRw { write },
+            };
+        }
         match args.permits {
             Some(size) => Kind::Permits(size),
             None if args.read => Kind::Read,
@@ -49,6 +64,9 @@ impl Kind {
             Kind::Read => Some("--read"),
             Kind::Write => Some("--write"),
             Kind::Fair => Some("--fair"),
+            Kind::Redisson => Some("--redisson"),
+            Kind::RedissonRw { write: false } => Some("--redisson --read"),
+            Kind::RedissonRw { write: true } => Some("--redisson --write"),
         }
     }
 
@@ -59,6 +77,8 @@ impl Kind {
             Kind::Permits(_) => "semaphore permits",
             Kind::Read | Kind::Write => "read-write lock holds",
             Kind::Fair => "fair lock holds",
+            Kind::Redisson => "Redisson-layout lock holds",
+            Kind::RedissonRw { .. } => "Redisson-layout read-write lock holds",
         }
     }
 }
@@ -207,6 +227,78 @@ pub async fn acquire_fair(
         },
         got = signals.recv() => {
             // The wait leaves the queue when cancelled; let that reach Redis.
+            let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
+            Ok(Acquired::Interrupted(got.signal))
+        },
+    }
+}
+
+/// `--redisson`: the lock NAME in Redisson's RLock layout.
+pub async fn acquire_redisson(
+    client: &LockClient,
+    args: &RunArgs,
+    signals: &mut Signals,
+) -> Result<Acquired, Failure> {
+    let started = Instant::now();
+    let lock = prepare_redisson(client, &args.name, args)?;
+    let wait = wait_limit(args);
+    let attempt = async {
+        match wait {
+            None => lock.acquire().await.map(Some),
+            Some(wait) if wait.is_zero() => lock.try_acquire().await,
+            Some(wait) => lock.try_acquire_for(wait).await,
+        }
+    };
+    tokio::select! {
+        acquired = attempt => match acquired? {
+            Some(guard) => Ok(Acquired::Guard(Box::new(guard))),
+            None => Ok(Acquired::Busy(format!(
+                "lock {:?} (Redisson layout) {}: held by another owner",
+                args.name,
+                not_acquired(args, started.elapsed())
+            ))),
+        },
+        got = signals.recv() => {
+            // An attempt in flight is given back in the background; let that reach Redis.
+            let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
+            Ok(Acquired::Interrupted(got.signal))
+        },
+    }
+}
+
+/// `--redisson --read` / `--redisson --write`: a read or the write of the read-write lock
+/// NAME in Redisson's RReadWriteLock layout.
+pub async fn acquire_redisson_rw(
+    client: &LockClient,
+    args: &RunArgs,
+    write: bool,
+    signals: &mut Signals,
+) -> Result<Acquired, Failure> {
+    let started = Instant::now();
+    let lock = crate::held::prepare_redisson_rw(client, &args.name, args)?;
+    let wait = wait_limit(args);
+    let attempt = async {
+        match (write, wait) {
+            (false, None) => lock.read().await.map(Some),
+            (false, Some(wait)) if wait.is_zero() => lock.try_read().await,
+            (false, Some(wait)) => lock.try_read_for(wait).await,
+            (true, None) => lock.write().await.map(Some),
+            (true, Some(wait)) if wait.is_zero() => lock.try_write().await,
+            (true, Some(wait)) => lock.try_write_for(wait).await,
+        }
+    };
+    tokio::select! {
+        acquired = attempt => match acquired? {
+            Some(guard) => Ok(Acquired::Guard(Box::new(guard))),
+            None => Ok(Acquired::Busy(format!(
+                "read-write lock {:?} (Redisson layout, {}) {}: {}",
+                args.name,
+                if write { "write" } else { "read" },
+                not_acquired(args, started.elapsed()),
+                if write { "held by readers or a writer" } else { "held by a writer" },
+            ))),
+        },
+        got = signals.recv() => {
             let _ = tokio::time::timeout(CANCEL_SETTLE, client.flush()).await;
             Ok(Acquired::Interrupted(got.signal))
         },

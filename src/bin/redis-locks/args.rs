@@ -19,8 +19,9 @@ The command gets these environment variables:
   REDIS_LOCK_NAMES   with --also: the names, one per line, in the order taken (removed
                      from the environment otherwise)
 
---permits N, --read, --write and --fair take, instead of the lock NAME, another kind of
-lock of the same name (a semaphore, a read-write lock, a fair lock) with keys of its own:
+--permits N, --read, --write, --fair and --redisson take, instead of the lock NAME, another
+kind of lock of the same name (a semaphore, a read-write lock, a fair lock, a lock in
+Redisson's RLock layout, whose key is NAME itself) with keys of its own:
 a plain `run NAME` and a `run NAME --write` do not exclude each other. What is taken is
 renewed, lost and released like the lock; --wait, --no-wait, --lease, --watchdog and
 --kill-after apply to it (--min-replicas does not: it is a usage error with them).
@@ -43,8 +44,8 @@ majority answer for longer than the lease, the exit status is 69 and nothing is 
 goes with --wait, --no-wait, --lease, --watchdog and --kill-after; the command is stopped
 (73) when fewer than a majority still hold it, and with --lease when the lease's validity
 ends (the lease, less the time the acquire took and a clock drift allowance). It does not
-go with --cluster, --min-replicas, --also, --read, --write, --fair, --permits or
---fenced: the servers keep separate fencing counters, so there is no one token that grows
+go with --cluster, --min-replicas, --also, --read, --write, --fair, --redisson, --permits
+or --fenced: the servers keep separate fencing counters, so there is no one token that grows
 with every acquisition. With 1 or 2 servers it works but survives no server's loss (a
 warning says so): use 3 or more, usually 5. A RedLock is only as safe as its servers'
 clocks and the holder's pauses allow: see docs/redlock.md. status and unlock take one server
@@ -304,6 +305,15 @@ pub struct RunArgs {
     #[arg(long, group = "kind")]
     pub fair: bool,
 
+    /// Take NAME in Redisson's layout instead of this library's: an RLock (the hash NAME
+    /// with a field per owner, Redisson's channel and unlock message), or with --read or
+    /// --write a read or the write of an RReadWriteLock. A Java service that takes NAME
+    /// with Redisson (3.x, 4.x: `redisson.getLock("NAME")`,
+    /// `getReadWriteLock("NAME")`) and this command exclude each other, and each one's
+    /// release wakes the other's waiters. Not with --also, --fenced, --permits or --fair.
+    #[arg(long, conflicts_with_all = ["also", "fenced", "permits", "fair"])]
+    pub redisson: bool,
+
     /// Also take the lock NAME2, all or none with NAME (a multi-lock; repeatable; with
     /// --read, --write or --fair, that kind of it). With --no-wait, if any is held none
     /// is taken and the exit status is 75.
@@ -353,6 +363,13 @@ pub struct StatusArgs {
     /// Exit 1 when the lock is held (0 when free), for use in shell conditions.
     #[arg(long)]
     pub check: bool,
+
+    /// Show NAME in Redisson's layout instead (the hash NAME: an RLock's holders, or a
+    /// RReadWriteLock's mode, readers and writer) and nothing else. With --json: {"name",
+    /// "key", "layout": "redisson", "kind": "lock" | "rwlock" | null, "mode", "holders":
+    /// [{"owner", "count"}], "writer", "ttl_ms"}.
+    #[arg(long)]
+    pub redisson: bool,
 }
 
 #[derive(Debug, Args)]
@@ -367,6 +384,11 @@ pub struct UnlockArgs {
     /// Exit 0 when nothing was held under NAME (by default: exit 1).
     #[arg(long)]
     pub missing_ok: bool,
+
+    /// Delete NAME in Redisson's layout instead (the hash NAME: an RLock or a
+    /// RReadWriteLock, whoever holds it, Java or Rust), waking the waiters of both sides.
+    #[arg(long)]
+    pub redisson: bool,
 }
 
 /// `--permits N`: a whole number of at least 1, said in a sentence (clap's range error

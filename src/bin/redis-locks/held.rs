@@ -171,6 +171,36 @@ pub fn prepare_rw(client: &LockClient, name: &str, args: &RunArgs) -> Result<RwL
     Ok(with_run_options!(client.rw_lock(name)?, client, args))
 }
 
+/// The lock `name` in Redisson's layout as `run --redisson` takes it (the CLI's owner,
+/// --lease; clap refuses --fenced with it).
+pub fn prepare_redisson(
+    client: &LockClient,
+    name: &str,
+    args: &RunArgs,
+) -> Result<redis_locks::RedissonLock, Failure> {
+    let lock = client.redisson_lock(name)?.with_owner(cli_owner(client))?;
+    Ok(match args.lease {
+        Some(lease) => lock.with_lease(lease)?,
+        None => lock,
+    })
+}
+
+/// The read-write lock `name` in Redisson's layout as `run --redisson --read`/`--write`
+/// takes it.
+pub fn prepare_redisson_rw(
+    client: &LockClient,
+    name: &str,
+    args: &RunArgs,
+) -> Result<redis_locks::RedissonRwLock, Failure> {
+    let lock = client
+        .redisson_rw_lock(name)?
+        .with_owner(cli_owner(client))?;
+    Ok(match args.lease {
+        Some(lease) => lock.with_lease(lease)?,
+        None => lock,
+    })
+}
+
 /// The fair lock `name` as `run --fair` takes it.
 pub fn prepare_fair(client: &LockClient, name: &str, args: &RunArgs) -> Result<FairLock, Failure> {
     Ok(with_run_options!(client.fair_lock(name)?, client, args))

@@ -45,6 +45,10 @@ fn member(client: &LockClient, name: &str, args: &RunArgs, kind: Kind) -> Result
         Kind::Write => Member::Write(prepare_rw(client, name, args)?),
         Kind::Fair => Member::Fair(prepare_fair(client, name, args)?),
         Kind::Lock | Kind::Permits(_) => Member::Lock(prepare(client, name, args)?),
+        // clap refuses it first; a multi-lock has no member in Redisson's layout.
+        Kind::Redisson | Kind::RedissonRw { .. } => {
+            return Err(Failure::usage("--redisson does not go with --also"));
+        }
     })
 }
 

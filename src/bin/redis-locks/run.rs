@@ -95,6 +95,10 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             Kind::Read => acquire::acquire_rw(&client, &args, false, &mut signals).await?,
             Kind::Write => acquire::acquire_rw(&client, &args, true, &mut signals).await?,
             Kind::Fair => acquire::acquire_fair(&client, &args, &mut signals).await?,
+            Kind::Redisson => acquire::acquire_redisson(&client, &args, &mut signals).await?,
+            Kind::RedissonRw { write } => {
+                acquire::acquire_redisson_rw(&client, &args, write, &mut signals).await?
+            }
         }
     };
     let guard = match acquired {

@@ -14,6 +14,9 @@ use crate::exit::{self, Failure};
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     redis_locks::validate_name(&args.name)?;
     let client = crate::connect::client(global, None).await?;
+    if args.redisson {
+        return redisson(&client, &args).await;
+    }
     let lock = client.lock(&args.name)?;
     let state = lock.state().await?;
     let waiting = lock.waiting_clients().await? as i64;
@@ -122,6 +125,79 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     } else {
         0
     })
+}
+
+/// `status --redisson`: the hash NAME in Redisson's layout, an RLock or a read-write lock
+/// (it has a `mode` field).
+async fn redisson(client: &redis_locks::LockClient, args: &StatusArgs) -> Result<u8, Failure> {
+    let lock = client.redisson_lock(&args.name)?;
+    let state = lock.state().await?;
+    let is_rw = state.holders.iter().any(|(field, _)| field == "mode");
+    let (kind, mode, holders, writer) = if is_rw {
+        let rw = client.redisson_rw_lock(&args.name)?.state().await?;
+        let mode = rw.mode.map(|mode| match mode {
+            redis_locks::RwKind::Read => "read",
+            redis_locks::RwKind::Write => "write",
+        });
+        (Some("rwlock"), mode, rw.readers, rw.writer)
+    } else {
+        let kind = state.is_locked().then_some("lock");
+        (kind, None, state.holders.clone(), None)
+    };
+    let held = kind.is_some();
+    if args.json {
+        let owners = |list: &[(String, u64)]| -> Vec<serde_json::Value> {
+            list.iter()
+                .map(|(owner, count)| json!({"owner": owner, "count": count}))
+                .collect()
+        };
+        let value = json!({
+            "name": args.name,
+            "key": lock.key(),
+            "layout": "redisson",
+            "kind": kind,
+            "mode": mode,
+            "holders": owners(&holders),
+            "writer": writer.map(|(owner, count)| json!({"owner": owner, "count": count})),
+            "ttl_ms": state.remaining.map(millis),
+        });
+        crate::print_stdout(&format!("{value}\n"));
+    } else {
+        let mut text = format!("{:<9}{} (Redisson's layout)\n", "key:", lock.key());
+        let ttl = state
+            .remaining
+            .map_or_else(String::new, |left| format!(", expires in {}", human(left)));
+        let line = match kind {
+            None => "free".to_owned(),
+            Some("lock") => {
+                let who: Vec<String> = holders
+                    .iter()
+                    .map(|(owner, count)| format!("{owner} ({})", counted(*count, "hold", "holds")))
+                    .collect();
+                format!("held by {}{ttl}", who.join(", "))
+            }
+            Some(_) => {
+                let mut parts = Vec::new();
+                if let Some((owner, count)) = &writer {
+                    parts.push(format!("{} by {owner}", counted(*count, "write", "writes")));
+                }
+                let reads: u64 = holders.iter().map(|(_, count)| count).sum();
+                parts.push(format!(
+                    "{} by {}",
+                    counted(reads, "read", "reads"),
+                    counted(holders.len() as u64, "owner", "owners")
+                ));
+                format!(
+                    "read-write lock in mode {}: {}{ttl}",
+                    mode.unwrap_or("?"),
+                    parts.join(", ")
+                )
+            }
+        };
+        text.push_str(&format!("{:<9}{line}\n", "status:"));
+        crate::print_stdout(&text);
+    }
+    Ok(if args.check && held { exit::HELD } else { 0 })
 }
 
 fn semaphore_line(state: &SemaphoreState) -> String {

@@ -19,6 +19,23 @@ pub async fn unlock(global: &Global, args: UnlockArgs) -> Result<u8, Failure> {
     redis_locks::validate_name(&args.name)?;
     let client = crate::connect::client(global, None).await?;
     let mut report = String::new();
+    if args.redisson {
+        redisson(&client, &args.name, &mut report).await?;
+        if report.is_empty() {
+            let message = format!(
+                "nothing was held under {:?} in Redisson's layout; nothing deleted\n",
+                args.name
+            );
+            if args.missing_ok {
+                crate::print_stdout(&message);
+                return Ok(0);
+            }
+            return Err(Failure::new(exit::NOTHING_HELD, message.trim_end()));
+        }
+        crate::print_stdout(&report);
+        tracing::info!(lock = %args.name, "force-unlocked (Redisson layout); waiters woken");
+        return Ok(0);
+    }
     // Each kind is read first, to say what is being deleted. The holders may change in
     // between; each deletion itself is one atomic script.
     plain(&client, &args.name, &mut report).await?;
@@ -56,6 +73,27 @@ async fn plain(client: &LockClient, name: &str, report: &mut String) -> Result<(
         lock.key()
     ));
     for (owner, count) in &before.holders {
+        let holds = if *count == 1 { "hold" } else { "holds" };
+        report.push_str(&format!("  was held by {owner} ({count} {holds})\n"));
+    }
+    Ok(())
+}
+
+/// The hash `name` in Redisson's layout (an RLock or a read-write lock).
+async fn redisson(client: &LockClient, name: &str, report: &mut String) -> Result<(), Failure> {
+    let lock = client.redisson_lock(name)?;
+    let before = lock.state().await?;
+    if !lock.force_unlock().await? {
+        return Ok(());
+    }
+    let ttl = before
+        .remaining
+        .map_or_else(String::new, |ttl| format!(", {} left", human(ttl)));
+    report.push_str(&format!(
+        "deleted {name:?} in Redisson's layout (key {}{ttl})\n",
+        lock.key()
+    ));
+    for (owner, count) in before.holders.iter().filter(|(field, _)| field != "mode") {
         let holds = if *count == 1 { "hold" } else { "holds" };
         report.push_str(&format!("  was held by {owner} ({count} {holds})\n"));
     }
