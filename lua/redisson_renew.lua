@@ -13,17 +13,21 @@
 --                  suffixName(name, owner) .. ':rwlock_timeout' ({name}:<owner>:rwlock_timeout,
 --                  or name:<owner>:rwlock_timeout when the name has a brace)
 --
--- Returns an array of the 1-based positions i whose hold is gone (the field is gone, a
--- read timeout key of the owner has expired, or the name holds another type): those holds
--- are lost and their guards are told ("losses are told").
+-- Returns an array of the 1-based positions i whose hold is gone (the field is gone, no
+-- read timeout key of the owner lives, or the name holds another type): those holds are
+-- lost and their guards are told ("losses are told").
 --
 -- Redisson's watchdog (renewal/LockTask and ReadLockTask in 4.x; renewExpirationAsync in
 -- 3.x) does "if the field exists: PEXPIRE lease" (and for a reader, PEXPIRE each of its
 -- timeout keys, then the hash). This one only ever lengthens an expiry: a hash is shared by
 -- the holds of one owner (and a read-write lock's by every reader), and a renewal must not
--- cut short a longer lease that another hold set. A read hold whose timeout key expired
--- counts as gone: another reader's release would no longer count it (Redisson's release
--- takes the hash's expiry from the live timeout keys), so it cannot be renewed back.
+-- cut short a longer lease that another hold set. A read hold counts as held while any of
+-- its owner's timeout keys lives (the owner's holds cannot be told apart, and
+-- redisson_rw_release.lua keeps an owner's longest keys), and its live keys are
+-- lengthened; when none lives, another reader's release no longer counts the owner
+-- (Redisson's release takes the hash's expiry from the live timeout keys), so it is gone.
+-- (A key of the owner that expired belongs to a hold whose own lease ended: a fixed lease
+-- beside a renewed one; it is not renewed back.)
 local lease, renewing = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function lengthen(key)
   if redis.call('PTTL', key) < lease then
@@ -49,11 +53,11 @@ for i = 1, #KEYS do
       prefix = '{' .. hash .. '}:' .. owner .. ':rwlock_timeout:'
     end
     for level = 1, tonumber(count) or 0 do
-      levels[level] = prefix .. level
-      if redis.call('EXISTS', levels[level]) == 0 then
-        alive = false
+      if redis.call('EXISTS', prefix .. level) == 1 then
+        levels[#levels + 1] = prefix .. level
       end
     end
+    alive = #levels > 0
   end
   if not alive then
     lost[#lost + 1] = i

@@ -237,7 +237,7 @@ async fn leases_expire_and_the_watchdog_renews() {
     renewed.release().await.unwrap();
 
     let fixed = lock
-        .with_lease(Duration::from_millis(300))
+        .with_lease(Duration::from_millis(50))
         .unwrap()
         .acquire()
         .await
@@ -1042,4 +1042,44 @@ async fn rw_both_sides_never_overlap_a_writer() {
         .await
         .unwrap();
     assert_eq!(exists, 0, "the lock outlived its holds");
+}
+
+/// Reads of one explicit owner with different leases: a fixed-lease read's timeout key
+/// expires between two ticks (its 50 ms lease, ticks every 500 ms), and the owner's renewed
+/// read is still held (renewal counts any live key of the owner), and a Java writer still
+/// waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rw_an_expired_fixed_read_does_not_end_its_owners_renewed_read() {
+    let server = RedisServer::start();
+    let client = server
+        .client_renewing(3 * SEC, Duration::from_millis(500))
+        .await;
+    let peer = RedissonPeer::connect(&server.url()).await;
+    let lock = client
+        .redisson_rw_lock("ledger")
+        .unwrap()
+        .with_owner("o")
+        .unwrap();
+    let renewed = lock.read().await.unwrap();
+    let fixed = lock
+        .with_lease(Duration::from_millis(300))
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    assert_eq!(peer.hold_count("ledger", "o").await, 2);
+    tokio::time::sleep(2 * SEC).await;
+    assert!(fixed.is_lost(), "the fixed lease ended");
+    assert!(!renewed.is_lost(), "the renewed read is still held");
+    assert!(
+        peer.try_write("ledger", 1, 30 * SEC).await.is_some(),
+        "a writer still waits"
+    );
+    drop(fixed);
+    renewed.release().await.unwrap();
+    client.flush().await;
+    assert!(
+        peer.try_write("ledger", 1, 30 * SEC).await.is_none(),
+        "free once released"
+    );
 }
