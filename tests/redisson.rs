@@ -1083,3 +1083,90 @@ async fn rw_an_expired_fixed_read_does_not_end_its_owners_renewed_read() {
         "free once released"
     );
 }
+
+/// On a Redis Cluster the watchdog renews Redisson-layout holds in per-slot batches
+/// (`redisson_renew.lua` with declared keys): a lock and a read held past many leases,
+/// each hash's expiry kept within one lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_watchdog_renews_both_kinds() {
+    let cluster = common::topology::shared_cluster();
+    let seeds = cluster.seeds();
+    let client = LockClient::builder_cluster(&seeds)
+        .watchdog_timeout(2 * SEC)
+        .check_interval(Duration::from_millis(100))
+        .connect()
+        .await
+        .unwrap();
+    let peer = RedissonPeer::connect_cluster(&seeds).await;
+    let lock_name = format!("renewed:{}", uuid::Uuid::new_v4().simple());
+    let rw_name = format!("renewed-rw:{}", uuid::Uuid::new_v4().simple());
+    let guard = client
+        .redisson_lock(&lock_name)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let read = client
+        .redisson_rw_lock(&rw_name)
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    tokio::time::sleep(5 * SEC).await;
+    assert!(
+        !guard.is_lost() && !read.is_lost(),
+        "renewed past the 2 s lease"
+    );
+    for name in [&lock_name, &rw_name] {
+        let ttl: i64 = peer.cmd(redis::cmd("PTTL").arg(name)).await;
+        assert!(ttl > 0 && ttl <= 2_000, "{name}: pttl {ttl}");
+    }
+    assert!(peer.try_lock(&lock_name, 1, 30 * SEC).await.is_some());
+    assert!(peer.try_write(&rw_name, 1, 30 * SEC).await.is_some());
+    guard.release().await.unwrap();
+    read.release().await.unwrap();
+}
+
+/// A guard's `extend` lengthens a Redisson-layout hold (the hash, and a read's timeout
+/// keys) and never shortens it; an extend of a hold a Redisson force-unlock removed is
+/// `LockLost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_lengthens_both_kinds_and_tells_a_loss() {
+    let server = RedisServer::start();
+    let client = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+    let peer = RedissonPeer::connect(&server.url()).await;
+    let lock = client
+        .redisson_lock("extended")
+        .unwrap()
+        .with_lease(2 * SEC)
+        .unwrap();
+    let guard = lock.acquire().await.unwrap();
+    guard.extend(60 * SEC).await.unwrap();
+    assert!(pttl(&mut conn, "extended").await > 50_000);
+    guard.extend(SEC).await.unwrap();
+    assert!(
+        pttl(&mut conn, "extended").await > 50_000,
+        "never shortened"
+    );
+    assert!(peer.force_unlock("extended").await);
+    assert!(matches!(
+        guard.extend(60 * SEC).await,
+        Err(Error::LockLost { .. })
+    ));
+
+    let rw = client
+        .redisson_rw_lock("extended-rw")
+        .unwrap()
+        .with_lease(2 * SEC)
+        .unwrap();
+    let read = rw.read().await.unwrap();
+    read.extend(60 * SEC).await.unwrap();
+    assert!(pttl(&mut conn, "extended-rw").await > 50_000);
+    let key = format!("{{extended-rw}}:{}:rwlock_timeout:1", read.owner());
+    assert!(
+        pttl(&mut conn, &key).await > 50_000,
+        "the read's timeout key too"
+    );
+    read.release().await.unwrap();
+}
