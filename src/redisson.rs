@@ -20,8 +20,8 @@ use crate::held::{self, Attempt, SetKind};
 use crate::keys;
 use crate::protocol::attempted::Attempted;
 use crate::protocol::redisson::{
-    RedissonFound, RedissonKeys, acquire_call_joining, decode_acquire, decode_state,
-    force_unlock_call, owner_of, release_call, state_call,
+    RedissonFound, RedissonKeys, acquire_call, decode_acquire, decode_state, force_unlock_call,
+    owner_of, release_call, state_call,
 };
 use crate::protocol::rwlock::hold_id;
 use crate::protocol::wait::{WaitPolicy, WaitTiming};
@@ -495,10 +495,6 @@ impl RedissonLock {
     }
 }
 
-/// How many response timeouts an acquire's record outlives its last possible copy by: a
-/// copy is re-sent for up to 3 (`resend::attempt_give_up_at`).
-const RECORD_RESPONSES: Millis = 4;
-
 impl SetKind for RedissonLock {
     const KIND: &'static str = "redisson";
     type Handle = RedissonLock;
@@ -536,8 +532,8 @@ impl SetKind for RedissonLock {
     }
 
     fn attempt_call(&self, attempt: &Attempt) -> Call {
-        let record_ms = self.response_ms().saturating_mul(RECORD_RESPONSES);
-        acquire_call_joining(
+        let record_ms = crate::protocol::redisson::acquire_record_ms(self.response_ms());
+        acquire_call(
             &self.keys,
             &attempt.owner,
             &attempt.hold,
@@ -555,10 +551,11 @@ impl SetKind for RedissonLock {
         // The released record answers every copy of this give-back for as long as one is
         // re-sent (`resend::give_back_give_up_at`), and a response timeout more.
         let inner = &self.client.inner;
-        let record_ms = self
-            .lease_ms()
-            .max(inner.watchdog_timeout.as_millis() as Millis)
-            .saturating_add(self.response_ms());
+        let record_ms = crate::protocol::redisson::release_record_ms(
+            self.lease_ms(),
+            inner.watchdog_timeout.as_millis() as Millis,
+            self.response_ms(),
+        );
         let owner: Arc<str> = owner_of(hold).into();
         release_call(&self.keys, &owner, hold, leaving, record_ms)
     }

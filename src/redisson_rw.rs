@@ -567,10 +567,6 @@ impl RedissonRwLock {
     }
 }
 
-/// How many response timeouts an acquire's record outlives its last possible copy by (as
-/// for [`RedissonLock`](crate::RedissonLock)).
-const RECORD_RESPONSES: Millis = 4;
-
 /// One side (read or write) of the lock, as the shared machinery sees it.
 #[derive(Clone)]
 struct RedissonRwSide {
@@ -622,7 +618,7 @@ impl SetKind for RedissonRwSide {
     }
 
     fn attempt_call(&self, attempt: &Attempt) -> Call {
-        let record_ms = self.lock.response_ms().saturating_mul(RECORD_RESPONSES);
+        let record_ms = crate::protocol::redisson::acquire_record_ms(self.lock.response_ms());
         rw_acquire_call(
             &self.lock.keys,
             &attempt.owner,
@@ -640,10 +636,11 @@ impl SetKind for RedissonRwSide {
 
     fn give_back_call(&self, hold: &Arc<str>, _hold_too: bool, leaving: bool) -> Call {
         let inner = &self.lock.client.inner;
-        let record_ms = self
-            .lease_ms()
-            .max(inner.watchdog_timeout.as_millis() as Millis)
-            .saturating_add(self.lock.response_ms());
+        let record_ms = crate::protocol::redisson::release_record_ms(
+            self.lease_ms(),
+            inner.watchdog_timeout.as_millis() as Millis,
+            self.lock.response_ms(),
+        );
         let owner: Arc<str> = owner_of(hold).into();
         rw_release_call(&self.lock.keys, &owner, hold, self.kind, leaving, record_ms)
     }

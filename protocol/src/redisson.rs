@@ -88,23 +88,38 @@ pub fn owner_of(hold: &str) -> &str {
     hold.split_once('\u{1}').map_or(hold, |(owner, _)| owner)
 }
 
-/// The `redisson_acquire.lua` call: one attempt by `owner` (the hash field) for the hold
-/// `hold` (`<owner>\x01<request id>`: the request id names the attempt's record), with a
-/// lease of `lease_ms`; the record lives `record_ms`.
-pub fn acquire_call(
-    keys: &RedissonKeys,
-    owner: &Arc<str>,
-    hold: &str,
-    lease_ms: Millis,
-    record_ms: Millis,
-) -> Call {
-    acquire_call_joining(keys, owner, hold, lease_ms, record_ms, false)
+/// How many response timeouts an acquire's record lives: a copy of the request is re-sent
+/// for up to 3 (`resend::attempt_give_up_at`), and the record outlives the last one.
+pub const RECORD_RESPONSES: Millis = 4;
+
+/// How long an acquire's record lives (at least the lease: `acquire_call` makes it so).
+pub const fn acquire_record_ms(response_ms: Millis) -> Millis {
+    response_ms.saturating_mul(RECORD_RESPONSES)
 }
 
-/// [`acquire_call`], and with `joins` a re-entry through a guard
-/// (`RedissonGuard::reenter`): granted only while the owner's field exists, so that a
-/// hold a force-unlock or a restart took is not taken afresh behind its guard.
-pub fn acquire_call_joining(
+/// How long a record lives once its hold is given back: as long as a copy of the give-back
+/// is re-sent (`resend::give_back_give_up_at`: the lease, at least the watchdog's), and a
+/// response timeout more.
+pub const fn release_record_ms(
+    lease_ms: Millis,
+    watchdog_ms: Millis,
+    response_ms: Millis,
+) -> Millis {
+    let longest = if lease_ms > watchdog_ms {
+        lease_ms
+    } else {
+        watchdog_ms
+    };
+    longest.saturating_add(response_ms)
+}
+
+/// The `redisson_acquire.lua` call: one attempt by `owner` (the hash field) for the hold
+/// `hold` (`<owner>\x01<request id>`: the request id names the attempt's record), with a
+/// lease of `lease_ms`; the record lives `record_ms` ([`acquire_record_ms`]), at least the
+/// lease. With `joins`, a re-entry through a guard (`RedissonGuard::reenter`): granted only
+/// while the owner's field exists, so that a hold a force-unlock or a restart took is not
+/// taken afresh behind its guard.
+pub fn acquire_call(
     keys: &RedissonKeys,
     owner: &Arc<str>,
     hold: &str,
@@ -219,7 +234,7 @@ fn side(kind: RwKind) -> Arc<str> {
 }
 
 /// The `redisson_rw_acquire.lua` call: one attempt at a read or the write (`kind`) of a
-/// read-write lock in Redisson's layout, as [`acquire_call_joining`] for a lock (`joins`:
+/// read-write lock in Redisson's layout, as [`acquire_call`] for a lock (`joins`:
 /// a re-entry or a downgrade through a guard).
 pub fn rw_acquire_call(
     keys: &RedissonKeys,
@@ -374,7 +389,7 @@ mod tests {
     fn calls_name_the_request_and_replies_are_read() {
         let keys = RedissonKeys::new("p", false, "n");
         let owner: Arc<str> = "uuid:1".into();
-        let call = acquire_call(&keys, &owner, "uuid:1\u{1}t.9", 30_000, 5_000);
+        let call = acquire_call(&keys, &owner, "uuid:1\u{1}t.9", 30_000, 5_000, false);
         assert_eq!(&*call.keys[1], "p_redisson_acquire:{n}:t.9");
         assert_eq!(&*call.args[2], "30000");
         let call = release_call(&keys, &owner, "uuid:1\u{1}t.9", true, 10_000);

@@ -40,7 +40,7 @@
 //! whose hold a restart or a force-unlock took (its guard not told yet) made a fresh count
 //! of the same owner (`redisson_acquire.lua` granted on a missing hash as on a re-entry),
 //! and the first guard's release then took it and was told "released"; the re-entered
-//! guard believed a hold Redis no longer had. A re-entry now joins (`acquire_call_joining`:
+//! guard believed a hold Redis no longer had. A re-entry now joins (`acquire_call`:
 //! granted only while the owner's field exists), and a stale give-back of a fresh owner is
 //! a violation of "exactly once".
 //!
@@ -94,7 +94,7 @@ use redis_locks::LostReason;
 use redis_locks_protocol::attempted::Attempted;
 use redis_locks_protocol::hold::HoldState;
 use redis_locks_protocol::redisson::{
-    RedissonKeys, acquire_call_joining, decode_acquire, owner_of, release_call, renew_call,
+    RedissonKeys, acquire_call, decode_acquire, owner_of, release_call, renew_call,
 };
 use redis_locks_protocol::release::{Found, Told, told};
 use redis_locks_protocol::renew::{RenewItem, Renewed, decode_renew};
@@ -117,10 +117,11 @@ pub const ADVANCE: Millis = 60;
 pub const RESPONSE: Millis = 100;
 /// How long an acquire's record lives: `src/redisson.rs`'s `attempt_call` (four response
 /// timeouts, `RECORD_RESPONSES`; `acquire_call` makes it at least the lease).
-pub const ACQUIRE_RECORD_MS: Millis = 4 * RESPONSE;
+pub const ACQUIRE_RECORD_MS: Millis = redis_locks_protocol::redisson::acquire_record_ms(RESPONSE);
 /// How long a record lives once released: `src/redisson.rs`'s `give_back_call` (the
 /// lease, at least the watchdog's, and a response timeout).
-pub const RELEASE_RECORD_MS: Millis = LEASE + RESPONSE;
+pub const RELEASE_RECORD_MS: Millis =
+    redis_locks_protocol::redisson::release_record_ms(LEASE, LEASE, RESPONSE);
 /// The model's clock at the start (Redis's TIME answers from it).
 const START: Millis = 1_000_000;
 /// How long an attempt or a give-back keeps re-sending (the model's faults run out first).
@@ -281,7 +282,7 @@ pub struct Request {
 impl Request {
     /// `RedissonLock::attempt_call`.
     fn call(&self, keys: &RedissonKeys) -> Call {
-        acquire_call_joining(
+        acquire_call(
             keys,
             &self.owner,
             &self.hold,

@@ -97,10 +97,11 @@ pub const ADVANCE: Millis = 60;
 pub const RESPONSE: Millis = 100;
 /// How long an acquire's record lives (`RedissonRwSide::attempt_call`: four response
 /// timeouts, at least the lease).
-pub const ACQUIRE_RECORD_MS: Millis = 4 * RESPONSE;
+pub const ACQUIRE_RECORD_MS: Millis = redis_locks_protocol::redisson::acquire_record_ms(RESPONSE);
 /// How long a record lives once released (`RedissonRwSide::give_back_call`: the lease,
 /// at least the watchdog's, and a response timeout).
-pub const RELEASE_RECORD_MS: Millis = LEASE + RESPONSE;
+pub const RELEASE_RECORD_MS: Millis =
+    redis_locks_protocol::redisson::release_record_ms(LEASE, LEASE, RESPONSE);
 /// The model's clock at the start (Redis's TIME answers from it).
 const START: Millis = 1_000_000;
 /// How long an attempt or a give-back keeps re-sending (the model's faults run out first).
