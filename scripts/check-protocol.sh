@@ -25,15 +25,19 @@ cd "$(dirname "$0")/.."
 #                   force-unlock, restarts, BUSY): depth 12, ~50 s.
 #   redisson_rw_check  the read-write lock in Redisson's layout (redisson_rw_*.lua,
 #                   redisson_renew.lua, the same faults): depth 10, ~50 s.
+#   redisson_latch_check  the count-down latch in Redisson's layout (redisson_latch_*.lua
+#                   beside a Java peer running Redisson's own scripts; lost replies, late
+#                   count-downs, BUSY/LOADING, restarts, clobbers, records expiring): depth
+#                   20 (most configurations explored in full), ~25 s.
 CHECKERS_A=(protocol_check redlock_check wake_check latch_check wait_check redisson_check)
-CHECKERS_B=(fair_check rw_check sem_check multi_check redisson_rw_check)
+CHECKERS_B=(fair_check rw_check sem_check multi_check redisson_rw_check redisson_latch_check)
 # The teeth (planted defects the checker must catch), in a release build: the deep one (the
 # re-arm count check, depth 17) is too slow for a debug build. The feature planted-defects
 # lets them switch on defects in the Rust core too (constant false without it; the
 # checkers run the library exactly as it ships, without the feature). Two lanes as well,
 # balanced by their times on this machine (each line of output names a binary's time).
 TEETH_A=(redlock_teeth protocol_teeth latch_teeth wake_teeth redisson_teeth)
-TEETH_B=(fair_teeth rw_teeth sem_teeth multi_teeth wait_check redisson_rw_teeth)
+TEETH_B=(fair_teeth rw_teeth sem_teeth multi_teeth wait_check redisson_rw_teeth redisson_latch_teeth)
 
 # Runs the test binaries named after $1 (the features: "" or "planted-defects") one after
 # the other; the ignored tests too (only the by-hand ones are ignored in a release build,

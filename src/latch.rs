@@ -6,11 +6,18 @@
 //! and nothing outlives it. The wake-up channel is `<prefix>:{<name>}:latch:db<n>:open`
 //! (sharded on a cluster). Both carry the name's hash tag: one slot.
 //!
+//! Or, opt-in per latch ([`LockClient::redisson_latch`]), Redisson's `RCountDownLatch`
+//! layout: the string `<name>` holds the count, and openings are announced on
+//! `redisson_countdownlatch__channel__{<name>}` with Redisson's messages
+//! (`lua/redisson_latch_*.lua`), so that Java services using Redisson share the latch.
+//! One type, one API: only the scripts differ ([`crate::protocol::latch::LatchLayout`]).
+//!
 //! Counting down is exactly once under lost replies: a count-down whose reply was lost is
 //! retried with the same request id, and the script answers a retry of an applied
 //! request with the current count instead of counting again
-//! (`lua/latch_count_down.lua`). One count-down at a time per latch and client, through
-//! the same lanes that serialise a lock's requests per owner.
+//! (`lua/latch_count_down.lua`; in Redisson's layout a record key per count-down,
+//! `lua/redisson_latch_count_down.lua`). One count-down at a time per latch and client,
+//! through the same lanes that serialise a lock's requests per owner.
 //!
 //! Waiting: subscribe, re-check, then sleep until the opening is announced or for at most
 //! the re-check interval (1 s by default), so a lost message costs at most that much
@@ -23,7 +30,7 @@ use std::time::Duration;
 use crate::client::LockClient;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::protocol::latch::{self, LatchCount, LatchKeys, LatchReply};
+use crate::protocol::latch::{self, LatchCount, LatchKeys, LatchLayout, LatchReply};
 use crate::protocol::wait::WaitPolicy;
 use crate::protocol::{Millis, timing};
 use crate::waiting::{Attempts, Outcome};
@@ -69,8 +76,7 @@ pub const DEFAULT_LATCH_RECHECK: Duration = Duration::from_secs(1);
 pub struct CountDownLatch {
     client: LockClient,
     name: Arc<str>,
-    key: Arc<str>,
-    channel: Arc<str>,
+    keys: LatchKeys,
     recheck: Duration,
 }
 
@@ -78,7 +84,8 @@ impl std::fmt::Debug for CountDownLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CountDownLatch")
             .field("name", &self.name)
-            .field("key", &self.key)
+            .field("key", &self.keys.key)
+            .field("layout", &self.keys.layout)
             .finish_non_exhaustive()
     }
 }
@@ -95,15 +102,49 @@ impl LockClient {
     /// ```
     pub fn latch(&self, name: &str) -> Result<CountDownLatch> {
         keys::validate_name(name)?;
+        let layout = &self.inner.layout;
+        Ok(self.latch_in(
+            name,
+            LatchKeys::native(&layout.prefix, layout.db, layout.sharded, name),
+        ))
+    }
+
+    /// A handle to the count-down latch called `name` in Redisson's `RCountDownLatch`
+    /// layout: the count is the string `name` itself and openings are announced on
+    /// `redisson_countdownlatch__channel__{name}` with Redisson's messages, so a Java
+    /// service's `redisson.getCountDownLatch(name)` and this handle are one latch: either
+    /// side sets it, counts it down and waits for it, and each side's waiters are woken by
+    /// the other side's last count-down. The same API as [`LockClient::latch`];
+    /// see `docs/redisson.md` for what differs (Redisson's own count-downs are not
+    /// exactly once). Validates the name; does not talk to Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// // A Java service called `redisson.getCountDownLatch("import:2024-06").trySetCount(12)`.
+    /// let latch = client.redisson_latch("import:2024-06")?;
+    /// latch.count_down().await?; // the Java waiters see it
+    /// # Ok(()) }
+    /// ```
+    pub fn redisson_latch(&self, name: &str) -> Result<CountDownLatch> {
+        keys::validate_name(name)?;
         let inner = &self.inner;
-        let key: Arc<str> = format!("{}:{{{name}}}:latch", inner.layout.prefix).into();
-        Ok(CountDownLatch {
+        let record_ms = latch::count_down_record_ms(
+            inner.watchdog_timeout.as_millis() as Millis,
+            inner.calls.response_timeout.as_millis() as Millis,
+        );
+        Ok(self.latch_in(
+            name,
+            LatchKeys::redisson(&inner.layout.prefix, inner.layout.sharded, name, record_ms),
+        ))
+    }
+
+    fn latch_in(&self, name: &str, keys: LatchKeys) -> CountDownLatch {
+        CountDownLatch {
             client: self.clone(),
             name: name.into(),
-            channel: format!("{key}:db{}:open", inner.layout.db).into(),
-            key,
+            keys,
             recheck: DEFAULT_LATCH_RECHECK,
-        })
+        }
     }
 }
 
@@ -120,7 +161,8 @@ impl CountDownLatch {
         &self.name
     }
 
-    /// The Redis key of the latch (`<prefix>:{<name>}:latch`).
+    /// The Redis key of the latch (`<prefix>:{<name>}:latch`, or the name itself in
+    /// Redisson's layout).
     ///
     /// ```no_run
     /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
@@ -129,7 +171,20 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub fn key(&self) -> &str {
-        &self.key
+        &self.keys.key
+    }
+
+    /// Whether the latch is kept in Redisson's `RCountDownLatch` layout
+    /// ([`LockClient::redisson_latch`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_locks::LockClient) -> redis_locks::Result<()> {
+    /// assert!(client.redisson_latch("import:2024-06")?.is_redisson());
+    /// assert!(!client.latch("import:2024-06")?.is_redisson());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_redisson(&self) -> bool {
+        matches!(self.keys.layout, LatchLayout::Redisson { .. })
     }
 
     /// How long a waiter sleeps at most between two checks of the count, whatever the
@@ -180,7 +235,7 @@ impl CountDownLatch {
                 self.name
             )));
         }
-        let call = latch::set_call(&self.keys(), count);
+        let call = latch::set_call(self.keys(), count);
         match latch::decode_done(&self.client.inner.calls.eval(&call).await?) {
             Ok(LatchReply::Done(closed)) => Ok(closed),
             Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
@@ -212,8 +267,8 @@ impl CountDownLatch {
     /// Not cancel-safe: cancelled after it was sent, it may or may not have counted down.
     pub async fn count_down(&self) -> Result<u64> {
         let inner = &self.client.inner;
-        let _lane = inner.lanes.enter(&self.key, &inner.calls.tag).await;
-        let call = latch::count_down_call(&self.keys(), &inner.calls.next_request_id());
+        let _lane = inner.lanes.enter(&self.keys.key, &inner.calls.tag).await;
+        let call = latch::count_down_call(self.keys(), &inner.calls.next_request_id());
         let give_up_at = timing::count_down_give_up_at(
             inner.calls.clock.now(),
             inner.watchdog_timeout.as_millis() as Millis,
@@ -251,11 +306,14 @@ impl CountDownLatch {
         // meet a dead node). Any other server error (an ACL that refuses the script's
         // TYPE or HGET) fails at once, as it is.
         let inner = &self.client.inner;
-        let reply = inner.calls.read(&latch::count_call(&self.keys())).await?;
+        let reply = inner.calls.read(&latch::count_call(self.keys())).await?;
         match latch::decode_count(&reply) {
             Ok(LatchCount::Remaining(count)) => Ok(count),
-            Ok(LatchCount::NotALatch(found)) if found == "hash" => {
+            Ok(LatchCount::NotALatch(found)) if found == "hash" && !self.is_redisson() => {
                 Err(self.not_a_latch("a hash without a whole count"))
+            }
+            Ok(LatchCount::NotALatch(found)) if found == "string" && self.is_redisson() => {
+                Err(self.not_a_latch("a string that is not a whole count of at least 1"))
             }
             Ok(LatchCount::NotALatch(found)) => Err(self.not_a_latch(&format!("a {found}"))),
             Err(unreadable) => Err(Error::UnexpectedReply(unreadable)),
@@ -314,7 +372,7 @@ impl CountDownLatch {
     /// Cancelling after the command was sent may leave the latch deleted.
     pub async fn delete(&self) -> Result<bool> {
         let inner = &self.client.inner;
-        let call = latch::delete_call(&self.keys());
+        let call = latch::delete_call(self.keys());
         match latch::decode_done(&inner.calls.eval(&call).await?) {
             Ok(LatchReply::Done(deleted)) => Ok(deleted),
             Ok(LatchReply::NotALatch) => Err(self.wrong_type().await),
@@ -333,7 +391,7 @@ impl CountDownLatch {
         let policy = WaitPolicy::latch(crate::keys::ceil_ms(self.recheck), inner.wait_timing());
         let opened = crate::waiting::run(
             inner,
-            &self.channel,
+            &self.keys.channel,
             policy,
             wait.map(crate::keys::ceil_ms),
             Readings { latch: self },
@@ -345,18 +403,14 @@ impl CountDownLatch {
 
     fn not_a_latch(&self, found: &str) -> Error {
         Error::WrongType {
-            key: self.key.to_string(),
+            key: self.keys.key.to_string(),
             found: found.to_owned(),
         }
     }
 
     /// The latch's keys as the core's call builders take them.
-    fn keys(&self) -> LatchKeys {
-        LatchKeys {
-            hash: self.key.clone(),
-            channel: self.channel.clone(),
-            sharded: self.client.inner.layout.sharded,
-        }
+    fn keys(&self) -> &LatchKeys {
+        &self.keys
     }
 
     async fn wrong_type(&self) -> Error {

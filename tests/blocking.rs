@@ -579,3 +579,23 @@ fn a_redisson_layout_rw_lock_blocks_like_the_others() {
     downgraded.release().unwrap();
     assert!(!lock.is_locked().unwrap());
 }
+
+/// A count-down latch in Redisson's layout, blocking: the bare name holds the count, a
+/// waiting thread wakes on the last count-down.
+#[test]
+fn a_redisson_layout_latch_blocks_like_the_others() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).unwrap();
+    let latch = client.redisson_latch("import").unwrap();
+    assert!(latch.is_redisson());
+    assert_eq!(latch.key(), "import");
+    assert!(latch.try_set_count(2).unwrap());
+    let waiter = {
+        let latch = latch.clone();
+        std::thread::spawn(move || latch.wait_for(Duration::from_secs(30)))
+    };
+    assert_eq!(latch.count_down().unwrap(), 1);
+    assert_eq!(latch.count_down().unwrap(), 0);
+    assert!(waiter.join().unwrap().unwrap());
+    assert_eq!(latch.count().unwrap(), 0);
+}

@@ -2752,3 +2752,28 @@ async fn run_redisson_read_and_write_share_with_redisson_readers() {
         .unwrap();
     assert_eq!(exists, 0);
 }
+
+/// `status --redisson NAME` shows a Redisson `RCountDownLatch` (the string NAME) as a
+/// closed latch with its count, and `--check` exits 1 while it is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_redisson_shows_a_redisson_latch() {
+    use common::redisson_peer::RedissonPeer;
+    let server = RedisServer::start();
+    let url = server.url();
+    let peer = RedissonPeer::connect(&url).await;
+    assert!(peer.latch_try_set_count("import", 3).await);
+    let out = output(cli(&url).args(["status", "--redisson", "import", "--json"])).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["kind"], "latch", "{status}");
+    assert_eq!(status["count"], 3, "{status}");
+    let out = output(cli(&url).args(["status", "--redisson", "import"])).await;
+    assert!(stdout(&out).contains("closed, count 3"), "{}", stdout(&out));
+    let out = output(cli(&url).args(["status", "--redisson", "import", "--check"])).await;
+    assert_eq!(code(&out), 1, "closed: {}", stdout(&out));
+    for _ in 0..3 {
+        peer.latch_count_down("import").await;
+    }
+    let out = output(cli(&url).args(["status", "--redisson", "import", "--check"])).await;
+    assert_eq!(code(&out), 0, "open: {}", stdout(&out));
+}

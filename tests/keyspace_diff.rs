@@ -25,6 +25,7 @@ use lua::ScriptRunner;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis_locks_protocol::ScriptId;
 use redis_locks_protocol::fair::FairKeys;
+use redis_locks_protocol::latch::{LatchKeys, count_down_call};
 use redis_locks_protocol::redisson::RedissonKeys;
 use redis_locks_protocol::rwlock::RwKeys;
 
@@ -969,6 +970,7 @@ struct Names {
     rw: RwKeys,
     fair: FairKeys,
     redisson: RedissonKeys,
+    redisson_latch: LatchKeys,
 }
 
 impl Names {
@@ -985,6 +987,9 @@ impl Names {
             rw: RwKeys::new(PREFIX, 0, false, name),
             fair: FairKeys::new(PREFIX, 0, false, name),
             redisson: RedissonKeys::new(PREFIX, false, name),
+            // Not the lock's name: in Redisson's layout both would be the bare name, and a
+            // latch's string there sends the lock scripts down their wrong-type path.
+            redisson_latch: LatchKeys::redisson(PREFIX, false, &format!("{name}.latch"), 500),
             lock: base,
         }
     }
@@ -1006,8 +1011,10 @@ impl Names {
             keys.push(key.to_string());
         }
         keys.push(self.redisson.hash.to_string());
+        keys.push(self.redisson_latch.key.to_string());
         for request in REQUESTS {
             keys.push(self.redisson_record(request));
+            keys.push(self.redisson_count_down_record(request));
         }
         for owner in OWNERS {
             for level in 1..=4 {
@@ -1021,6 +1028,12 @@ impl Names {
     /// (Redisson's `suffixName(name, owner) + ":rwlock_timeout:" + level`).
     fn redisson_read_timeout(&self, owner: &str, level: u32) -> String {
         format!("{{{}}}:{owner}:rwlock_timeout:{level}", self.redisson.hash)
+    }
+
+    /// The record of the Redisson-layout latch's count-down `request` (the count-down
+    /// call's third key).
+    fn redisson_count_down_record(&self, request: &str) -> String {
+        count_down_call(&self.redisson_latch, request).keys[2].to_string()
     }
 
     /// The record of the Redisson-layout acquire `request`.
@@ -1310,6 +1323,43 @@ fn latch_delete(g: &mut Gen) -> Call {
 /// KEYS latch; no ARGV (read-only).
 fn latch_count(g: &mut Gen) -> Call {
     (vec![g.k.latch.clone()], Vec::new())
+}
+
+/// KEYS latch (the name), channel; ARGV count (now and then not a count, or one that Lua
+/// reads as a number and Redis's DECR does not, which the set then writes as it is).
+fn redisson_latch_set(g: &mut Gen) -> Call {
+    let count = if g.chance(85) {
+        g.range(1, 4)
+    } else {
+        g.pick(&["0", "x", "2.5", "2.0", " 2", "02", "0x2"])
+    };
+    let latch = &g.k.redisson_latch;
+    let keys = vec![latch.key.to_string(), latch.channel.to_string()];
+    (keys, vec![count, g.publish_how()])
+}
+
+/// KEYS latch, channel, record (a small set of request ids: retries happen); ARGV publish
+/// how, record ms.
+fn redisson_latch_count_down(g: &mut Gen) -> Call {
+    let request = g.pick(REQUESTS);
+    let keys = vec![
+        g.k.redisson_latch.key.to_string(),
+        g.k.redisson_latch.channel.to_string(),
+        g.k.redisson_count_down_record(&request),
+    ];
+    (keys, vec![g.publish_how(), g.range(50, 800)])
+}
+
+/// KEYS latch, channel; ARGV publish how.
+fn redisson_latch_delete(g: &mut Gen) -> Call {
+    let latch = &g.k.redisson_latch;
+    let keys = vec![latch.key.to_string(), latch.channel.to_string()];
+    (keys, vec![g.publish_how()])
+}
+
+/// KEYS latch; no ARGV (read-only).
+fn redisson_latch_count(g: &mut Gen) -> Call {
+    (vec![g.k.redisson_latch.key.to_string()], Vec::new())
 }
 
 // --- The semaphore. -------------------------------------------------------------------------
@@ -2026,6 +2076,38 @@ const SCRIPTS: &[Script] = &[
         weight: 1,
         call: redisson_force_unlock,
         success: |r, _| *r == Reply::Int(1),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::RedissonLatchSet,
+        name: "redisson_latch_set",
+        weight: 2,
+        call: redisson_latch_set,
+        success: |r, _| *r == Reply::Int(1),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::RedissonLatchCountDown,
+        name: "redisson_latch_count_down",
+        weight: 3,
+        call: redisson_latch_count_down,
+        success: |r, _| int_at_least(r, 1),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::RedissonLatchDelete,
+        name: "redisson_latch_delete",
+        weight: 1,
+        call: redisson_latch_delete,
+        success: |r, _| *r == Reply::Int(1),
+        times: Times::No,
+    },
+    Script {
+        id: ScriptId::RedissonLatchCount,
+        name: "redisson_latch_count",
+        weight: 1,
+        call: redisson_latch_count,
+        success: |r, _| int_at_least(r, 1),
         times: Times::No,
     },
     Script {

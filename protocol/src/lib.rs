@@ -138,6 +138,14 @@ pub enum ScriptId {
     RedissonRwAcquire,
     /// `lua/redisson_rw_release.lua`
     RedissonRwRelease,
+    /// `lua/redisson_latch_set.lua`
+    RedissonLatchSet,
+    /// `lua/redisson_latch_count_down.lua`
+    RedissonLatchCountDown,
+    /// `lua/redisson_latch_delete.lua`
+    RedissonLatchDelete,
+    /// `lua/redisson_latch_count.lua`
+    RedissonLatchCount,
 }
 
 impl ScriptId {
@@ -175,11 +183,17 @@ impl ScriptId {
             ScriptId::RedissonForceUnlock => include_str!("../lua/redisson_force_unlock.lua"),
             ScriptId::RedissonRwAcquire => include_str!("../lua/redisson_rw_acquire.lua"),
             ScriptId::RedissonRwRelease => include_str!("../lua/redisson_rw_release.lua"),
+            ScriptId::RedissonLatchSet => include_str!("../lua/redisson_latch_set.lua"),
+            ScriptId::RedissonLatchCountDown => {
+                include_str!("../lua/redisson_latch_count_down.lua")
+            }
+            ScriptId::RedissonLatchDelete => include_str!("../lua/redisson_latch_delete.lua"),
+            ScriptId::RedissonLatchCount => include_str!("../lua/redisson_latch_count.lua"),
         }
     }
 
     /// Every script.
-    pub const ALL: [ScriptId; 31] = [
+    pub const ALL: [ScriptId; 35] = [
         ScriptId::Take,
         ScriptId::Acquire,
         ScriptId::Release,
@@ -211,6 +225,10 @@ impl ScriptId {
         ScriptId::RedissonForceUnlock,
         ScriptId::RedissonRwAcquire,
         ScriptId::RedissonRwRelease,
+        ScriptId::RedissonLatchSet,
+        ScriptId::RedissonLatchCountDown,
+        ScriptId::RedissonLatchDelete,
+        ScriptId::RedissonLatchCount,
     ];
 }
 

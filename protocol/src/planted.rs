@@ -91,6 +91,15 @@ pub enum Defect {
     /// (`redisson::decode_rw_acquire`): an owner that reads and asks for the write waits
     /// for itself (found by `tests/redisson_rw_teeth.rs`).
     RedissonRwRefusalReadAsWait,
+    // --- Redisson-layout latch defects (tests/redisson_latch_teeth.rs) go below this line ---
+    /// A Redisson-layout count-down's record key names only its client, not the request
+    /// id's sequence number: a client's next count-down finds the last one's record, is
+    /// taken for a copy of it, and never counts.
+    RedissonLatchRecordSeqDropped,
+    /// A Redisson-layout count-down's record is sent with a quarter of its lifetime
+    /// (`count_down_record_ms`): it expires while the count-down is still re-sent, and a
+    /// copy re-sent after that counts again.
+    RedissonLatchRecordShortLived,
     // --- waiting-loop defects (tests/wait_check.rs) go below this line ---
     /// A waiter's sleep is not bounded by the refusal's pttl: a lost wake-up costs the
     /// re-check interval (or the whole wait) instead of the hold's remaining time.

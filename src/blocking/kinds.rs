@@ -856,6 +856,18 @@ impl CountDownLatch {
         self.inner.key()
     }
 
+    /// Whether the latch is kept in Redisson's layout; see
+    /// [`crate::CountDownLatch::is_redisson`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// assert!(client.redisson_latch("import:2024-06")?.is_redisson());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_redisson(&self) -> bool {
+        self.inner.is_redisson()
+    }
+
     /// A handle whose waiters check the count at least every `interval`; see
     /// [`crate::CountDownLatch::with_recheck`].
     ///

@@ -293,6 +293,22 @@ impl LockClient {
         ))
     }
 
+    /// A handle to the count-down latch called `name` in Redisson's `RCountDownLatch`
+    /// layout; see [`crate::LockClient::redisson_latch`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: redis_locks::blocking::LockClient) -> redis_locks::Result<()> {
+    /// let latch = client.redisson_latch("import:2024-06")?; // Java: getCountDownLatch(..)
+    /// latch.count_down()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn redisson_latch(&self, name: &str) -> Result<CountDownLatch> {
+        Ok(CountDownLatch::new(
+            self.shared.client().redisson_latch(name)?,
+            &self.shared,
+        ))
+    }
+
     /// The client id (a UUID v4).
     ///
     /// ```no_run

@@ -90,6 +90,16 @@ const RW_READ_RENEW: &str = "local counter = redis.call('hget', KEYS[1], ARGV[2]
       redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;";
 
 /// Redisson's `suffixName(name, suffix)`.
+/// `RedissonCountDownLatch.trySetCountAsync`: KEYS latch, channel; ARGV message 1 (new
+/// count), count, publish command.
+const LATCH_TRY_SET_COUNT: &str = "if redis.call('exists', KEYS[1]) == 0 then redis.call('set', KEYS[1], ARGV[2]); redis.call(ARGV[3], KEYS[2], ARGV[1]); return 1 else return 0 end";
+/// `RedissonCountDownLatch.countDownAsync`: KEYS latch, channel; ARGV message 0 (zero
+/// count), publish command. Redisson sends it without retries.
+const LATCH_COUNT_DOWN: &str = "local v = redis.call('decr', KEYS[1]); if v <= 0 then redis.call('del', KEYS[1]) end; if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
+/// `RedissonCountDownLatch.deleteAsync`: KEYS latch, channel; ARGV message 1 (Redisson's
+/// delete announces a new count, not zero), publish command.
+const LATCH_DELETE: &str = "if redis.call('del', KEYS[1]) == 1 then redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1 else return 0 end";
+
 pub fn suffix_name(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
@@ -455,5 +465,77 @@ impl RedissonPeer {
             .query(redis::cmd("HGET").arg(name).arg(field))
             .await;
         count.unwrap_or(0)
+    }
+
+    /// Redisson's count-down latch channel: the name in braces as it is.
+    pub fn latch_channel(name: &str) -> String {
+        format!("redisson_countdownlatch__channel__{{{name}}}")
+    }
+
+    /// `RCountDownLatch.trySetCount(count)`.
+    pub async fn latch_try_set_count(&self, name: &str, count: u64) -> bool {
+        let script = redis::Script::new(LATCH_TRY_SET_COUNT);
+        let mut call = script.key(name);
+        call.key(Self::latch_channel(name))
+            .arg(1)
+            .arg(count)
+            .arg(self.publish);
+        let set: i64 = self.conn.invoke(call).await;
+        set == 1
+    }
+
+    /// `RCountDownLatch.countDown()`.
+    pub async fn latch_count_down(&self, name: &str) {
+        let script = redis::Script::new(LATCH_COUNT_DOWN);
+        let mut call = script.key(name);
+        call.key(Self::latch_channel(name)).arg(0).arg(self.publish);
+        let _: redis::Value = self.conn.invoke(call).await;
+    }
+
+    /// `RCountDownLatch.delete()`.
+    pub async fn latch_delete(&self, name: &str) -> bool {
+        let script = redis::Script::new(LATCH_DELETE);
+        let mut call = script.key(name);
+        call.key(Self::latch_channel(name)).arg(1).arg(self.publish);
+        let deleted: i64 = self.conn.invoke(call).await;
+        deleted == 1
+    }
+
+    /// `RCountDownLatch.getCount()`: a GET, a missing key reading as 0.
+    pub async fn latch_count(&self, name: &str) -> i64 {
+        let count: Option<i64> = self.conn.query(redis::cmd("GET").arg(name)).await;
+        count.unwrap_or(0)
+    }
+
+    /// `RCountDownLatch.await(time)`, stricter: read the count; if it is not 0, subscribe,
+    /// then read it again after every `0` message (Redisson's `CountDownLatchPubSub` opens
+    /// its local latch on `0` and closes it on `1`, asserted to be the only messages)
+    /// until it reads 0. Returns whether it did within `wait`; unlike Redisson's, a
+    /// reading at the end of the wait does not count, so `true` means the count was 0 at
+    /// the start or a `0` message woke it.
+    pub async fn latch_await(&self, name: &str, wait: Duration) -> bool {
+        if self.latch_count(name).await == 0 {
+            return true;
+        }
+        let deadline = Instant::now() + wait;
+        let mut subscription = self.subscribe(&Self::latch_channel(name)).await;
+        if self.latch_count(name).await == 0 {
+            return true;
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, subscription.next()).await {
+                Ok(Some(message)) => {
+                    assert!(
+                        message == "0" || message == "1",
+                        "Redisson's CountDownLatchPubSub reads only 0 and 1, not {message:?}"
+                    );
+                    if message == "0" && self.latch_count(name).await == 0 {
+                        return true;
+                    }
+                }
+                _ => return false,
+            }
+        }
     }
 }

@@ -221,7 +221,7 @@ const NOT_FLOAT: &str = "ERR value is not a valid float";
 pub fn arity(command: &str) -> Option<i32> {
     Some(match command {
         "time" => 1,
-        "type" | "get" | "incr" | "hlen" | "hgetall" | "hkeys" | "pttl" | "persist" => 2,
+        "type" | "get" | "incr" | "decr" | "hlen" | "hgetall" | "hkeys" | "pttl" | "persist" => 2,
         "exists" | "del" => -2,
         "hget" | "hexists" | "publish" | "spublish" => 3,
         "set" | "hmget" | "hdel" | "pexpire" | "pexpireat" => -3,
@@ -457,12 +457,13 @@ impl Keyspace {
                 .count()),
             "get" => self.string(&a[0])?.map_or(Reply::Nil, |v| bulk(v)),
             "set" => self.set(now, a)?,
-            "incr" => {
+            "incr" | "decr" => {
                 let old = match self.string(&a[0])? {
                     None => 0,
                     Some(bytes) => parse_i64(bytes).ok_or(NOT_INTEGER)?,
                 };
-                let new = old.checked_add(1).ok_or(OVERFLOW)?;
+                let by = if name == "incr" { 1 } else { -1 };
+                let new = old.checked_add(by).ok_or(OVERFLOW)?;
                 let expire_at = self.data.get(&a[0]).and_then(|entry| entry.expire_at);
                 let value = Value::Str(new.to_string().into_bytes());
                 self.data.insert(a[0].clone(), Entry { value, expire_at });

@@ -273,11 +273,7 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
 }
 
 pub fn keys() -> LatchKeys {
-    LatchKeys {
-        hash: "p:{l}:latch".into(),
-        channel: "p:{l}:latch:db0:open".into(),
-        sharded: false,
-    }
+    LatchKeys::native("p", 0, false, "l")
 }
 
 /// The core's view of a model client: no clock to speak of, no randomness.
@@ -595,7 +591,7 @@ impl State {
             }
             Step::Clobber => {
                 self.clobbers -= 1;
-                let key = keys.hash.as_bytes().to_vec();
+                let key = keys.key.as_bytes().to_vec();
                 self.ks
                     .command(0, &[b"SET".to_vec(), key, b"not a latch".to_vec()]);
                 self.closing_gone();

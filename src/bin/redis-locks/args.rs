@@ -365,9 +365,11 @@ pub struct StatusArgs {
     pub check: bool,
 
     /// Show NAME in Redisson's layout instead (the hash NAME: an RLock's holders, or a
-    /// RReadWriteLock's mode, readers and writer) and nothing else. With --json: {"name",
-    /// "key", "layout": "redisson", "kind": "lock" | "rwlock" | null, "mode", "holders":
-    /// [{"owner", "count"}], "writer", "ttl_ms"}.
+    /// RReadWriteLock's mode, readers and writer; or the string NAME: an RCountDownLatch's
+    /// count) and nothing else; --check then exits 1 also for a closed latch. With --json:
+    /// {"name", "key", "layout": "redisson", "kind": "lock" | "rwlock" | null, "mode",
+    /// "holders": [{"owner", "count"}], "writer", "ttl_ms"}, or for a closed latch {"name",
+    /// "key", "layout": "redisson", "kind": "latch", "count"}.
     #[arg(long)]
     pub redisson: bool,
 }

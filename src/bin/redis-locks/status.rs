@@ -127,9 +127,34 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     })
 }
 
-/// `status --redisson`: the hash NAME in Redisson's layout, an RLock or a read-write lock
-/// (it has a `mode` field).
+/// `status --redisson`: NAME in Redisson's layout: a hash, an RLock or a read-write lock
+/// (it has a `mode` field), or a string, a count-down latch.
 async fn redisson(client: &redis_locks::LockClient, args: &StatusArgs) -> Result<u8, Failure> {
+    let latch = client.redisson_latch(&args.name)?;
+    match latch.count().await {
+        Ok(0) | Err(redis_locks::Error::WrongType { .. }) => {}
+        Ok(count) => {
+            if args.json {
+                let value = json!({
+                    "name": args.name,
+                    "key": latch.key(),
+                    "layout": "redisson",
+                    "kind": "latch",
+                    "count": count,
+                });
+                crate::print_stdout(&format!("{value}\n"));
+            } else {
+                crate::print_stdout(&format!(
+                    "{:<9}{} (Redisson's layout)\n{:<9}count-down latch, closed, count {count}\n",
+                    "key:",
+                    latch.key(),
+                    "status:"
+                ));
+            }
+            return Ok(if args.check { exit::HELD } else { 0 });
+        }
+        Err(other) => return Err(other.into()),
+    }
     let lock = client.redisson_lock(&args.name)?;
     let state = lock.state().await?;
     let is_rw = state.holders.iter().any(|(field, _)| field == "mode");
