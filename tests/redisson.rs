@@ -1170,3 +1170,82 @@ async fn extend_lengthens_both_kinds_and_tells_a_loss() {
     );
     read.release().await.unwrap();
 }
+
+/// Redis restarts and loses every key (no persistence) under Redisson-layout holds: each
+/// Rust guard (a lock, a read, a write) is told its hold is lost and its release is
+/// `LockLost`; a Rust waiter of a lock a Java thread held (60 s lease) gets it after the
+/// restart (its subscription comes back and it tries again), and Java then finds its hold
+/// gone; a closed latch reads as open and its Rust waiter returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_is_told_to_every_rust_holder_and_frees_the_waiters() {
+    let mut server = RedisServer::start();
+    let client = server
+        .client_renewing(5 * SEC, Duration::from_millis(100))
+        .await;
+    let conn = server.conn().await;
+    let peer = RedissonPeer::connect(&server.url()).await;
+    let lock = client
+        .redisson_lock("held")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let read = client
+        .redisson_rw_lock("shared")
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    let write = client
+        .redisson_rw_lock("owned")
+        .unwrap()
+        .write()
+        .await
+        .unwrap();
+    assert!(peer.lock("java", 1, 60 * SEC, SEC).await);
+    let waiter = tokio::spawn({
+        let lock = client.redisson_lock("java").unwrap();
+        async move { lock.acquire_timeout(30 * SEC).await }
+    });
+    assert!(subscribed(&conn, &RedissonPeer::channel("java"), 1).await);
+    let latch = client.redisson_latch("batch").unwrap();
+    assert!(latch.try_set_count(3).await.unwrap());
+    let latch_waiter = tokio::spawn({
+        let latch = latch.with_recheck(3600 * SEC).unwrap();
+        async move { latch.wait_for(30 * SEC).await }
+    });
+    assert!(subscribed(&conn, &RedissonPeer::latch_channel("batch"), 1).await);
+
+    server.restart();
+
+    for lost in [lock.lost(), read.lost(), write.lost()] {
+        tokio::time::timeout(20 * SEC, lost)
+            .await
+            .expect("the loss is told");
+    }
+    assert!(matches!(lock.release().await, Err(Error::LockLost { .. })));
+    assert!(matches!(read.release().await, Err(Error::LockLost { .. })));
+    assert!(matches!(write.release().await, Err(Error::LockLost { .. })));
+    let taken = tokio::time::timeout(40 * SEC, waiter)
+        .await
+        .expect("the waiter returned")
+        .unwrap()
+        .expect("the waiter got the lock Java held before the restart");
+    let peer = RedissonPeer::connect(&server.url()).await;
+    assert!(
+        !peer.renew("java", 1, 30 * SEC).await,
+        "Java's hold is gone"
+    );
+    assert!(
+        peer.try_lock("java", 1, 30 * SEC).await.is_some(),
+        "Rust holds it now"
+    );
+    taken.release().await.unwrap();
+    let opened = tokio::time::timeout(40 * SEC, latch_waiter)
+        .await
+        .expect("the latch waiter returned")
+        .unwrap()
+        .unwrap();
+    assert!(opened, "a lost latch reads as open");
+    assert_eq!(latch.count().await.unwrap(), 0);
+}
