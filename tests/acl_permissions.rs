@@ -538,14 +538,16 @@ async fn scenario(
     // three leases.
     let renewed = holder.lock(&name("renewed")).unwrap();
     let guard = run.step(WATCHDOG_ACQUIRE, renewed.acquire()).await;
-    let failed_before = holder.watchdog_stats().failed_calls;
+    // Refused calls, not failed ones: a renewal call that times out on a busy machine is
+    // retried and proves nothing about the ACL.
+    let refused_before = holder.watchdog_stats().refused_calls;
     tokio::time::sleep(3 * WATCHDOG).await;
-    let failed_calls = holder.watchdog_stats().failed_calls - failed_before;
+    let refused_calls = holder.watchdog_stats().refused_calls - refused_before;
     match guard {
         Some(guard) => {
-            run.check(RENEWAL, !guard.is_lost() && failed_calls == 0, || {
+            run.check(RENEWAL, !guard.is_lost() && refused_calls == 0, || {
                 format!(
-                    "lost: {:?}; failed renew calls: {failed_calls}",
+                    "lost: {:?}; refused renew calls: {refused_calls}",
                     guard.lost_reason()
                 )
             });
@@ -559,7 +561,7 @@ async fn scenario(
     let fenced = holder.lock(&name("fenced")).unwrap().with_fencing();
     match run.step(FENCED, fenced.try_acquire()).await.flatten() {
         Some(guard) => {
-            let failed_before = holder.watchdog_stats().failed_calls;
+            let refused_before = holder.watchdog_stats().refused_calls;
             let token = guard.fencing_token();
             run.demand(token.is_some_and(|t| t > 0), || "no token".into());
             let state = run.step(FENCED_STATE, fenced.state()).await;
@@ -567,13 +569,13 @@ async fn scenario(
                 "state lacks the fence".into()
             });
             tokio::time::sleep(3 * WATCHDOG).await;
-            let failed_calls = holder.watchdog_stats().failed_calls - failed_before;
+            let refused_calls = holder.watchdog_stats().refused_calls - refused_before;
             run.check(
                 FENCED_RENEWAL,
-                !guard.is_lost() && failed_calls == 0,
+                !guard.is_lost() && refused_calls == 0,
                 || {
                     format!(
-                        "lost: {:?}; failed renew calls: {failed_calls}",
+                        "lost: {:?}; refused renew calls: {refused_calls}",
                         guard.lost_reason()
                     )
                 },

@@ -857,7 +857,41 @@ async fn lost_signal_when_redis_stays_unreachable() {
         guard.lost_reason(),
         Some(LostReason::LeaseExpiredUnconfirmed)
     );
-    assert!(client.watchdog_stats().failed_calls > 0);
+    let stats = client.watchdog_stats();
+    assert!(stats.failed_calls > 0, "{stats:?}");
+    assert_eq!(
+        stats.refused_calls, 0,
+        "no reply is not a refusal: {stats:?}"
+    );
+}
+
+/// A renewal the ACL refuses (its PEXPIRE taken away after the acquire) counts in
+/// `refused_calls` as well as `failed_calls`, and the hold is told lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_renewal_is_counted_apart() {
+    let server = RedisServer::start();
+    let mut admin = server.conn().await;
+    let user = |rule: &'static str| {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg(&[
+            "SETUSER", "renewer", "on", "nopass", "~*", "&*", "+@all", rule,
+        ]);
+        cmd
+    };
+    let _: () = user("+pexpire").query_async(&mut admin).await.unwrap();
+    let client = LockClient::builder(&format!("redis://renewer:x@127.0.0.1:{}/", server.port))
+        .watchdog_timeout(Duration::from_millis(900))
+        .connect()
+        .await
+        .unwrap();
+    let guard = client.lock("refused").unwrap().acquire().await.unwrap();
+    let _: () = user("-pexpire").query_async(&mut admin).await.unwrap();
+    tokio::time::timeout(10 * SEC, guard.lost())
+        .await
+        .expect("the loss is told");
+    let stats = client.watchdog_stats();
+    assert!(stats.refused_calls > 0, "{stats:?}");
+    assert!(stats.failed_calls >= stats.refused_calls, "{stats:?}");
 }
 
 /// force_unlock deletes a lock held by someone else and wakes its waiters.

@@ -322,8 +322,8 @@ async fn send_each(
             let reply =
                 tokio::time::timeout(call_timeout, scripts::run(&mut conn, &scripts, &batch.call))
                     .await
-                    .map_err(|_| "renewal timed out".to_owned())
-                    .and_then(|reply| reply.map_err(|err| err.error.to_string()));
+                    .map_err(|_| RenewFailed::timed_out())
+                    .and_then(|reply| reply.map_err(|err| RenewFailed::of(&err.error)));
             // Calls routed by key reach the node serving the key: nothing is elsewhere.
             settle(&registry, &batch, sent_at, lease_ms, reply).0
         });
@@ -406,19 +406,23 @@ async fn send_by_node(
                             (0, batch.entries)
                         }
                         Some(reply) => {
-                            let reply = reply.map_err(|err| err.to_string());
+                            let reply = reply.map_err(|err| RenewFailed::of(&err));
                             settle(&registry, &batch, sent_at, lease_ms, reply)
                         }
                         None => {
-                            let reply = Err("no reply to a renewal".to_owned());
+                            let reply = Err(RenewFailed::no_reply());
                             settle(&registry, &batch, sent_at, lease_ms, reply)
                         }
                     },
-                    Ok(Err(err)) => {
-                        settle(&registry, &batch, sent_at, lease_ms, Err(err.to_string()))
-                    }
+                    Ok(Err(err)) => settle(
+                        &registry,
+                        &batch,
+                        sent_at,
+                        lease_ms,
+                        Err(RenewFailed::of(&err)),
+                    ),
                     Err(_) => {
-                        let reply = Err("renewal timed out".to_owned());
+                        let reply = Err(RenewFailed::timed_out());
                         settle(&registry, &batch, sent_at, lease_ms, reply)
                     }
                 }
@@ -440,6 +444,39 @@ async fn send_by_node(
     (calls, renewed)
 }
 
+/// Why a renewal call got no reply to read.
+struct RenewFailed {
+    text: String,
+    /// Redis answered with an error reply (counted apart: `WatchdogStats::refused_calls`).
+    refused: bool,
+}
+
+impl RenewFailed {
+    fn of(err: &redis::RedisError) -> Self {
+        RenewFailed {
+            text: err.to_string(),
+            refused: matches!(
+                err.kind(),
+                redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+            ),
+        }
+    }
+
+    fn timed_out() -> Self {
+        RenewFailed {
+            text: "renewal timed out".to_owned(),
+            refused: false,
+        }
+    }
+
+    fn no_reply() -> Self {
+        RenewFailed {
+            text: "no reply to a renewal".to_owned(),
+            refused: false,
+        }
+    }
+}
+
 /// Applies one batch's reply (or failure) to its holds; returns how many were renewed or
 /// checked, and the holds the node did not serve (their slot moved).
 fn settle(
@@ -447,7 +484,7 @@ fn settle(
     batch: &Batch,
     sent_at: Millis,
     lease_ms: Millis,
-    reply: std::result::Result<Reply, String>,
+    reply: std::result::Result<Reply, RenewFailed>,
 ) -> (u64, Vec<Arc<HoldEntry>>) {
     let c = &registry.counters;
     c.renew_calls.fetch_add(1, Ordering::Relaxed);
@@ -460,8 +497,11 @@ fn settle(
             return (0, Vec::new());
         }
         Err(err) => {
-            tracing::warn!(error = %err, "watchdog: renewal failed; will retry");
+            tracing::warn!(error = %err.text, "watchdog: renewal failed; will retry");
             c.failed_calls.fetch_add(1, Ordering::Relaxed);
+            if err.refused {
+                c.refused_calls.fetch_add(1, Ordering::Relaxed);
+            }
             crate::observe::renewal_failed();
             return (0, Vec::new());
         }

@@ -141,8 +141,12 @@ pub struct WatchdogStats {
     pub checked: u64,
     /// Locks declared lost, for any reason.
     pub lost: u64,
-    /// Renew script calls that failed (connection error or timeout).
+    /// Renew script calls that failed: a connection error, a timeout, or an error reply.
     pub failed_calls: u64,
+    /// Of `failed_calls`, those Redis answered with an error reply (an ACL refusal, a
+    /// script error, `BUSY`/`LOADING`), apart from calls that got no reply in time: a
+    /// refusal does not go away by waiting, a slow reply on a busy machine does.
+    pub refused_calls: u64,
     /// Locks renewed or checked in the most recent tick.
     pub last_tick_locks: u64,
     /// Script calls in the most recent tick.
@@ -159,6 +163,7 @@ pub(super) struct Counters {
     pub(super) checked: AtomicU64,
     pub(super) lost: AtomicU64,
     pub(super) failed_calls: AtomicU64,
+    pub(super) refused_calls: AtomicU64,
     pub(super) last_tick_locks: AtomicU64,
     pub(super) last_tick_calls: AtomicU64,
     pub(super) last_tick_micros: AtomicU64,
@@ -404,6 +409,7 @@ impl Registry {
             checked: c.checked.load(Ordering::Relaxed),
             lost: c.lost.load(Ordering::Relaxed),
             failed_calls: c.failed_calls.load(Ordering::Relaxed),
+            refused_calls: c.refused_calls.load(Ordering::Relaxed),
             last_tick_locks: c.last_tick_locks.load(Ordering::Relaxed),
             last_tick_calls: c.last_tick_calls.load(Ordering::Relaxed),
             last_tick_micros: c.last_tick_micros.load(Ordering::Relaxed),
