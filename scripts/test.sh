@@ -16,9 +16,6 @@ stage "ensure-redis.sh"
 # (docs/development.md, "Minimum Rust version"); installs Debian's 1.85 toolchain if needed.
 ./scripts/msrv.sh
 stage "msrv.sh"
-# --all-features: the TLS tests (feature `tls`) are part of the suite.
-cargo build --workspace --all-targets --all-features --locked
-stage "debug build"
 # Every test target but the protocol checkers and their teeth (tests/*_check.rs,
 # tests/*_teeth.rs): check-protocol.sh below runs those at their full bound in a release
 # build, so their debug-build runs at a smaller bound (what plain `cargo test` does) would
@@ -31,6 +28,11 @@ for file in tests/*.rs; do
     *) test_targets+=(--test "$name") ;;
   esac
 done
+# --all-features: the TLS tests (feature `tls`) are part of the suite. The debug build
+# leaves out the checkers and teeth (built and run in release below) and the benchmark
+# (its own profile): compiling them in debug as well only cost time.
+cargo build --workspace --lib --bins --examples "${test_targets[@]}" --all-features --locked
+stage "debug build"
 cargo test --workspace --lib --bins "${test_targets[@]}" --examples --all-features --locked -- --test-threads="${TEST_THREADS:-4}"
 stage "tests"
 cargo test --workspace --doc --all-features --locked
