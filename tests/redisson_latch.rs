@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::redisson_peer::RedissonPeer;
-use common::{RedisServer, eventually, numsub};
+use common::{RedisServer, command_calls, eventually, numsub};
 use redis_locks::{Error, LockClient};
 use redis_locks_protocol::ScriptId;
 
@@ -126,11 +126,25 @@ async fn futures_next<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }
 
+/// Waits until Redis has run `commands` at least `calls` times in all (`INFO
+/// commandstats`, inside scripts too): a waiter has read the count twice (before and after
+/// subscribing) and sleeps. A subscriber count alone cannot tell: the previous waiter's
+/// subscription may still be there, and a waiter subscribes before its second reading.
+async fn read_twice(conn: &redis::aio::MultiplexedConnection, commands: &[&str], calls: u64) {
+    let reached = eventually(10 * SEC, || {
+        let mut conn = conn.clone();
+        async move { command_calls(&mut conn, commands).await >= calls }
+    })
+    .await;
+    assert!(reached, "the waiter did not read the count twice");
+}
+
 /// A Java waiter wakes on this library's last count-down, and a Rust waiter on Redisson's:
-/// the peer wakes only on a `0` message, and the Rust waiter re-checks only every hour and
-/// waits 60 s, but must be done within 30 s, so each ends only through the other side's
-/// message. An opening that announces nothing (a DEL by hand) leaves the Rust waiter
-/// asleep until a message comes: the test can tell.
+/// each side opens the latch only once the other side's waiter has read the count twice
+/// (before and after subscribing) and sleeps; the peer wakes only on a `0` message, and the
+/// Rust waiter re-checks only every hour and waits 60 s, but must be done within 30 s, so
+/// each ends only through the other side's message. An opening that announces nothing (a
+/// DEL by hand) leaves the Rust waiter asleep until a message comes: the test can tell.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wake_ups_cross_both_ways() {
     let server = RedisServer::start();
@@ -140,8 +154,9 @@ async fn wake_ups_cross_both_ways() {
     let channel = RedissonPeer::latch_channel("gate");
     let latch = client.redisson_latch("gate").unwrap();
 
-    // Java waits, Rust opens.
+    // Java waits, Rust opens. Nothing else runs a GET meanwhile: the peer's readings.
     assert!(latch.try_set_count(2).await.unwrap());
+    let gets = command_calls(&mut conn.clone(), &["get"]).await;
     let java = tokio::spawn({
         let url = url.clone();
         async move {
@@ -149,7 +164,7 @@ async fn wake_ups_cross_both_ways() {
             peer.latch_await("gate", 20 * SEC).await
         }
     });
-    assert!(subscribed(&conn, &channel, 1).await);
+    read_twice(&conn, &["get"], gets + 2).await;
     assert_eq!(latch.count_down().await.unwrap(), 1);
     assert_eq!(latch.count_down().await.unwrap(), 0);
     assert!(
@@ -157,11 +172,15 @@ async fn wake_ups_cross_both_ways() {
         "the Java waiter was woken by the Rust count-down"
     );
 
-    // Rust waits, Java opens.
+    // Rust waits, Java opens. The count's script is loaded first (a NOSCRIPT round would
+    // count twice); nothing else runs EVALSHA meanwhile: the Rust waiter's readings.
     let peer = RedissonPeer::connect(&url).await;
     assert!(peer.latch_try_set_count("gate", 2).await);
+    assert_eq!(latch.count().await.unwrap(), 2);
+    let reads = command_calls(&mut conn.clone(), &["evalsha"]).await;
     let waiting = latch.with_recheck(3600 * SEC).unwrap();
     let rust = tokio::spawn(async move { waiting.wait_for(60 * SEC).await });
+    read_twice(&conn, &["evalsha"], reads + 2).await;
     assert!(subscribed(&conn, &channel, 1).await);
     peer.latch_count_down("gate").await;
     peer.latch_count_down("gate").await;
@@ -172,8 +191,10 @@ async fn wake_ups_cross_both_ways() {
 
     // Without a message, the Rust waiter sleeps on; the message wakes it.
     assert!(peer.latch_try_set_count("gate", 1).await);
+    let reads = command_calls(&mut conn.clone(), &["evalsha"]).await;
     let waiting = latch.with_recheck(3600 * SEC).unwrap();
     let mut rust = tokio::spawn(async move { waiting.wait_for(60 * SEC).await });
+    read_twice(&conn, &["evalsha"], reads + 2).await;
     assert!(subscribed(&conn, &channel, 1).await);
     let mut admin = conn.clone();
     let _: () = redis::cmd("DEL")
@@ -197,9 +218,10 @@ async fn wake_ups_cross_both_ways() {
     assert!(woken.unwrap().unwrap());
 }
 
-/// Deletes both ways: a Rust delete announces `0`, so a Java waiter wakes (Redisson's own
-/// delete announces `1`, which its waiters sleep through); Redisson's delete wakes a Rust
-/// waiter (any message makes it read the count).
+/// Deletes both ways, each once the other side's waiter has read the count twice and
+/// sleeps: a Rust delete announces `0`, so a Java waiter wakes (Redisson's own delete
+/// announces `1`, which its waiters sleep through); Redisson's delete wakes a Rust waiter
+/// (any message makes it read the count).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletes_wake_both_sides() {
     let server = RedisServer::start();
@@ -210,6 +232,7 @@ async fn deletes_wake_both_sides() {
     let latch = client.redisson_latch("job").unwrap();
 
     assert!(latch.try_set_count(5).await.unwrap());
+    let gets = command_calls(&mut conn.clone(), &["get"]).await;
     let java = tokio::spawn({
         let url = url.clone();
         async move {
@@ -217,6 +240,7 @@ async fn deletes_wake_both_sides() {
             peer.latch_await("job", 20 * SEC).await
         }
     });
+    read_twice(&conn, &["get"], gets + 2).await;
     assert!(subscribed(&conn, &channel, 1).await);
     assert!(latch.delete().await.unwrap());
     assert!(java.await.unwrap(), "a Rust delete wakes a Java waiter");
@@ -224,8 +248,11 @@ async fn deletes_wake_both_sides() {
 
     let peer = RedissonPeer::connect(&url).await;
     assert!(peer.latch_try_set_count("job", 5).await);
+    assert_eq!(latch.count().await.unwrap(), 5, "the count's script loaded");
+    let reads = command_calls(&mut conn.clone(), &["evalsha"]).await;
     let waiting = latch.with_recheck(3600 * SEC).unwrap();
     let rust = tokio::spawn(async move { waiting.wait_for(60 * SEC).await });
+    read_twice(&conn, &["evalsha"], reads + 2).await;
     assert!(subscribed(&conn, &channel, 1).await);
     assert!(peer.latch_delete("job").await);
     let woken = tokio::time::timeout(30 * SEC, rust)
