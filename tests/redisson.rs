@@ -9,11 +9,10 @@ mod common;
 #[allow(dead_code)]
 mod proxy;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::redisson_peer::RedissonPeer;
-use common::{RedisServer, eventually, numsub};
+use common::{RedisServer, eventually, numsub, subscribed};
 use redis_locks::{Error, LockClient};
 use redis_locks_protocol::ScriptId;
 
@@ -480,16 +479,6 @@ async fn child() {
     }
 }
 
-fn spawn_child(spec: String) -> tokio::process::Child {
-    tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
-        .env(CHILD_ENV, spec)
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
 /// Four processes, two through this library and two through the Redisson peer, each
 /// taking the one lock 25 times: never two inside at once (counted in Redis inside each
 /// section), everyone gets through (each side woken by the other's releases), and the
@@ -500,7 +489,10 @@ async fn processes_on_both_sides_exclude_each_other() {
     let url = server.url();
     let mut children = Vec::new();
     for side in ["rust", "redisson", "rust", "redisson"] {
-        children.push(spawn_child(format!("{url} {side} shared 25")));
+        children.push(common::spawn_child(
+            CHILD_ENV,
+            format!("{url} {side} shared 25"),
+        ));
     }
     for mut child in children {
         let status = tokio::time::timeout(240 * SEC, child.wait())
@@ -534,7 +526,10 @@ async fn processes_on_both_sides_exclude_each_other_on_a_cluster() {
     let target = format!("cluster:{}", seeds.join(","));
     let mut children = Vec::new();
     for side in ["rust", "redisson", "rust", "redisson"] {
-        children.push(spawn_child(format!("{target} {side} {name} 15")));
+        children.push(common::spawn_child(
+            CHILD_ENV,
+            format!("{target} {side} {name} 15"),
+        ));
     }
     for mut child in children {
         let status = tokio::time::timeout(240 * SEC, child.wait())
@@ -750,16 +745,6 @@ async fn lost_replies_count_once() {
             .unwrap();
         assert_eq!(exists, 0, "{cell}: the lock outlived its holds");
     }
-}
-
-/// Waits until `channel` has at least `n` subscribers.
-async fn subscribed(conn: &redis::aio::MultiplexedConnection, channel: &str, n: i64) -> bool {
-    eventually(10 * SEC, || {
-        let mut conn = conn.clone();
-        let channel = channel.to_owned();
-        async move { numsub(&mut conn, &channel).await >= n }
-    })
-    .await
 }
 
 /// The read-write lock in Redisson's layout: a Java reader shares with a Rust reader and

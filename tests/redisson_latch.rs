@@ -10,11 +10,10 @@ mod common;
 #[allow(dead_code)]
 mod proxy;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::redisson_peer::RedissonPeer;
-use common::{RedisServer, command_calls, eventually, numsub};
+use common::{RedisServer, command_calls, eventually, subscribed};
 use redis_locks::{Error, LockClient};
 use redis_locks_protocol::ScriptId;
 
@@ -32,16 +31,6 @@ async fn exists(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> bool
         .await
         .unwrap();
     n == 1
-}
-
-/// Waits until `channel` has at least `n` subscribers.
-async fn subscribed(conn: &redis::aio::MultiplexedConnection, channel: &str, n: i64) -> bool {
-    eventually(10 * SEC, || {
-        let mut conn = conn.clone();
-        let channel = channel.to_owned();
-        async move { numsub(&mut conn, &channel).await >= n }
-    })
-    .await
 }
 
 /// The latch is the bare name holding the count as a string, with no expiry; a closing
@@ -139,6 +128,16 @@ async fn read_twice(conn: &redis::aio::MultiplexedConnection, commands: &[&str],
     assert!(reached, "the waiter did not read the count twice");
 }
 
+/// A Java waiter (the peer's `await`, at most 20 s) on the latch `name`, in a task of its
+/// own; its result says whether a `0` message woke it.
+fn java_waiter(url: &str, name: &'static str) -> tokio::task::JoinHandle<bool> {
+    let url = url.to_owned();
+    tokio::spawn(async move {
+        let peer = RedissonPeer::connect(&url).await;
+        peer.latch_await(name, 20 * SEC).await
+    })
+}
+
 /// A Java waiter wakes on this library's last count-down, and a Rust waiter on Redisson's:
 /// each side opens the latch only once the other side's waiter has read the count twice
 /// (before and after subscribing) and sleeps; the peer wakes only on a `0` message, and the
@@ -157,13 +156,7 @@ async fn wake_ups_cross_both_ways() {
     // Java waits, Rust opens. Nothing else runs a GET meanwhile: the peer's readings.
     assert!(latch.try_set_count(2).await.unwrap());
     let gets = command_calls(&mut conn.clone(), &["get"]).await;
-    let java = tokio::spawn({
-        let url = url.clone();
-        async move {
-            let peer = RedissonPeer::connect(&url).await;
-            peer.latch_await("gate", 20 * SEC).await
-        }
-    });
+    let java = java_waiter(&url, "gate");
     read_twice(&conn, &["get"], gets + 2).await;
     assert_eq!(latch.count_down().await.unwrap(), 1);
     assert_eq!(latch.count_down().await.unwrap(), 0);
@@ -233,13 +226,7 @@ async fn deletes_wake_both_sides() {
 
     assert!(latch.try_set_count(5).await.unwrap());
     let gets = command_calls(&mut conn.clone(), &["get"]).await;
-    let java = tokio::spawn({
-        let url = url.clone();
-        async move {
-            let peer = RedissonPeer::connect(&url).await;
-            peer.latch_await("job", 20 * SEC).await
-        }
-    });
+    let java = java_waiter(&url, "job");
     read_twice(&conn, &["get"], gets + 2).await;
     assert!(subscribed(&conn, &channel, 1).await);
     assert!(latch.delete().await.unwrap());
@@ -466,16 +453,6 @@ async fn child() {
     }
 }
 
-fn spawn_child(spec: String) -> tokio::process::Child {
-    tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
-        .env(CHILD_ENV, spec)
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
 /// Two processes of each side count one latch of 81 down together (20 each, interleaved),
 /// while a waiting process of each side waits: every count lands once (the latch is still
 /// closed after the 80, by a count of exactly 1, which the test's own count-down then
@@ -484,13 +461,19 @@ async fn four_processes(target: &str, name: &str) {
     let setter = {
         let mut children = Vec::new();
         for side in ["wait-rust", "wait-redisson"] {
-            children.push(spawn_child(format!("{target} {side} {name} 0")));
+            children.push(common::spawn_child(
+                CHILD_ENV,
+                format!("{target} {side} {name} 0"),
+            ));
         }
         children
     };
     let mut counters = Vec::new();
     for side in ["rust", "redisson", "rust", "redisson"] {
-        counters.push(spawn_child(format!("{target} {side} {name} 20")));
+        counters.push(common::spawn_child(
+            CHILD_ENV,
+            format!("{target} {side} {name} 20"),
+        ));
     }
     for mut child in counters.into_iter().chain(setter) {
         let status = tokio::time::timeout(240 * SEC, child.wait())

@@ -226,6 +226,30 @@ pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command
         .sum()
 }
 
+/// Waits (at most 10 s) until `channel` has at least `n` subscribers.
+#[allow(dead_code)]
+pub async fn subscribed(conn: &redis::aio::MultiplexedConnection, channel: &str, n: i64) -> bool {
+    eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        let channel = channel.to_owned();
+        async move { numsub(&mut conn, &channel).await >= n }
+    })
+    .await
+}
+
+/// Runs this test binary again as a child process that runs only its test `child`, with
+/// `spec` in the environment variable `env` (the child's instructions).
+#[allow(dead_code)]
+pub fn spawn_child(env: &str, spec: String) -> tokio::process::Child {
+    tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads", "1"])
+        .env(env, spec)
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 /// `PUBSUB NUMSUB channel`.
 pub async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> i64 {
     let reply: Vec<(String, i64)> = redis::cmd("PUBSUB")
