@@ -212,8 +212,7 @@ impl<K: SetKind> Attempts for SetAttempts<K> {
 
     fn attempt(
         &mut self,
-        _waits: bool,
-        _listening: bool,
+        _hints: crate::waiting::AttemptHints,
     ) -> impl std::future::Future<Output = Outcome<Guard<K::Handle>>> + Send {
         self.attempt_once()
     }

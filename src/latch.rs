@@ -430,7 +430,7 @@ struct Readings<'a> {
 impl Attempts for Readings<'_> {
     type Won = ();
 
-    async fn attempt(&mut self, _waits: bool, _listening: bool) -> Outcome<()> {
+    async fn attempt(&mut self, _hints: crate::waiting::AttemptHints) -> Outcome<()> {
         match self.latch.count().await {
             Ok(0) => Outcome::Granted(()),
             Ok(_) => Outcome::Busy(crate::protocol::Millis::MAX),

@@ -53,17 +53,21 @@ impl<G> Outcome<G> {
     }
 }
 
+/// What the core's waiting loop says about the coming attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttemptHints {
+    /// The caller is subscribed to the kind's channel.
+    pub(crate) listening: bool,
+    /// The lock is most likely held ([`Wait::expects_held`]).
+    pub(crate) expects_held: bool,
+}
+
 /// How a kind makes one attempt (the `lock_api`-style raw part of a kind, for waiting).
 pub(crate) trait Attempts: Send {
     /// The guard a grant gives.
     type Won: Send;
-    /// One attempt. `waits`: as a waiter (it may queue or reserve); `listening`: the
-    /// caller is subscribed to the kind's channel.
-    fn attempt(
-        &mut self,
-        waits: bool,
-        listening: bool,
-    ) -> impl Future<Output = Outcome<Self::Won>> + Send;
+    /// One attempt.
+    fn attempt(&mut self, hints: AttemptHints) -> impl Future<Output = Outcome<Self::Won>> + Send;
     /// Gives back, in the background, what the acquisition's attempts may have left under
     /// its id (only called for a policy that [gives back](WaitPolicy::gives_back)).
     fn give_back_in_background(&self);
@@ -221,9 +225,11 @@ async fn run_counted<A: Attempts>(
     loop {
         step = match step {
             WaitStep::Attempt => {
-                let waits = acquiring.wait.waits();
-                let listening = acquiring.wait.subscribed();
-                let outcome = acquiring.attempts.attempt(waits, listening).await;
+                let hints = AttemptHints {
+                    listening: acquiring.wait.subscribed(),
+                    expects_held: acquiring.wait.expects_held(),
+                };
+                let outcome = acquiring.attempts.attempt(hints).await;
                 let spinning = acquiring.listener.as_ref().is_some_and(Listening::denied);
                 let now = inner.calls.clock.now();
                 let (tried, result) = match outcome {

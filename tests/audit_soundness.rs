@@ -1218,6 +1218,81 @@ async fn an_uncontended_cycle_costs_at_most_eight_commands_and_leaves_no_key() {
     assert_eq!(dbsize, 0, "keys left after every lock was released");
 }
 
+/// Issue #24: a waiter woken by a release message takes the freed lock with the raw lock's
+/// own command, a bare `SET NX PX`, not with `acquire.lua`: the lock is most likely free
+/// then, and the hand-off costs Redis (and the waiter's round trip) what a raw lock's
+/// does. Counted, not timed: every command Redis ran from the holder's release to the
+/// waiter's grant.
+#[tokio::test]
+async fn a_waiter_woken_by_a_release_takes_the_lock_with_a_bare_set() {
+    let server = RedisServer::start();
+    let holder = server.client(30 * SEC).await;
+    let waiter = server.client(30 * SEC).await;
+    let mut conn = server.conn().await;
+    let name = "handoff";
+    // The release script cached.
+    let lock = holder.lock(name).unwrap();
+    lock.acquire().await.unwrap().release().await.unwrap();
+    let guard = lock.acquire().await.unwrap();
+    let waiting = {
+        let lock = waiter.lock(name).unwrap();
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    // The waiter failed its attempts (a bare SET, then acquire.lua, which marked the
+    // hold) and sleeps on its subscription: the pttl is 30 s, so only the release
+    // message can wake it. Asleep: subscribed, and no command from it for a second.
+    let channel = lock.channel().to_owned();
+    let deadline = Instant::now() + 30 * SEC;
+    let mut last = HashMap::new();
+    let mut quiet_since = Instant::now();
+    loop {
+        let subscribers: Vec<(String, u64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut stats = commandstats(&mut conn).await;
+        stats.retain(|name, _| !name.starts_with("info") && !name.starts_with("pubsub"));
+        if stats != last {
+            last = stats;
+            quiet_since = Instant::now();
+        }
+        if subscribers.first().is_some_and(|(_, n)| *n >= 1)
+            && quiet_since.elapsed() >= Duration::from_secs(1)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the waiter never fell asleep");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    let taken = tokio::time::timeout(10 * SEC, waiting)
+        .await
+        .expect("the release message woke the waiter")
+        .unwrap()
+        .unwrap();
+    let stats = commandstats(&mut conn).await;
+    let calls = |name: &str| stats.get(name).copied().unwrap_or(0);
+    println!("from the release to the grant: {stats:?}");
+    assert_eq!(calls("publish"), 1, "the release announced itself");
+    assert_eq!(
+        calls("evalsha"),
+        1,
+        "one script: the holder's release (the woken waiter sent none)"
+    );
+    assert_eq!(calls("set"), 1, "the woken waiter's bare SET NX PX");
+    assert_eq!(calls("eval"), 0);
+    taken.release().await.unwrap();
+    let dbsize: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+    assert_eq!(dbsize, 0, "keys left after both holds were released");
+}
+
 // ---- the CLI ---------------------------------------------------------------------------
 
 #[cfg(feature = "cli")]

@@ -118,20 +118,30 @@ fn a_failed_attempt_that_does_not_mark_a_first_hold_is_caught() {
 }
 
 /// A fresh acquire that ignores flag '2' (other waiters of its client): the one waiter a
-/// release woke takes the lock (with the script: a waiter is contended), and its own
-/// release wakes nobody, although the other waiters of its client sleep on the wake-up
-/// only one of them got.
+/// release woke takes the lock with the script, and its own release wakes nobody,
+/// although the other waiters of its client sleep on the wake-up only one of them got.
+/// Since a woken waiter sends the bare `SET` first (its mark is the core's:
+/// `core::an_unmarked_first_hold_value_is_caught`), the script's fresh string path with
+/// flag '2' is reached only in a race: the woken waiter's `SET` finds the lock taken
+/// again, and it is free again when its `acquire.lua` runs. The configuration that
+/// explores that ("... in flight") needs about 30 steps for it, past the state bound (3 M
+/// states at depth 29). So this is no longer a tooth but a by-hand record of the gap
+/// (docs/correctness.md): it asserts that the default configurations miss the defect,
+/// and fails, calling for the tooth back, once they find it. About 90 s; not in
+/// `./scripts/check-protocol.sh` (which skips `by_hand_` tests); run it with
+/// `cargo test --release --features planted-defects --test wake_teeth -- --ignored by_hand_`.
 #[test]
-#[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
-fn a_fresh_first_hold_not_marked_for_local_waiters_is_caught() {
+#[ignore = "by hand (about 90 s in a release build): the default configurations miss it"]
+fn by_hand_a_fresh_first_hold_not_marked_for_local_waiters_is_missed_at_the_default_bound() {
     let scripts = Scripts::real().planted(
         ScriptId::Acquire,
         "local mark = flags == '2' and '\\2' or '\\1'",
         "local mark = '\\1'",
     );
-    checker::expect_found(
-        counterexample(scripts),
-        &["no wake-up lost without a fault"],
+    let found = counterexample(scripts);
+    assert!(
+        found.is_none(),
+        "the default configurations find it now: make it a tooth again ({found:?})"
     );
 }
 
@@ -238,6 +248,18 @@ mod core {
     fn others_waiting_one_short_is_caught() {
         checker::expect_found(
             found_with(Defect::OthersWaitingOffByOne),
+            &["no wake-up lost without a fault"],
+        );
+    }
+
+    /// A first hold's value is never marked: a waiter woken by a release takes the lock
+    /// with its bare `SET` unmarked, and its release wakes none of its client's other
+    /// waiters.
+    #[test]
+    #[cfg_attr(debug_assertions, ignore = "release only: ./scripts/check-protocol.sh")]
+    fn an_unmarked_first_hold_value_is_caught() {
+        checker::expect_found(
+            found_with(Defect::FirstHoldValueUnmarked),
             &["no wake-up lost without a fault"],
         );
     }

@@ -1248,7 +1248,7 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
         "redis-locks",
         json!({"latency": s.json(), "p50_in_rtt": r2(p50_rtt), "p99_in_rtt": r2(p99_rtt),
                "message_to_acquired": st.json(),
-               "message_probe": "a second, plain subscription in process B timestamps the release message"}),
+               "message_probe": "a second, plain subscription in process B (in both kinds' runs) timestamps the release message"}),
     );
     out.set(
         "raw",

@@ -281,9 +281,8 @@ struct RawWaiter {
 }
 
 impl RawWaiter {
-    /// Returns when the last release message arrived (0 if none was needed).
-    async fn acquire(&mut self, token: &str) -> Res<u64> {
-        let mut message_us = 0;
+    /// Takes the lock, trying again on each release message.
+    async fn acquire(&mut self, token: &str) -> Res<()> {
         loop {
             let ok: Option<String> = redis::cmd("SET")
                 .arg(&self.key)
@@ -294,7 +293,7 @@ impl RawWaiter {
                 .query_async(&mut self.conn)
                 .await?;
             if ok.is_some() {
-                return Ok(message_us);
+                return Ok(());
             }
             let message =
                 tokio::time::timeout(Duration::from_secs(30), next_message(&mut self.stream))
@@ -303,7 +302,6 @@ impl RawWaiter {
             if message.is_none() {
                 return Err(err("raw waiter: subscription closed"));
             }
-            message_us = now_us();
         }
     }
 
@@ -340,22 +338,20 @@ async fn s4() -> Res<Value> {
     let mut conn = util::manager(&url).await?;
     // Keep the client alive for the whole run.
     let mut _client = None;
-    // For the library: a separate plain subscription to the lock's channel in this
+    // For both kinds alike: a separate plain subscription to the lock's channel in this
     // process, recording when release messages arrive, to split the latency into
-    // "message reached B" and "library turned it into an acquisition".
+    // "message reached B" and "the waiter turned it into an acquisition". Both kinds
+    // have it, so the probe's own wake-up costs each the same.
     let probe: std::sync::Arc<std::sync::Mutex<Vec<u64>>> = Default::default();
-    let mut waiter = match kind.as_str() {
-        "redis-locks" => {
-            let client = LockClient::connect(&url).await?;
-            let warm = client.lock(&format!("{name}:warm-b"))?;
-            tokio::spawn(async move { warm.acquire().await?.release().await }).await??;
-            let lock = client.lock(&name)?;
+    let spawn_probe = |channel: String| {
+        let url = url.clone();
+        let seen = probe.clone();
+        async move {
             let pubsub = redis::Client::open(url.as_str())?
                 .get_async_pubsub()
                 .await?;
             let (mut sink, mut stream) = pubsub.split();
-            sink.subscribe(lock.channel()).await?;
-            let seen = probe.clone();
+            sink.subscribe(channel).await?;
             tokio::spawn(async move {
                 let _sink = sink;
                 while next_message(&mut stream).await.is_some() {
@@ -365,6 +361,16 @@ async fn s4() -> Res<Value> {
                     }
                 }
             });
+            Ok::<_, util::BoxError>(())
+        }
+    };
+    let mut waiter = match kind.as_str() {
+        "redis-locks" => {
+            let client = LockClient::connect(&url).await?;
+            let warm = client.lock(&format!("{name}:warm-b"))?;
+            tokio::spawn(async move { warm.acquire().await?.release().await }).await??;
+            let lock = client.lock(&name)?;
+            spawn_probe(lock.channel().to_owned()).await?;
             _client = Some(client);
             Waiter::Lib(lock)
         }
@@ -374,6 +380,7 @@ async fn s4() -> Res<Value> {
                 .await?;
             let (mut sink, stream) = pubsub.split();
             sink.subscribe(format!("{name}:released")).await?;
+            spawn_probe(format!("{name}:released")).await?;
             Waiter::Raw(Box::new(RawWaiter {
                 conn: util::manager(&url).await?,
                 stream,
@@ -401,9 +408,12 @@ async fn s4() -> Res<Value> {
                 .arg(i)
                 .query_async(&mut conn)
                 .await?;
-            let (guard, raw_message_us) = match &mut waiter {
-                Waiter::Lib(lock) => (Some(lock.acquire().await?), 0),
-                Waiter::Raw(raw) => (None, raw.acquire(&format!("b-{i}")).await?),
+            let guard = match &mut waiter {
+                Waiter::Lib(lock) => Some(lock.acquire().await?),
+                Waiter::Raw(raw) => {
+                    raw.acquire(&format!("b-{i}")).await?;
+                    None
+                }
             };
             let acquired_us = now_us();
             let ts_key = format!("{name}:ts:{i}");
@@ -422,15 +432,11 @@ async fn s4() -> Res<Value> {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             };
             latencies.push(acquired_us as i64 - release_us as i64);
-            let message_us = if raw_message_us > 0 {
-                Some(raw_message_us)
-            } else {
-                // The probe's first message at or after A's release start.
-                probe
-                    .lock()
-                    .ok()
-                    .and_then(|v| v.iter().copied().find(|&t| t >= release_us))
-            };
+            // The probe's first message at or after A's release start.
+            let message_us = probe
+                .lock()
+                .ok()
+                .and_then(|v| v.iter().copied().find(|&t| t >= release_us));
             if let Some(m) = message_us {
                 message_to_acquired.push(acquired_us as i64 - m as i64);
             }

@@ -25,9 +25,13 @@ pub struct AcquireRequest {
     /// Whether other waiters of this client wait for the lock: a fresh hold is then marked
     /// so that its release wakes them (see `lua/acquire.lua`, "\1w").
     pub others_waiting: bool,
-    /// Whether the caller already waits for this lock (it failed an attempt): the lock is
-    /// most likely held, so `acquire.lua` is sent at once rather than after a bare
-    /// `SET NX` ([`AcquireRequest::take_call`]) that would most likely fail.
+    /// Whether the lock is most likely held ([`Wait::expects_held`](crate::wait::Wait::expects_held):
+    /// the caller failed an attempt and no release message has come since): then
+    /// `acquire.lua` is sent at once rather than after a bare `SET NX`
+    /// ([`AcquireRequest::take_call`]) that would most likely fail. A waiter woken by a
+    /// release message sends the `SET NX` first: the lock is most likely free, and the
+    /// hand-off then costs what a raw lock's does (a failed `SET NX` costs one more round
+    /// trip, off the winner's path).
     pub contended: bool,
 }
 
@@ -91,7 +95,7 @@ impl AcquireRequest {
     /// `<mark> <request id> "\1" <owner>`, the mark `"\2"` when others of this client
     /// wait (its release must wake them), else `"\1"` (see `lua/acquire.lua`).
     pub fn value(&self) -> Arc<str> {
-        let mark = if self.others_waiting {
+        let mark = if self.others_waiting && !planted::is(Defect::FirstHoldValueUnmarked) {
             "\u{2}"
         } else {
             "\u{1}"

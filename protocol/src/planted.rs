@@ -157,6 +157,11 @@ pub enum Defect {
     /// waiter woken by a release takes the lock without marking it for the other local
     /// waiter, whose wake-up then never comes (found by `tests/wake_teeth.rs`).
     OthersWaitingOffByOne,
+    /// `AcquireRequest::value` never marks a first hold (`"\1"` even when others of the
+    /// client wait): a waiter woken by a release takes the lock with its bare `SET`
+    /// unmarked, and its release wakes none of its client's other waiters (found by
+    /// `tests/wake_teeth.rs`).
+    FirstHoldValueUnmarked,
     // --- transient server error defects (tests/latch_teeth.rs, tests/multi_teeth.rs) go
     // below this line ---
     /// `Failure::from_server_error` classifies every transient code (`BUSY`, `LOADING`,

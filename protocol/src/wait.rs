@@ -316,6 +316,16 @@ impl Wait {
         self.subscribed
     }
 
+    /// Whether the coming attempt most likely finds the lock held: the waiter failed an
+    /// attempt (it is subscribed) and no release message has woken it since. Then the
+    /// attempt that also reads the holder's TTL is the one to send; after a release
+    /// message the lock is most likely free, and the cheapest attempt that takes a free
+    /// lock is (for the reentrant lock: the bare `SET NX`, see
+    /// [`AcquireRequest::contended`](crate::acquire::AcquireRequest::contended)).
+    pub fn expects_held(&self) -> bool {
+        self.subscribed && !self.woken
+    }
+
     /// Whether an acquire dropped now (its caller went away) must give back what its
     /// attempts may have left: an attempt in flight may have taken a hold.
     pub fn give_back_if_dropped(&self) -> bool {

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::protocol::Millis;
 use crate::protocol::acquire::{self, AcquireRequest, Granted};
 use crate::protocol::attempt::{AttemptOp, AttemptOutcome, ReconcileRound, RoundOutcome};
+use crate::waiting::AttemptHints;
 use crate::watchdog::LeaseMode;
 
 use super::Lock;
@@ -31,22 +32,27 @@ impl Lock {
     /// One acquire attempt. It runs in the caller's task; if the caller drops it after it
     /// was sent, the rest of it runs in a background task, where a won hold is released
     /// at once (its guard is dropped). So cancelling can never strand a hold.
-    /// `listening`: the caller is one of the hub's listeners for this lock.
-    pub(super) fn attempt(&self, owner: &Arc<str>, listening: bool) -> Detachable<Attempt> {
+    /// `hints`: what the waiting loop knows (the caller is one of the hub's listeners for
+    /// this lock; the lock is most likely held).
+    pub(super) fn attempt(&self, owner: &Arc<str>, hints: AttemptHints) -> Detachable<Attempt> {
         let lock = self.clone();
         let owner = owner.clone();
         Detachable::new(
-            Box::pin(async move { lock.attempt_here(&owner, listening).await }),
+            Box::pin(async move { lock.attempt_here(&owner, hints).await }),
             &self.client.inner.background,
             &self.client.inner.runtime,
             false,
         )
     }
 
-    pub(super) async fn attempt_here(&self, owner: &Arc<str>, listening: bool) -> Result<Attempt> {
+    pub(super) async fn attempt_here(
+        &self,
+        owner: &Arc<str>,
+        hints: AttemptHints,
+    ) -> Result<Attempt> {
         // The replica check runs after the lane is left: giving an unreplicated hold back
         // is a release, which enters the lane itself.
-        let (attempt, acked) = self.attempt_in_lane(owner, listening).await?;
+        let (attempt, acked) = self.attempt_in_lane(owner, hints).await?;
         self.replicated(attempt, acked).await
     }
 
@@ -56,22 +62,21 @@ impl Lock {
     pub(super) async fn attempt_in_lane(
         &self,
         owner: &Arc<str>,
-        listening: bool,
+        hints: AttemptHints,
     ) -> Result<(Attempt, Option<u32>)> {
         let inner = &self.client.inner;
         let mut lane = inner.lanes.enter(&self.keys.hash, owner).await;
         // Other local waiters may sleep on a wake-up that only one of them got: a hold this
         // attempt takes must announce its release to them (see `lua/acquire.lua`, "\1w").
         let others_waiting =
-            acquire::others_waiting(inner.hub.listeners(&self.keys.channel), listening);
+            acquire::others_waiting(inner.hub.listeners(&self.keys.channel), hints.listening);
         let request = AcquireRequest {
             owner: owner.clone(),
             lease_ms: self.lease_ms(),
             request: inner.calls.next_request_id(),
             fenced: self.fenced,
             others_waiting,
-            // A listener failed an attempt already: the lock is most likely still held.
-            contended: listening,
+            contended: hints.expects_held,
         };
         let may_reenter = inner.registry.holds(&self.keys.hash, owner);
         let mut op = AttemptOp::new(self.keys.protocol.clone(), request).may_reenter(may_reenter);

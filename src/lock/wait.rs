@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::LockGuard;
 use crate::error::Result;
 use crate::protocol::wait::WaitPolicy;
-use crate::waiting::{Attempts, Outcome};
+use crate::waiting::{AttemptHints, Attempts, Outcome};
 
 use super::{Attempt, Lock};
 
@@ -21,12 +21,8 @@ struct LockAttempts<'a> {
 impl Attempts for LockAttempts<'_> {
     type Won = LockGuard;
 
-    fn attempt(
-        &mut self,
-        _waits: bool,
-        listening: bool,
-    ) -> impl Future<Output = Outcome<LockGuard>> + Send {
-        let attempt = self.lock.attempt(&self.owner, listening);
+    fn attempt(&mut self, hints: AttemptHints) -> impl Future<Output = Outcome<LockGuard>> + Send {
+        let attempt = self.lock.attempt(&self.owner, hints);
         async move {
             match attempt.await {
                 Ok(Attempt::Acquired(guard)) => Outcome::Granted(guard),

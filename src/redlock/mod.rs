@@ -604,7 +604,7 @@ struct QuorumAttempts<'a> {
 impl Attempts for QuorumAttempts<'_> {
     type Won = RedGuard;
 
-    async fn attempt(&mut self, _waits: bool, _listening: bool) -> Outcome<RedGuard> {
+    async fn attempt(&mut self, _hints: crate::waiting::AttemptHints) -> Outcome<RedGuard> {
         let inner = &self.lock.members[0].client().inner;
         if self.attempts > 0 {
             // Every waiter of every client is woken by the same release: a random head

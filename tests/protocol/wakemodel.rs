@@ -35,7 +35,9 @@
 //! * Attempts and releases run and answer in one step, at the step's time (no faults),
 //!   but in configurations with `in_flight`: there an attempt is sent (its request, with
 //!   `others_waiting` read then, built and started by the core) and run later as a step of
-//!   its own (`Run`; the clock and any other step may come between), and a caller may drop
+//!   its own (`Run`; the clock and any other step may come between; each further call of
+//!   the attempt, `acquire.lua` after a bare `SET` that found the key, is a `Run` of its
+//!   own too), and a caller may drop
 //!   its acquire while the attempt is in flight: the attempt then runs detached
 //!   (`RunDetached`) and a hold it wins is given back (`ReleaseOrphan`), as `Detachable`
 //!   and the dropped guard do.
@@ -101,12 +103,13 @@ pub const PROPERTIES: [&str; 3] = [
     "never two holders",
 ];
 
-pub const MILESTONES: [&str; 5] = [
+pub const MILESTONES: [&str; 6] = [
     "a waiter woken by a release message took the lock",
     "a waiter of the same client woken after a local hand-off",
     "a waiter woke at its pttl after the holder's key expired",
     "a dropped waiter handed its wake-up on",
     "a detached attempt's hold was given back",
+    "an attempt's second call ran after other steps",
 ];
 
 /// One user of a client.
@@ -218,6 +221,15 @@ pub fn configs() -> Vec<Config> {
             fenced: false,
             extra: 26,
         },
+        Config {
+            name: "wake: a holder releasing twice, two waiters of the other client, in flight",
+            clients: vec![vec![plan(2)], vec![plan(1), plan(1)]],
+            stops: 0,
+            drops: 0,
+            in_flight: true,
+            fenced: false,
+            extra: 0,
+        },
     ]
 }
 
@@ -242,6 +254,7 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
             "a waiter of the same client woken after a local hand-off",
             "a dropped waiter handed its wake-up on",
             "a detached attempt's hold was given back",
+            "an attempt's second call ran after other steps",
         ],
         _ => Vec::new(),
     }
@@ -793,7 +806,7 @@ impl State {
                 if config.in_flight {
                     self.users[c][u].phase = Phase::Sent(Box::new(sent));
                 } else {
-                    self.run_attempt(c, Some(u), sent, world, &mut fx);
+                    self.run_attempt(c, Some(u), sent, false, world, &mut fx);
                 }
             }
             Step::Run(c, u) => {
@@ -802,11 +815,11 @@ impl State {
                 else {
                     unreachable!("an attempt in flight")
                 };
-                self.run_attempt(c, Some(u), *sent, world, &mut fx);
+                self.run_attempt(c, Some(u), *sent, true, world, &mut fx);
             }
             Step::RunDetached(c) => {
                 let sent = self.clients[c].detached.remove(0);
-                self.run_attempt(c, None, sent, world, &mut fx);
+                self.run_attempt(c, None, sent, false, world, &mut fx);
             }
             Step::ReleaseOrphan(c) => {
                 let (owner, hold, sent_at) = self.clients[c].orphans.remove(0);
@@ -866,7 +879,9 @@ impl State {
         let now = self.now;
         let listeners = self.listeners(c);
         let user = &self.users[c][u];
-        let listening = user.wait.as_ref().expect("a waiting loop").subscribed();
+        let wait = user.wait.as_ref().expect("a waiting loop");
+        let listening = wait.subscribed();
+        let contended = wait.expects_held();
         let others_waiting = acquire::others_waiting(listeners, listening);
         let client = &mut self.clients[c];
         let request = AcquireRequest {
@@ -875,7 +890,7 @@ impl State {
             request: client.ids.next_id(),
             fenced,
             others_waiting,
-            contended: listening,
+            contended,
         };
         let mut op = AttemptOp::new(world.keys.clone(), request);
         let mut env = ModelEnv {
@@ -895,12 +910,16 @@ impl State {
     }
 
     /// Runs an attempt sent by user `u` of client `c` (`None`: a detached one, whose
-    /// caller dropped it) and carries out its outcome.
+    /// caller dropped it) and carries out its outcome. `split` (configurations with
+    /// `in_flight`): a user's attempt that asks for another call (a bare `SET` that found
+    /// the key, then `acquire.lua`) is left in flight with that call, so that other steps
+    /// run between its calls, as they do between a client's round trips.
     fn run_attempt(
         &mut self,
         c: usize,
         u: Option<usize>,
         sent: Sent,
+        split: bool,
         world: &World,
         fx: &mut Effects,
     ) {
@@ -920,6 +939,20 @@ impl State {
         };
         let mut lane = Lane::default();
         let first = op.on_reply(&mut env, &mut lane, &reply);
+        let first = match (first, u) {
+            (Next::Send(call), Some(u)) if split => {
+                fx.reach("an attempt's second call ran after other steps");
+                self.users[c][u].phase = Phase::Sent(Box::new(Sent {
+                    owner,
+                    op,
+                    call,
+                    others_waiting,
+                    listening,
+                }));
+                return;
+            }
+            (first, _) => first,
+        };
         let (outcome, _) = drive_from(&mut op, &mut env, &mut lane, &mut self.ks, world, first);
         let tried = match outcome {
             AttemptOutcome::Granted {
