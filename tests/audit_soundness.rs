@@ -1230,8 +1230,9 @@ async fn a_waiter_woken_by_a_release_takes_the_lock_with_a_bare_set() {
     let waiter = server.client(30 * SEC).await;
     let mut conn = server.conn().await;
     let name = "handoff";
-    // The release script cached.
-    let lock = holder.lock(name).unwrap();
+    // The release script cached. A fixed lease: no watchdog renewal can fall between the
+    // counts.
+    let lock = holder.lock(name).unwrap().with_lease(60 * SEC).unwrap();
     lock.acquire().await.unwrap().release().await.unwrap();
     let guard = lock.acquire().await.unwrap();
     let waiting = {
