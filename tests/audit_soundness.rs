@@ -1132,6 +1132,15 @@ async fn concurrent_requests_of_one_owner_stay_exactly_once_through_cuts() {
 
 // ---- #9: the cost of an uncontended cycle ----------------------------------------------
 
+/// `CONFIG RESETSTAT`: the command counts start again from zero.
+async fn reset_stats(conn: &mut MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
 /// Calls per command since the last `CONFIG RESETSTAT`, from `INFO commandstats`.
 async fn commandstats(conn: &mut MultiplexedConnection) -> HashMap<String, u64> {
     let info: String = redis::cmd("INFO")
@@ -1168,11 +1177,7 @@ async fn an_uncontended_cycle_costs_at_most_eight_commands_and_leaves_no_key() {
     let lock = client.lock("cycle").unwrap();
     // Scripts cached (the first EVALSHA of each is answered NOSCRIPT).
     lock.acquire().await.unwrap().release().await.unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    reset_stats(&mut conn).await;
     for _ in 0..CYCLES {
         lock.acquire().await.unwrap().release().await.unwrap();
     }
@@ -1240,38 +1245,27 @@ async fn a_waiter_woken_by_a_release_takes_the_lock_with_a_bare_set() {
         tokio::spawn(async move { lock.acquire().await })
     };
     // The waiter failed its attempts (a bare SET, then acquire.lua, which marked the
-    // hold) and sleeps on its subscription: the pttl is 30 s, so only the release
+    // hold) and sleeps on its subscription: the pttl is 60 s, so only the release
     // message can wake it. Asleep: subscribed, and no command from it for a second.
     let channel = lock.channel().to_owned();
     let deadline = Instant::now() + 30 * SEC;
     let mut last = HashMap::new();
     let mut quiet_since = Instant::now();
     loop {
-        let subscribers: Vec<(String, u64)> = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(&channel)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let subscribers = common::numsub(&mut conn, &channel).await;
         let mut stats = commandstats(&mut conn).await;
         stats.retain(|name, _| !name.starts_with("info") && !name.starts_with("pubsub"));
         if stats != last {
             last = stats;
             quiet_since = Instant::now();
         }
-        if subscribers.first().is_some_and(|(_, n)| *n >= 1)
-            && quiet_since.elapsed() >= Duration::from_secs(1)
-        {
+        if subscribers >= 1 && quiet_since.elapsed() >= Duration::from_secs(1) {
             break;
         }
         assert!(Instant::now() < deadline, "the waiter never fell asleep");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    reset_stats(&mut conn).await;
     guard.release().await.unwrap();
     let taken = tokio::time::timeout(10 * SEC, waiting)
         .await
