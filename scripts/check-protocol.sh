@@ -41,7 +41,7 @@ TEETH_B=(fair_teeth rw_teeth sem_teeth multi_teeth wait_check redisson_rw_teeth 
 
 # Runs the test binaries named after $1 (the features: "" or "planted-defects") one after
 # the other; the ignored tests too (only the by-hand ones are ignored in a release build:
-# protocol_teeth's, which is run without them, and those named `by_hand_...`, skipped).
+# protocol_teeth's, which is run without them).
 run_lane() {
   local features=$1 t start
   shift
@@ -52,7 +52,7 @@ run_lane() {
     if [ "$t" = protocol_teeth ]; then
       cargo test "${args[@]}" || return 1
     else
-      cargo test "${args[@]}" -- --include-ignored --skip by_hand_ || return 1
+      cargo test "${args[@]}" -- --include-ignored || return 1
     fi
     echo "check-protocol.sh: $t${features:+ ($features)} took $((SECONDS - start)) s"
   done

@@ -33,9 +33,9 @@
 //!   when `Wait::pass_on_if_dropped` says so. When a client's last listener goes, its
 //!   channel goes with its permit, its subscription and the messages on their way.
 //! * Attempts and releases run and answer in one step, at the step's time (no faults),
-//!   but in configurations with `in_flight`: there an attempt is sent (its request, with
-//!   `others_waiting` read then, built and started by the core) and run later as a step of
-//!   its own (`Run`; the clock and any other step may come between; each further call of
+//!   but in configurations with `in_flight` ([`InFlight`]: every attempt, or only a woken
+//!   waiter's): there an attempt is sent (its request, with `others_waiting` read then,
+//!   built and started by the core) and run later as a step of its own (`Run`; the clock and any other step may come between; each further call of
 //!   the attempt, `acquire.lua` after a bare `SET` that found the key, is a `Run` of its
 //!   own too), and a caller may drop its acquire while the attempt is in flight: the
 //!   attempt then runs detached (`RunDetached`) and a hold it wins is given back
@@ -131,10 +131,10 @@ pub struct Config {
     pub stops: u8,
     /// Acquires dropped by their caller, in all.
     pub drops: u8,
-    /// Attempts are sent and run as two steps (the clock and other steps may come
+    /// Which attempts are sent and run as two steps (the clock and other steps may come
     /// between; a caller may drop its acquire while its attempt is in flight, which then
     /// runs detached and gives back a hold it wins, as `Detachable` does).
-    pub in_flight: bool,
+    pub in_flight: InFlight,
     /// Fenced acquires: every hold has the hash form (`lua/acquire.lua`), where an
     /// unfenced first hold is a string; the marks and the release's PUBLISH of both forms
     /// are explored.
@@ -143,6 +143,21 @@ pub struct Config {
     /// the first have enough to explore every state they can reach (the search ends before
     /// the bound); the first is bounded by the run's depth.
     pub extra: usize,
+}
+
+/// Which attempts of a configuration are in flight (sent, then run as steps of their own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InFlight {
+    /// None: every attempt runs (all its calls) in the step that sends it.
+    No,
+    /// Every attempt.
+    All,
+    /// Only the attempts of a waiter woken by a release (subscribed, and the core no
+    /// longer expects the lock held: `Wait::expects_held`), whose bare `SET` and the
+    /// `acquire.lua` after it can then be interleaved with other steps; the rest run in one
+    /// step. It reaches the races of a woken waiter's take in fewer steps than `All`, whose
+    /// every attempt costs a step or two more.
+    Woken,
 }
 
 const fn plan(cycles: u8) -> Plan {
@@ -160,7 +175,7 @@ pub fn configs() -> Vec<Config> {
             clients: vec![vec![plan(2)], vec![plan(1), plan(1)]],
             stops: 0,
             drops: 0,
-            in_flight: false,
+            in_flight: InFlight::No,
             fenced: false,
             extra: 0,
         },
@@ -169,7 +184,7 @@ pub fn configs() -> Vec<Config> {
             clients: vec![vec![plan(2)], vec![plan(1), plan(1)]],
             stops: 0,
             drops: 0,
-            in_flight: false,
+            in_flight: InFlight::No,
             fenced: true,
             extra: 0,
         },
@@ -178,7 +193,7 @@ pub fn configs() -> Vec<Config> {
             clients: vec![vec![plan(2)], vec![plan(2)]],
             stops: 1,
             drops: 0,
-            in_flight: false,
+            in_flight: InFlight::No,
             fenced: false,
             extra: 16,
         },
@@ -197,7 +212,7 @@ pub fn configs() -> Vec<Config> {
             ],
             stops: 0,
             drops: 1,
-            in_flight: false,
+            in_flight: InFlight::No,
             fenced: false,
             extra: 10,
         },
@@ -216,7 +231,7 @@ pub fn configs() -> Vec<Config> {
             ],
             stops: 0,
             drops: 1,
-            in_flight: true,
+            in_flight: InFlight::All,
             fenced: false,
             extra: 26,
         },
@@ -225,7 +240,17 @@ pub fn configs() -> Vec<Config> {
             clients: vec![vec![plan(2)], vec![plan(1), plan(1)]],
             stops: 0,
             drops: 0,
-            in_flight: true,
+            in_flight: InFlight::All,
+            fenced: false,
+            extra: 0,
+        },
+        Config {
+            name: "wake: a holder releasing twice, two waiters of the other client, a woken \
+                   waiter's take in flight",
+            clients: vec![vec![plan(2)], vec![plan(1), plan(1)]],
+            stops: 0,
+            drops: 0,
+            in_flight: InFlight::Woken,
             fenced: false,
             extra: 0,
         },
@@ -247,6 +272,12 @@ pub fn must_reach(name: &str) -> Vec<&'static str> {
         "wake: a waiter with a deadline that is dropped" => vec![
             "a waiter woken by a release message took the lock",
             "a dropped waiter handed its wake-up on",
+        ],
+        "wake: a holder releasing twice, two waiters of the other client, a woken waiter's \
+         take in flight" => vec![
+            "a waiter woken by a release message took the lock",
+            "a waiter of the same client woken after a local hand-off",
+            "an attempt's second call ran after other steps",
         ],
         "wake: attempts in flight, a waiter dropped mid-attempt" => vec![
             "a waiter woken by a release message took the lock",
@@ -801,8 +832,17 @@ impl State {
                 self.follow(c, u, next, world, &mut fx);
             }
             Step::Attempt(c, u) => {
+                let woken = self.users[c][u]
+                    .wait
+                    .as_ref()
+                    .is_some_and(|wait| wait.subscribed() && !wait.expects_held());
                 let sent = self.send_attempt(c, u, config.fenced, world);
-                if config.in_flight {
+                let in_flight = match config.in_flight {
+                    InFlight::No => false,
+                    InFlight::All => true,
+                    InFlight::Woken => woken,
+                };
+                if in_flight {
                     self.users[c][u].phase = Phase::Sent(Box::new(sent));
                 } else {
                     self.run_attempt(c, Some(u), sent, false, world, &mut fx);
