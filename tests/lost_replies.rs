@@ -4,7 +4,8 @@
 //! The matrix: operation ∈ {fresh acquire, re-entrant acquire (1 -> 2), partial release
 //! (2 -> 1), final release (1 -> 0)} × fencing ∈ {unfenced, fenced} × cut ∈ {after Redis
 //! ran the request (its reply is lost), before it reached Redis}. One test per operation
-//! loops over fencing × cut and prints one line per cell.
+//! loops over fencing × cut and prints one line per cell. One more cuts the take of a
+//! waiter woken by a release (its bare `SET NX PX`), both ways.
 //!
 //! Every cell reads Redis directly (a plain connection, not the library) and checks:
 //! * the fault happened (`proxy.cuts()` grew by one) and was the kind intended: the number
@@ -585,6 +586,93 @@ async fn lost_reply_final_release() {
         println!(
             "lost_replies {ctx}: release 1->0 -> {outcome}, requests {calls}, token \
              {highest:?}, {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// A waiter woken by a release message takes the lock with the bare `SET NX PX` first
+/// (issue 24: the lock is most likely free then; `acquire.lua` follows only if the key was
+/// there), and that `SET`'s connection is cut. The holder is another client on a direct
+/// connection, with a fixed 60 s lease, so that only the release message can wake the
+/// waiter, and the cut is armed only once the waiter sleeps (its attempts made: the lock
+/// marked, its subscription confirmed, no request from it for half a second), so the one
+/// `SET NX PX` it can hit is the woken waiter's.
+///
+/// Cut after Redis ran it: the waiter's reconciliation finds the hold its `SET` took and
+/// adopts it: `Ok`, count 1, its guard names the hold in Redis. Cut before: nothing ran;
+/// the probe says so and the attempt is sent afresh (the lock is free): `Ok`. Either way
+/// the lock ends with its release and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_reply_of_a_woken_waiters_take() {
+    let mut rig = Rig::start().await;
+    let holder_client = rig._server.client(300 * SEC).await;
+    for cut in [Cut::AfterRedisRan, Cut::BeforeRedis] {
+        let started = Instant::now();
+        let ctx = format!("lr-woken-take-{}", cut.label());
+        let held = holder_client
+            .lock(&ctx)
+            .unwrap()
+            .with_lease(60 * SEC)
+            .unwrap();
+        let guard = bounded(held.acquire(), "the holder's acquire")
+            .await
+            .unwrap();
+        let lock = rig.lock(&ctx, false);
+        let key = lock.key().to_owned();
+        let channel = lock.channel().to_owned();
+        let waiting = {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.acquire().await })
+        };
+        // Asleep: the hold marked by its refusal, the subscription there, and no request
+        // from it for half a second.
+        let deadline = Instant::now() + 30 * SEC;
+        let mut last = None;
+        let mut quiet_since = Instant::now();
+        loop {
+            let value: Option<Vec<u8>> = rig.conn.get(&key).await.unwrap();
+            let marked = value.is_some_and(|v| v.first() == Some(&2));
+            let subscribed = common::numsub(&mut rig.conn, &channel).await >= 1;
+            let calls = rig.requests(false).await;
+            if last != Some(calls) {
+                last = Some(calls);
+                quiet_since = Instant::now();
+            }
+            if marked && subscribed && quiet_since.elapsed() >= Duration::from_millis(500) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{ctx}: the waiter never fell asleep on the held lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        let armed = rig.arm(cut, &take_pattern(), false).await;
+        bounded(guard.release(), "the holder's release")
+            .await
+            .unwrap();
+        let result = bounded(waiting, "the woken waiter").await.unwrap();
+        let calls = rig.fault_happened(armed, &ctx).await;
+        let outcome = describe(&result);
+        match result {
+            Ok(taken) => {
+                rig.assert_guard_matches(&taken, &key, 1, false, &ctx).await;
+                bounded(rig.client.flush(), "flush").await;
+                assert_eq!(rig.count(&key).await, Some(1), "{ctx}: count after flush");
+                bounded(taken.release(), "release")
+                    .await
+                    .unwrap_or_else(|err| panic!("{ctx}: releasing the taken hold: {err}"));
+            }
+            Err(err) => {
+                panic!("{ctx}: the woken waiter failed though Redis was reachable: {err:?}")
+            }
+        }
+        rig.assert_nothing_stranded(&lock, None, &ctx).await;
+        println!(
+            "lost_replies {ctx}: woken acquire -> {outcome}, requests {calls} (the holder's \
+             release included), {:?}",
             started.elapsed()
         );
     }
