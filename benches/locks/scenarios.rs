@@ -1051,6 +1051,8 @@ enum Holder {
         release: redis::Script,
         key: String,
         channel: String,
+        /// The grant-on-release floor: the waiter's registration, the release's KEYS[2].
+        next_key: Option<String>,
     },
 }
 
@@ -1078,12 +1080,21 @@ async fn s4_variant(
         }
         _ => {
             let channel = format!("{name}:released");
+            let grant = kind == "raw-grant";
+            let mut conn = util::manager(&ctx.url).await?;
+            let release = redis::Script::new(if grant {
+                super::workers::RAW_RELEASE_AND_GRANT
+            } else {
+                super::workers::RAW_RELEASE_AND_PUBLISH
+            });
+            release.load_async(&mut conn).await?;
             (
                 Holder::Raw {
-                    conn: util::manager(&ctx.url).await?,
-                    release: redis::Script::new(super::workers::RAW_RELEASE_AND_PUBLISH),
+                    conn,
+                    release,
                     key: name.clone(),
                     channel: channel.clone(),
+                    next_key: grant.then(|| format!("{name}:next")),
                 },
                 channel,
             )
@@ -1166,11 +1177,15 @@ async fn s4_variant(
                         release,
                         key,
                         channel,
+                        next_key,
                     },
                     None,
                 ) => {
-                    let released: i64 = release
-                        .key(key)
+                    let mut call = release.key(key);
+                    if let Some(next_key) = next_key {
+                        call.key(next_key);
+                    }
+                    let released: i64 = call
                         .arg(format!("a-{i}"))
                         .arg(channel)
                         .invoke_async(&mut conn.clone())
@@ -1239,6 +1254,7 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
     let blocks = if ctx.quick { 1 } else { 6 };
     let (mut lib, mut lib_tail, mut raw, mut raw_tail) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut grant, mut grant_tail) = (Vec::new(), Vec::new());
     for block in 0..blocks {
         let (l, lt) = s4_variant(ctx, "redis-locks", block, n / blocks, settle).await?;
         lib.extend(l);
@@ -1246,6 +1262,9 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
         let (r, rt) = s4_variant(ctx, "raw", block, n / blocks, settle).await?;
         raw.extend(r);
         raw_tail.extend(rt);
+        let (g, gt) = s4_variant(ctx, "raw-grant", block, n / blocks, settle).await?;
+        grant.extend(g);
+        grant_tail.extend(gt);
     }
     let summary = |l: &[i64]| {
         let as_ns: Vec<u64> = l.iter().map(|&us| us.max(0) as u64 * 1000).collect();
@@ -1255,6 +1274,8 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
     let r = summary(&raw);
     let st = summary(&lib_tail);
     let rt = summary(&raw_tail);
+    let g = summary(&grant);
+    let gt = summary(&grant_tail);
     let p50_rtt = s.p50 / rtt.p50;
     let p99_rtt = s.p99 / rtt.p50;
     out.set("handoffs", json!(n));
@@ -1269,6 +1290,13 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
         json!({"latency": r.json(), "p50_in_rtt": r2(r.p50 / rtt.p50), "p99_in_rtt": r2(r.p99 / rtt.p50),
                "message_to_acquired": rt.json(),
                "what": "A: SET NX + script DEL+PUBLISH; B: redis-rs subscription, SET NX on each message"}),
+    );
+    out.set(
+        "raw_grant",
+        json!({"latency": g.json(), "p50_in_rtt": r2(g.p50 / rtt.p50),
+               "message_to_acquired": gt.json(),
+               "vs_raw_pubsub_p50": r2(g.p50 / r.p50.max(1e-9)),
+               "what": "a reference, not the library: A's release script grants the lock to the one waiter registered by its failed SET NX (its value, a fresh lease) and the message names it; B holds on the message, with no call"}),
     );
     out.set("rtt", rtt.json());
     out.set("idle_rtt", idle_rtt.json());
@@ -1311,6 +1339,16 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
             .lib(format!("{} ({:.2} RTT)", num(st.p50), st.p50 / rtt.p50))
             .raw(format!("{} ({:.2} RTT)", num(rt.p50), rt.p50 / rtt.p50))
             .ratio(ratio(st.p50, rt.p50)),
+    );
+    out.row(
+        Row::new("grant-on-release floor (raw, a reference), p50 µs; message → held")
+            .raw(format!(
+                "{} ({:.2} RTT); {}",
+                num(g.p50),
+                g.p50 / rtt.p50,
+                num(gt.p50)
+            ))
+            .ratio(format!("{} the floor", ratio(g.p50, r.p50))),
     );
     out.row(
         Row::new("hand-offs / max µs")

@@ -272,35 +272,83 @@ end
 return 0
 ";
 
+/// S4's grant-on-release floor, the holder's release: compare-and-delete, but when a
+/// waiter has registered (KEYS[2], its value), the lock goes to that waiter in the same
+/// script (its value, a fresh lease) and the message names it. A reference for what a
+/// grant made by the release could reach (issue 24), not the library's protocol: no
+/// registration of more than one waiter, no defence against a dead or departed one.
+pub const RAW_RELEASE_AND_GRANT: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local next = redis.call('GETDEL', KEYS[2])
+if next then
+  redis.call('SET', KEYS[1], next, 'PX', 30000)
+  redis.call('PUBLISH', ARGV[2], next)
+  return 1
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], 'released')
+return 1
+";
+
+/// S4's grant-on-release floor, the waiter's attempt: `SET NX PX`, and when that fails
+/// the waiter's registration (KEYS[2]), in one call.
+const RAW_TAKE_OR_REGISTER: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 30000) then
+  return 1
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', 30000)
+return 0
+";
+
 /// The raw baseline's waiter side: a plain redis-rs subscription, `SET NX` on each message.
+/// With `grant` (the grant-on-release floor): a failed attempt registers the waiter, and
+/// a message that names its value means it holds the lock, with no call.
 struct RawWaiter {
     conn: redis::aio::ConnectionManager,
     stream: redis::aio::PubSubStream,
     _sink: redis::aio::PubSubSink,
     key: String,
+    grant: Option<(redis::Script, String)>,
 }
 
 impl RawWaiter {
     /// Takes the lock, trying again on each release message.
     async fn acquire(&mut self, token: &str) -> Res<()> {
         loop {
-            let ok: Option<String> = redis::cmd("SET")
-                .arg(&self.key)
-                .arg(token)
-                .arg("NX")
-                .arg("PX")
-                .arg(30_000)
-                .query_async(&mut self.conn)
-                .await?;
-            if ok.is_some() {
+            let taken = match &self.grant {
+                Some((take_or_register, next_key)) => {
+                    let taken: i64 = take_or_register
+                        .key(&self.key)
+                        .key(next_key)
+                        .arg(token)
+                        .invoke_async(&mut self.conn)
+                        .await?;
+                    taken == 1
+                }
+                None => {
+                    let ok: Option<String> = redis::cmd("SET")
+                        .arg(&self.key)
+                        .arg(token)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(30_000)
+                        .query_async(&mut self.conn)
+                        .await?;
+                    ok.is_some()
+                }
+            };
+            if taken {
                 return Ok(());
             }
             let message =
                 tokio::time::timeout(Duration::from_secs(30), next_message(&mut self.stream))
                     .await
-                    .map_err(|_| err("raw waiter: no release message within 30 s"))?;
-            if message.is_none() {
-                return Err(err("raw waiter: subscription closed"));
+                    .map_err(|_| err("raw waiter: no release message within 30 s"))?
+                    .ok_or_else(|| err("raw waiter: subscription closed"))?;
+            if self.grant.is_some() && message.get_payload_bytes() == token.as_bytes() {
+                return Ok(());
             }
         }
     }
@@ -374,18 +422,27 @@ async fn s4() -> Res<Value> {
             _client = Some(client);
             Waiter::Lib(lock)
         }
-        "raw" => {
+        "raw" | "raw-grant" => {
             let pubsub = redis::Client::open(url.as_str())?
                 .get_async_pubsub()
                 .await?;
             let (mut sink, stream) = pubsub.split();
             sink.subscribe(format!("{name}:released")).await?;
             spawn_probe(format!("{name}:released")).await?;
+            let mut conn = util::manager(&url).await?;
+            let grant = if kind == "raw-grant" {
+                let take_or_register = redis::Script::new(RAW_TAKE_OR_REGISTER);
+                take_or_register.load_async(&mut conn).await?;
+                Some((take_or_register, format!("{name}:next")))
+            } else {
+                None
+            };
             Waiter::Raw(Box::new(RawWaiter {
-                conn: util::manager(&url).await?,
+                conn,
                 stream,
                 _sink: sink,
                 key: name.clone(),
+                grant,
             }))
         }
         other => return Err(err(format!("unknown kind {other}"))),
