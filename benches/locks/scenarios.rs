@@ -1367,6 +1367,102 @@ pub async fn s4(ctx: &mut Ctx) -> Res<Outcome> {
 // S5 watchdog scale
 // ---------------------------------------------------------------------------------------
 
+/// What one renewal per lock costs Redis, measured on the held locks with no client code
+/// in the way (S5, after its hold): `renew.lua` as the watchdog sends it; a script that
+/// only runs `GET` and `PEXPIRE … GT` per lock (the least a renewal that reads the hold
+/// before it extends does on Redis 7.0, the comparison left out); plain `PEXPIRE … GT`
+/// commands, pipelined (what one command per lock costs, such as a conditional expiry a
+/// later Redis has). Each over every lock once, in batches as the watchdog makes them.
+struct RenewalFloor {
+    /// Per variant: Redis's own µs per lock (`INFO commandstats`) and its CPU µs per lock
+    /// (`INFO cpu`, which also counts reading and parsing the commands).
+    variants: Vec<(&'static str, f64, f64)>,
+}
+
+impl RenewalFloor {
+    fn json(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        for (name, exec, cpu) in &self.variants {
+            map.insert(
+                (*name).to_owned(),
+                json!({"exec_us_per_lock": r2(*exec), "cpu_us_per_lock": r2(*cpu)}),
+            );
+        }
+        Value::Object(map)
+    }
+
+    fn row(&self) -> String {
+        self.variants
+            .iter()
+            .map(|(_, exec, cpu)| format!("{exec:.2} / {cpu:.2}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// The `GET` and `PEXPIRE … GT` of a renewal per lock, and nothing else.
+const GET_AND_PEXPIRE: &str = r"
+for i = 1, #KEYS do
+  redis.call('GET', KEYS[i])
+  redis.call('PEXPIRE', KEYS[i], ARGV[1], 'GT')
+end
+return {}
+";
+
+async fn renewal_floor(
+    conn: &mut MultiplexedConnection,
+    keys: &[String],
+    ids: &[String],
+    batch: usize,
+) -> Res<RenewalFloor> {
+    // Longer than the watchdog's: the first variant keeps every lock alive for the others.
+    let lease = "60000";
+    let n = keys.len().max(1) as f64;
+    let renew = redis::Script::new(include_str!("../../lua/renew.lua"));
+    let alone = redis::Script::new(GET_AND_PEXPIRE);
+    renew.load_async(conn).await?;
+    alone.load_async(conn).await?;
+    let mut variants = Vec::new();
+    for (name, script) in [
+        ("renew.lua", Some(&renew)),
+        ("get_pexpire", Some(&alone)),
+        ("pexpire", None),
+    ] {
+        let meter = Meter::start(conn).await?;
+        for (keys, ids) in keys.chunks(batch).zip(ids.chunks(batch)) {
+            let mut pipe = redis::pipe();
+            match script {
+                Some(script) => {
+                    let call = pipe
+                        .cmd("EVALSHA")
+                        .arg(script.get_hash())
+                        .arg(keys.len())
+                        .arg(keys)
+                        .arg(lease);
+                    if std::ptr::eq(script, &renew) {
+                        call.arg(keys.len()).arg(ids);
+                    }
+                }
+                None => {
+                    for key in keys {
+                        pipe.cmd("PEXPIRE").arg(key).arg(lease).arg("GT");
+                    }
+                }
+            }
+            let _: Vec<redis::Value> = pipe.query_async(conn).await?;
+        }
+        let metered = meter.stop(conn).await?;
+        let command = if script.is_some() {
+            "evalsha"
+        } else {
+            "pexpire"
+        };
+        let exec = metered.cmds.get(command).map_or(0, |c| c.usec) as f64;
+        variants.push((name, exec / n, metered.redis_cpu_us / n));
+    }
+    Ok(RenewalFloor { variants })
+}
+
 pub async fn s5(ctx: &mut Ctx) -> Res<Outcome> {
     let (n, hold) = if ctx.quick {
         (20_000usize, Duration::from_secs(4))
@@ -1456,10 +1552,17 @@ pub async fn s5(ctx: &mut Ctx) -> Res<Outcome> {
         held += flags.iter().filter(|&&f| f == 1).count() as u64;
     }
     let held_count = client.held_count();
+    let keys: Vec<String> = guards
+        .iter()
+        .map(|g| format!("{}:{{{}}}", client.prefix(), g.name()))
+        .collect();
+    let ids: Vec<String> = guards.iter().map(|g| g.hold_id().to_owned()).collect();
     for g in guards {
         g.detach();
     }
     drop(client);
+    // With the watchdog gone, what one renewal per lock costs Redis, sent directly.
+    let floor = renewal_floor(&mut ctx.control, &keys, &ids, batch).await?;
     ctx.flushall().await?;
 
     let max_calls = ticks.iter().map(|t| t.0).max().unwrap_or(0);
@@ -1566,6 +1669,14 @@ pub async fn s5(ctx: &mut Ctx) -> Res<Outcome> {
         Row::new("locks still held")
             .lib(format!("{held} / {n}"))
             .target("all", m4),
+    );
+    out.set("renewal_alone", floor.json());
+    out.row(
+        Row::new(
+            "Redis µs per lock, sent directly (exec / CPU): renew.lua; GET + PEXPIRE GT \
+             alone in a script; PEXPIRE GT alone, pipelined",
+        )
+        .lib(floor.row()),
     );
     Ok(out)
 }
