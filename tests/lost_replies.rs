@@ -596,7 +596,7 @@ async fn lost_reply_final_release() {
 /// there), and that `SET`'s connection is cut. The holder is another client on a direct
 /// connection, with a fixed 60 s lease, so that only the release message can wake the
 /// waiter, and the cut is armed only once the waiter sleeps (its attempts made: the lock
-/// marked, its subscription confirmed, no request from it for half a second), so the one
+/// marked, its subscription confirmed, no request from it for a second), so the one
 /// `SET NX PX` it can hit is the woken waiter's.
 ///
 /// Cut after Redis ran it: the waiter's reconciliation finds the hold its `SET` took and
@@ -626,7 +626,7 @@ async fn lost_reply_of_a_woken_waiters_take() {
             tokio::spawn(async move { lock.acquire().await })
         };
         // Asleep: the hold marked by its refusal, the subscription there, and no request
-        // from it for half a second.
+        // from it for a second (its attempt after the confirmation is made by then).
         let deadline = Instant::now() + 30 * SEC;
         let mut last = None;
         let mut quiet_since = Instant::now();
@@ -639,7 +639,7 @@ async fn lost_reply_of_a_woken_waiters_take() {
                 last = Some(calls);
                 quiet_since = Instant::now();
             }
-            if marked && subscribed && quiet_since.elapsed() >= Duration::from_millis(500) {
+            if marked && subscribed && quiet_since.elapsed() >= SEC {
                 break;
             }
             assert!(
