@@ -162,7 +162,7 @@ impl Watchdog {
                 )
                 .await
             } else {
-                let batches = into_batches(entries, batch, false, lease_ms);
+                let batches = into_batches(entries, batch, false, lease_ms, renew_call);
                 let calls = batches.len() as u64;
                 let renewed =
                     send_each(&conn, &scripts, &registry, batches, lease_ms, call_timeout).await;
@@ -190,12 +190,14 @@ struct Batch {
 }
 
 /// Cuts the holds into batches of at most `batch`, each within one slot when `by_slot`
-/// (the entries are then sorted by slot).
+/// (the entries are then sorted by slot), each with the call `build` makes for it
+/// (`renew_call`, or `renew_call_on_node` for a batch sent to a cluster node by address).
 fn into_batches(
     entries: Vec<Arc<HoldEntry>>,
     batch: usize,
     by_slot: bool,
     lease_ms: Millis,
+    build: fn(Millis, Vec<RenewItem>) -> (Call, Vec<RenewItem>),
 ) -> Vec<Batch> {
     let mut batches = Vec::new();
     let mut entries = entries.into_iter().peekable();
@@ -233,7 +235,7 @@ fn into_batches(
         // are positions in the batch: no lookup per lock.
         pairs.sort_by_key(|(_, item)| !item.renew);
         let (entries, items): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
-        let (call, items) = renew_call(lease_ms, items);
+        let (call, items) = build(lease_ms, items);
         batches.push(Batch {
             entries,
             items,
@@ -353,7 +355,7 @@ async fn send_by_node(
     let by_key = |entries: Vec<Arc<HoldEntry>>| {
         let mut entries = entries;
         entries.sort_by_cached_key(|entry| slot_of(entry.key.as_bytes()));
-        into_batches(entries, batch, true, lease_ms)
+        into_batches(entries, batch, true, lease_ms, renew_call)
     };
     let slots = match tokio::time::timeout(call_timeout, conn.cluster_slots()).await {
         Ok(Ok(slots)) => slots,
@@ -383,12 +385,8 @@ async fn send_by_node(
     let mut calls = 0u64;
     let mut tasks = JoinSet::new();
     for ((host, port), entries) in by_node {
-        for batch in into_batches(entries, batch, false, lease_ms) {
+        for batch in into_batches(entries, batch, false, lease_ms, renew_call_on_node) {
             calls += 1;
-            let batch = Batch {
-                call: renew_call_on_node(lease_ms, batch.items.clone()).0,
-                ..batch
-            };
             let conn = conn.clone();
             let scripts = scripts.clone();
             let registry = registry.clone();
