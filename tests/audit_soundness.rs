@@ -1288,6 +1288,92 @@ async fn a_waiter_woken_by_a_release_takes_the_lock_with_a_bare_set() {
     assert_eq!(dbsize, 0, "keys left after both holds were released");
 }
 
+/// Every waiter is woken by releases alone: no wake-up is lost between clients (the mark
+/// a refusal leaves, the release's PUBLISH) or within one (the mark a fresh hold carries
+/// for its client's other waiters, the hub's one waiter per message), whichever way the
+/// woken waiters' bare `SET`s and `acquire.lua`s race. Two rounds after a holder of a
+/// third client: three waiters of one client alone (every hand-off after the first is a
+/// local one, which only the fresh hold's mark announces), then three waiters in each of
+/// two clients. Every hold has a fixed 60 s lease, so a waiter that missed its wake-up
+/// would sleep out a pttl of up to 60 s; all must be through well before that. Separate
+/// clients play separate processes (each its own connections, hub and subscription).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiters_of_two_clients_are_all_woken_by_releases() {
+    let server = RedisServer::start();
+    let holder = server.client(30 * SEC).await;
+    let clients = [server.client(30 * SEC).await, server.client(30 * SEC).await];
+    let mut conn = server.conn().await;
+    for (round, per_client) in [[3, 0], [3, 3]].into_iter().enumerate() {
+        let name = format!("woken-by-releases-{round}");
+        let lease = Duration::from_secs(60);
+        let lock = holder.lock(&name).unwrap().with_lease(lease).unwrap();
+        let guard = lock.acquire().await.unwrap();
+        let inside = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut waiters = Vec::new();
+        for (client, &n) in clients.iter().zip(&per_client) {
+            for _ in 0..n {
+                let lock = client.lock(&name).unwrap().with_lease(lease).unwrap();
+                let inside = inside.clone();
+                waiters.push(tokio::spawn(async move {
+                    let guard = lock.acquire().await?;
+                    assert!(
+                        !inside.swap(true, std::sync::atomic::Ordering::SeqCst),
+                        "two holders at once"
+                    );
+                    tokio::task::yield_now().await;
+                    inside.store(false, std::sync::atomic::Ordering::SeqCst);
+                    guard.release().await
+                }));
+            }
+        }
+        // All asleep: every waiting client subscribed, and no command for a second.
+        let listening = per_client.iter().filter(|&&n| n > 0).count() as i64;
+        let channel = lock.channel().to_owned();
+        let deadline = Instant::now() + 30 * SEC;
+        let mut last = HashMap::new();
+        let mut quiet_since = Instant::now();
+        loop {
+            let subscribers = common::numsub(&mut conn, &channel).await;
+            let mut stats = commandstats(&mut conn).await;
+            stats.retain(|name, _| !name.starts_with("info") && !name.starts_with("pubsub"));
+            if stats != last {
+                last = stats;
+                quiet_since = Instant::now();
+            }
+            if subscribers == listening && quiet_since.elapsed() >= SEC {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the waiters never fell asleep"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let released = Instant::now();
+        guard.release().await.unwrap();
+        for waiter in waiters {
+            tokio::time::timeout(30 * SEC, waiter)
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "round {round}: a waiter slept on (a lost wake-up: its pttl is up to 60 s)"
+                    )
+                })
+                .unwrap()
+                .unwrap();
+        }
+        println!(
+            "round {round}: {per_client:?} waiters through in {:?}",
+            released.elapsed()
+        );
+    }
+    for client in &clients {
+        client.flush().await;
+    }
+    let dbsize: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+    assert_eq!(dbsize, 0, "keys left after every hold was released");
+}
+
 // ---- the CLI ---------------------------------------------------------------------------
 
 #[cfg(feature = "cli")]
