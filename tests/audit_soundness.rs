@@ -1141,6 +1141,29 @@ async fn reset_stats(conn: &mut MultiplexedConnection) {
         .unwrap();
 }
 
+/// Waits until the waiters of `clients` clients sleep on `channel`: that many subscribers,
+/// and no command (but the ones this polling sends) for a second, so that every attempt
+/// they make before they sleep has been made.
+async fn until_asleep(conn: &mut MultiplexedConnection, channel: &str, clients: i64) {
+    let deadline = Instant::now() + 30 * SEC;
+    let mut last = HashMap::new();
+    let mut quiet_since = Instant::now();
+    loop {
+        let subscribers = common::numsub(conn, channel).await;
+        let mut stats = commandstats(conn).await;
+        stats.retain(|name, _| !name.starts_with("info") && !name.starts_with("pubsub"));
+        if stats != last {
+            last = stats;
+            quiet_since = Instant::now();
+        }
+        if subscribers == clients && quiet_since.elapsed() >= SEC {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the waiters never fell asleep");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Calls per command since the last `CONFIG RESETSTAT`, from `INFO commandstats`.
 async fn commandstats(conn: &mut MultiplexedConnection) -> HashMap<String, u64> {
     let info: String = redis::cmd("INFO")
@@ -1246,25 +1269,8 @@ async fn a_waiter_woken_by_a_release_takes_the_lock_with_a_bare_set() {
     };
     // The waiter failed its attempts (a bare SET, then acquire.lua, which marked the
     // hold) and sleeps on its subscription: the pttl is 60 s, so only the release
-    // message can wake it. Asleep: subscribed, and no command from it for a second.
-    let channel = lock.channel().to_owned();
-    let deadline = Instant::now() + 30 * SEC;
-    let mut last = HashMap::new();
-    let mut quiet_since = Instant::now();
-    loop {
-        let subscribers = common::numsub(&mut conn, &channel).await;
-        let mut stats = commandstats(&mut conn).await;
-        stats.retain(|name, _| !name.starts_with("info") && !name.starts_with("pubsub"));
-        if stats != last {
-            last = stats;
-            quiet_since = Instant::now();
-        }
-        if subscribers >= 1 && quiet_since.elapsed() >= Duration::from_secs(1) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the waiter never fell asleep");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // message can wake it.
+    until_asleep(&mut conn, lock.channel(), 1).await;
     reset_stats(&mut conn).await;
     guard.release().await.unwrap();
     let taken = tokio::time::timeout(10 * SEC, waiting)
@@ -1326,29 +1332,8 @@ async fn the_waiters_of_two_clients_are_all_woken_by_releases() {
                 }));
             }
         }
-        // All asleep: every waiting client subscribed, and no command for a second.
         let listening = per_client.iter().filter(|&&n| n > 0).count() as i64;
-        let channel = lock.channel().to_owned();
-        let deadline = Instant::now() + 30 * SEC;
-        let mut last = HashMap::new();
-        let mut quiet_since = Instant::now();
-        loop {
-            let subscribers = common::numsub(&mut conn, &channel).await;
-            let mut stats = commandstats(&mut conn).await;
-            stats.retain(|name, _| !name.starts_with("info") && !name.starts_with("pubsub"));
-            if stats != last {
-                last = stats;
-                quiet_since = Instant::now();
-            }
-            if subscribers == listening && quiet_since.elapsed() >= SEC {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: the waiters never fell asleep"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_asleep(&mut conn, lock.channel(), listening).await;
         let released = Instant::now();
         guard.release().await.unwrap();
         for waiter in waiters {

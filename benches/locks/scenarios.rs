@@ -1427,7 +1427,9 @@ async fn renewal_floor(
     let names = ["renew.lua", "get_pexpire", "pexpire"];
     let mut rounds: Vec<Vec<(f64, f64)>> = vec![Vec::new(); names.len()];
     for _ in 0..3 {
-        for (v, script) in [Some(&renew), Some(&alone), None].into_iter().enumerate() {
+        // renew.lua takes the hold ids after the lease; the floor script only the lease.
+        let kinds = [(Some(&renew), true), (Some(&alone), false), (None, false)];
+        for (v, (script, with_ids)) in kinds.into_iter().enumerate() {
             let meter = Meter::start(conn).await?;
             for (keys, ids) in keys.chunks(batch).zip(ids.chunks(batch)) {
                 let mut pipe = redis::pipe();
@@ -1439,7 +1441,7 @@ async fn renewal_floor(
                             .arg(keys.len())
                             .arg(keys)
                             .arg(lease);
-                        if std::ptr::eq(script, &renew) {
+                        if with_ids {
                             call.arg(keys.len()).arg(ids);
                         }
                     }

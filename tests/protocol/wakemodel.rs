@@ -35,11 +35,12 @@
 //! * Attempts and releases run and answer in one step, at the step's time (no faults),
 //!   but in configurations with `in_flight` ([`InFlight`]: every attempt, or only a woken
 //!   waiter's): there an attempt is sent (its request, with `others_waiting` read then,
-//!   built and started by the core) and run later as a step of its own (`Run`; the clock and any other step may come between; each further call of
-//!   the attempt, `acquire.lua` after a bare `SET` that found the key, is a `Run` of its
-//!   own too), and a caller may drop its acquire while the attempt is in flight: the
-//!   attempt then runs detached (`RunDetached`) and a hold it wins is given back
-//!   (`ReleaseOrphan`), as `Detachable` and the dropped guard do.
+//!   built and started by the core) and run later as a step of its own (`Run`; the clock
+//!   and any other step may come between; each further call of the attempt,
+//!   `acquire.lua` after a bare `SET` that found the key, is a `Run` of its own too), and
+//!   a caller may drop its acquire while the attempt is in flight: the attempt then runs
+//!   detached (`RunDetached`) and a hold it wins is given back (`ReleaseOrphan`), as
+//!   `Detachable` and the dropped guard do.
 //! * The clock (`Tick`) moves to the next instant something is due: a sleep's end, the end
 //!   of a confirmation wait, the lock key's expiry. Holders have a fixed lease
 //!   ([`LEASE`], no watchdog), release it, or stop without releasing (`Stop`: the key then
