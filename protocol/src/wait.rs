@@ -33,12 +33,10 @@ use super::{Failure, Millis};
 /// How a kind waits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WaitPolicy {
-    /// Subscribe before the first attempt (a channel every waiter of the lock shares,
-    /// usually subscribed already) rather than after the first refusal (a channel the
-    /// waiter pays for only if it waits).
-    pub listen_first: bool,
-    /// When subscribing after a refusal: wait for the server to confirm the subscription,
-    /// at most this long, and attempt again (so a release meanwhile is not missed).
+    /// A waiter subscribes after its first refusal (an acquire granted at once never
+    /// pays for a subscription). When subscribing: wait for the server to confirm the
+    /// subscription, at most this long, and attempt again (so a release meanwhile is not
+    /// missed).
     /// `None`: go to sleep at once (a release missed meanwhile costs at most one pause).
     pub confirm_within: Option<Millis>,
     /// A grant lets the next local waiter look too (readers go in together; a release
@@ -80,7 +78,6 @@ impl WaitPolicy {
     /// reconciled by its lane, not given back here.
     pub fn reentrant(timing: WaitTiming) -> WaitPolicy {
         WaitPolicy {
-            listen_first: false,
             confirm_within: Some(Millis::MAX),
             shares: false,
             recheck: None,
@@ -99,12 +96,16 @@ impl WaitPolicy {
         }
     }
 
-    /// The read-write lock (`read`: the read side): subscribed before the first attempt,
-    /// on the side's channel that every waiter of the lock shares. Readers go in together.
+    /// The read-write lock (`read`: the read side): as [`WaitPolicy::reentrant`],
+    /// subscribed (to the side's channel, which every waiter of that side shares) after
+    /// the first refusal, and the next attempt waits for the server's confirmation, so a
+    /// release between that attempt and the sleep cannot be missed. An acquire that is
+    /// granted at once never subscribes: a subscription made before the first attempt
+    /// cost every uncontended cycle a `SUBSCRIBE` and an `UNSUBSCRIBE`. Readers go in
+    /// together.
     pub fn read_write(read: bool, timing: WaitTiming) -> WaitPolicy {
         WaitPolicy {
-            listen_first: true,
-            confirm_within: None,
+            confirm_within: Some(Millis::MAX),
             shares: read,
             recheck: Some(READ_WRITE_RECHECK),
             gives_back: true,
@@ -116,7 +117,6 @@ impl WaitPolicy {
     /// confirmed, so that its turn announced meanwhile is not missed).
     pub fn fair(timing: WaitTiming) -> WaitPolicy {
         WaitPolicy {
-            listen_first: false,
             confirm_within: Some(timing.response),
             shares: false,
             recheck: Some(FAIR_RECHECK),
@@ -131,7 +131,6 @@ impl WaitPolicy {
     /// a sleep. Every local waiter must see the opening: a grant hands the wake-up on.
     pub fn latch(recheck: Millis, timing: WaitTiming) -> WaitPolicy {
         WaitPolicy {
-            listen_first: false,
             confirm_within: Some(Millis::MAX),
             shares: true,
             recheck: Some(recheck),
@@ -146,7 +145,6 @@ impl WaitPolicy {
     /// transient state ridden out for `tolerance` (the lease), from the first attempt on.
     pub fn redlock(tolerance: Millis) -> WaitPolicy {
         WaitPolicy {
-            listen_first: false,
             confirm_within: None,
             shares: false,
             recheck: None,
@@ -161,7 +159,6 @@ impl WaitPolicy {
     /// may free more than one acquisition takes: a grant lets the next waiter look too.
     pub fn semaphore(timing: WaitTiming) -> WaitPolicy {
         WaitPolicy {
-            listen_first: false,
             confirm_within: None,
             shares: true,
             recheck: Some(SEMAPHORE_RECHECK),
@@ -340,11 +337,6 @@ impl Wait {
 
     /// The first step.
     pub fn start(&mut self, _now: Millis) -> WaitStep {
-        if self.waits && self.policy.listen_first {
-            return WaitStep::Subscribe {
-                confirm_until: None,
-            };
-        }
         self.attempt()
     }
 
