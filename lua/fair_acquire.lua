@@ -74,26 +74,69 @@ if redis.call('ZSCORE', H, member) then
   return {1, current_token()}
 end
 
-local function grant(token)
+-- Why no write is left half done: Redis does not roll back a script, so a command that the
+-- ACL refuses after a write would leave that write in place (a hold granted, or a place in
+-- the queue taken, by a call reported failed; a fresh set with no expiry, which never
+-- frees). Every read comes before the first write (but the dropping of expired holds and
+-- dead waiters above, which no reader can tell from their expiry); a grant runs its
+-- PEXPIRE under pcall and takes the hold back out if that fails (free on the hot path);
+-- a path that writes before its grant (a queued waiter that leaves the queue as it is
+-- granted, a fenced grant's token) and a waiter taking its place in the queue check their
+-- later writes first with redis.acl_check_cmd (Redis 7.0+).
+local function check(...)
+  if not redis.acl_check_cmd(...) then
+    -- Refused: run it now, before any write, for the ACL's own error and ACL LOG entry.
+    redis.call(...)
+  end
+end
+
+-- Whether a grant must lengthen the set's expiry; read before the ZADD (which leaves the
+-- expiry alone).
+local function extends()
+  return redis.call('PTTL', H) < lease
+end
+
+local function grant(token, extend)
   redis.call('ZADD', H, now + lease, member)
-  if redis.call('PTTL', H) < lease then
-    redis.call('PEXPIRE', H, lease)
+  if extend then
+    local expiry = redis.pcall('PEXPIRE', H, lease)
+    if type(expiry) == 'table' then
+      -- Refused: take the hold back out (ZREM, which every release needs).
+      redis.pcall('ZREM', H, member)
+      return expiry
+    end
   end
   return {1, token}
 end
 
--- Takes (or keeps) the caller's place in the queue and moves its alive deadline.
-local function queue()
-  if not string.find(flags, 'q', 1, true) then
-    return
+-- The grant's writes, checked before something else is written first.
+local function check_grant(extend)
+  check('ZADD', H, now + lease, member)
+  if extend then
+    check('PEXPIRE', H, lease)
   end
-  redis.call('ZADD', Q, 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), id)
-  redis.call('ZADD', A, now + waiter_lease, id)
-  for _, key in ipairs({Q, A}) do
-    if redis.call('PTTL', key) < waiter_lease then
-      redis.call('PEXPIRE', key, waiter_lease)
+end
+
+-- Takes (or keeps) the caller's place in the queue and moves its alive deadline, then
+-- answers "wait at most wait_ms" (read by the caller before this writes).
+local function queue(wait_ms)
+  if string.find(flags, 'q', 1, true) then
+    local extend_queue = redis.call('PTTL', Q) < waiter_lease
+    local extend_alive = redis.call('PTTL', A) < waiter_lease
+    check('ZADD', A, now + waiter_lease, id)
+    if extend_queue or extend_alive then
+      check('PEXPIRE', Q, waiter_lease)
+    end
+    redis.call('ZADD', Q, 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), id)
+    redis.call('ZADD', A, now + waiter_lease, id)
+    if extend_queue then
+      redis.call('PEXPIRE', Q, waiter_lease)
+    end
+    if extend_alive then
+      redis.call('PEXPIRE', A, waiter_lease)
     end
   end
+  return {0, math.max(wait_ms, 1)}
 end
 
 local holder = redis.call('ZRANGE', H, 0, 0)[1]
@@ -103,23 +146,21 @@ if holder then
     -- behind another owner leaves the queue as it is granted: left there, its entry would
     -- head the queue with nobody asking, and hold every later attempt up for a waiter
     -- lease (found by the fair lock's checker, tests/fair_check.rs).
-    redis.call('ZREM', Q, id)
-    redis.call('ZREM', A, id)
-    return grant(current_token())
+    local token, extend = current_token(), extends()
+    if redis.call('ZSCORE', Q, id) then
+      check_grant(extend)
+      redis.call('ZREM', Q, id)
+      redis.call('ZREM', A, id)
+    end
+    return grant(token, extend)
   end
-  queue()
-  return {0, math.max(redis.call('PTTL', H), 1)}
+  return queue(redis.call('PTTL', H))
 end
 local head = redis.call('ZRANGE', Q, 0, 0)[1]
 if head and head ~= id then
-  queue()
   -- The head is alive until its deadline; come back then at the latest.
   local alive = tonumber(redis.call('ZSCORE', A, head) or now + 1)
-  return {0, math.max(alive - now, 1)}
-end
-if head then
-  redis.call('ZREM', Q, id)
-  redis.call('ZREM', A, id)
+  return queue(alive - now)
 end
 local token = 0
 if fenced then
@@ -127,6 +168,19 @@ if fenced then
   local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local last = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
   token = math.max(last + 1, floor)
+end
+local extend = extends()
+if head or fenced then
+  check_grant(extend)
+end
+if head and fenced then
+  check('SET', KEYS[4], string.format('%.0f', token))
+end
+if head then
+  redis.call('ZREM', Q, id)
+  redis.call('ZREM', A, id)
+end
+if fenced then
   redis.call('SET', KEYS[4], string.format('%.0f', token))
 end
-return grant(token)
+return grant(token, extend)

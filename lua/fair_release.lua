@@ -41,24 +41,57 @@ local qkind = redis.call('TYPE', Q).ok
 if qkind ~= 'zset' and qkind ~= 'none' then
   return -2
 end
-local freed = false
-if ARGV[3] == '1' then
-  freed = redis.call('ZREM', Q, id) == 1
-  redis.call('ZREM', A, id)
+-- Why no write is left half done: Redis does not roll back a script, so a command that the
+-- ACL refuses after a write would leave that write in place (a hold given back by a call
+-- reported failed). Everything is read first (but the dropping of expired holds and dead
+-- waiters above, which no reader can tell from their expiry), the head is woken before
+-- anything is removed (inside the script the order is all one to the subscribers), and the
+-- set's new expiry runs under pcall and puts the hold back if it fails (checked first with
+-- redis.acl_check_cmd, Redis 7.0+, when the caller leaves the queue too).
+local member = id .. ':1'
+local leaving = ARGV[3] == '1' and redis.call('ZSCORE', Q, id) ~= false
+local score = ARGV[2] == '1' and redis.call('ZSCORE', H, member)
+-- The latest deadline of the other holds (nil: none), from the two latest holds (the hold
+-- itself is one of them unless others outlast it).
+local rest
+local held
+if score then
+  local top = redis.call('ZRANGE', H, -2, -1, 'WITHSCORES')
+  rest = top[3] == member and top[2] or top[4]
+  held = rest ~= nil
+else
+  held = redis.call('ZCARD', H) > 0
 end
-local removed = 0
-if ARGV[2] == '1' then
-  removed = redis.call('ZREM', H, id .. ':1')
-  local last = redis.call('ZRANGE', H, -1, -1, 'WITHSCORES')
-  if last[2] then
-    redis.call('PEXPIRE', H, math.max(tonumber(last[2]) - now, 1))
+if (leaving or score) and not held then
+  -- The lock is free now: wake the head (the next one when the caller is the head and
+  -- leaves).
+  local first = redis.call('ZRANGE', Q, 0, 1)
+  local head = first[1]
+  if leaving and head == id then
+    head = first[2]
   end
-  freed = freed or removed == 1
-end
-if freed and redis.call('EXISTS', H) == 0 then
-  local head = redis.call('ZRANGE', Q, 0, 0)[1]
   if head then
     redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[4] .. head, 'released')
   end
 end
-return removed
+local expire_in = rest and math.max(tonumber(rest) - now, 1)
+if leaving and score and expire_in and not redis.acl_check_cmd('PEXPIRE', H, expire_in) then
+  redis.call('PEXPIRE', H, expire_in)
+end
+if ARGV[3] == '1' then
+  redis.call('ZREM', Q, id)
+  redis.call('ZREM', A, id)
+end
+if not score then
+  return 0
+end
+redis.call('ZREM', H, member)
+if expire_in then
+  local expiry = redis.pcall('PEXPIRE', H, expire_in)
+  if type(expiry) == 'table' then
+    -- Refused: put the hold back (ZADD, which every acquire needs).
+    redis.pcall('ZADD', H, score, member)
+    return expiry
+  end
+end
+return 1

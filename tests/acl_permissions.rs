@@ -95,6 +95,8 @@ const RW_READ_RELEASE: &str = "rw release (the last read)";
 const RW_WRITE: &str = "rw fenced try_write";
 const RW_WRITE_STATE: &str = "rw state (the write is held)";
 const RW_WRITE_RELEASE: &str = "rw release (the write)";
+const FAIR_ACQUIRE: &str = "fair try_acquire";
+const FAIR_RELEASE: &str = "fair release (the last hold)";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
@@ -693,6 +695,20 @@ async fn scenario(
         None => run.skip(&[RW_WRITE_STATE, RW_WRITE_RELEASE]),
     }
 
+    // The fair lock: a hold taken and given back (the last hold leaving asks whether the
+    // lock is free, to wake the head of the queue).
+    let fair = holder.fair_lock(&name("fair")).unwrap();
+    match run.step(FAIR_ACQUIRE, fair.try_acquire()).await {
+        Some(Some(guard)) => {
+            run.step(FAIR_RELEASE, guard.release()).await;
+        }
+        Some(None) => {
+            run.demand(false, || "a free fair lock was busy".into());
+            run.skip(&[FAIR_RELEASE]);
+        }
+        None => run.skip(&[FAIR_RELEASE]),
+    }
+
     // A waiter in another client woken by the release (a 20 s lease: only a wake-up, or
     // polling without SUBSCRIBE, gets it there within seconds).
     let contended = holder
@@ -1034,6 +1050,8 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
         // The bare SET NX takes a free lock without a script: every other operation of
         // the lock (and the release of those two) is refused.
         "+evalsha" => vec![
+            (&[FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
             (&[CONNECT_DB3, EVAL_AFTER_FLUSH, FENCED], Refused),
             (
                 &[
@@ -1079,6 +1097,8 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
         "+select" => vec![(&[CONNECT_DB3], Refused)],
         "+pubsub|numsub" => vec![(&[WAITING_CLIENTS], Refused)],
         "+type" => vec![
+            (&[FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
             (
                 &[
                     STATE,
@@ -1183,6 +1203,8 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
         "+exists" => vec![(&[RW_READ_RELEASE, RW_WRITE_RELEASE], Refused)],
         // PTTL: acquire.lua (not the bare SET NX), inspect.lua.
         "+pttl" => vec![
+            (&[FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
             (
                 &[
                     REENTER,
@@ -1210,6 +1232,8 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
         // write, rw_acquire.lua takes the hold back out (STRANDED finds no lock without
         // an expiry).
         "+pexpire" => vec![
+            (&[FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
             (&[FENCED, REENTER, EXTEND, SEM_ACQUIRE], Refused),
             // renew.lua is refused: the lease runs out unconfirmed, and the release finds
             // the lock lost.
@@ -1279,6 +1303,8 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
         "+hexists" => vec![(&[FORCE_UNLOCK_HASH, LATCH_DELETE], Refused)],
         "+hdel" => vec![(&[SEM_WOKEN], Refused), (&[SEM_WAITER_RELEASE], Skipped)],
         "+time" => vec![
+            (&[FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
             (&[FENCED, SEM_SET, SEM_STATE, SEM_ACQUIRE], Refused),
             (AFTER_FENCED, Skipped),
             (AFTER_SEM_ACQUIRE, Skipped),
@@ -1307,7 +1333,15 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
             // Nobody is woken: the waiter waits until its deadline.
             (&[WOKEN], Fails),
         ],
-        "+zadd" | "+zremrangebyscore" => vec![
+        "+zadd" => vec![
+            (&[FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
+            (&[SEM_ACQUIRE], Refused),
+            (AFTER_SEM_ACQUIRE, Skipped),
+            (RW_ACQUIRES, Refused),
+            (AFTER_RW_ACQUIRES, Skipped),
+        ],
+        "+zremrangebyscore" => vec![
             (&[SEM_ACQUIRE], Refused),
             (AFTER_SEM_ACQUIRE, Skipped),
             (RW_ACQUIRES, Refused),
@@ -1316,6 +1350,8 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
         // ZSCORE in rw_acquire.lua: only a refusal (here a write behind a read) and a
         // fenced write look for a hold that a lost copy took; a granted read does not.
         "+zscore" => vec![
+            (&[FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
             (&[SEM_ACQUIRE], Refused),
             (AFTER_SEM_ACQUIRE, Skipped),
             (&[RW_WRITE_BUSY, RW_WRITE], Refused),
@@ -1330,19 +1366,26 @@ fn expected(permission: &str) -> BTreeMap<&'static str, Expect> {
         ],
         "+zcount" => vec![(&[SEM_SET, SEM_STATE, RW_STATE, RW_WRITE_STATE], Refused)],
         "+zrange" => vec![
+            (&[FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
             (&[SEM_BUSY, SEM_WOKEN], Refused),
             (&[SEM_WAITER_RELEASE], Skipped),
             (RW_ACQUIRES, Refused),
             (AFTER_RW_ACQUIRES, Skipped),
         ],
-        // ZRANGEBYSCORE: rw_state.lua, for the writer of a live write.
-        "+zrangebyscore" => vec![(&[RW_WRITE_STATE], Refused)],
+        // ZRANGEBYSCORE: rw_state.lua, for the writer of a live write; the fair lock's
+        // scripts, for the expired holds and waiters they drop.
+        "+zrangebyscore" => vec![
+            (&[RW_WRITE_STATE, FAIR_ACQUIRE], Refused),
+            (&[FAIR_RELEASE], Skipped),
+        ],
         "+zrem" => vec![(
             &[
                 SEM_RELEASE,
                 SEM_WAITER_RELEASE,
                 RW_READ_RELEASE,
                 RW_WRITE_RELEASE,
+                FAIR_RELEASE,
             ],
             Refused,
         )],
@@ -1504,9 +1547,11 @@ async fn restricted(server: &RedisServer, user: &str) -> LockClient {
 /// * without HSET, a latch count-down counted (HINCRBY ran) but reported failure, so the
 ///   caller's retry counted twice.
 ///
-/// The semaphore's and the read-write lock's scripts are held to the same: without
-/// PEXPIRE a first permit or read hold is refused and leaves nothing, without PUBLISH or
-/// EXISTS a release is refused and gives nothing back.
+/// The semaphore's, the read-write lock's and the fair lock's scripts are held to the
+/// same: without PEXPIRE a first permit, read hold or fair-lock hold (fenced or not) is
+/// refused and leaves nothing, without PUBLISH or EXISTS a release is refused and gives
+/// nothing back. (The fair lock's scripts once left both behind: a fresh hold without an
+/// expiry, and a hold given back by a release reported failed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_refused_half_way_writes_nothing() {
     let server = RedisServer::start();
@@ -1608,6 +1653,26 @@ async fn a_script_refused_half_way_writes_nothing() {
             "no-pexpire: the refused read acquire left {reads} read holds"
         ));
     }
+    // The fair lock's first hold, plain and fenced (whose token is checked before the
+    // grant's writes): no hold and no fencing counter left.
+    for fenced in [false, true] {
+        let fair = client
+            .fair_lock(&format!("fair-stranded-{fenced}"))
+            .unwrap();
+        let fair = if fenced { fair.with_fencing() } else { fair };
+        let refused = tokio::time::timeout(OP_LIMIT, fair.try_acquire())
+            .await
+            .unwrap();
+        assert!(matches!(refused, Err(Error::Redis(_))), "{refused:?}");
+        let holds: i64 = admin.zcard(fair.key()).await.unwrap();
+        let counter: bool = admin.exists(format!("{}:fence", fair.key())).await.unwrap();
+        if holds != 0 || counter {
+            problems.push(format!(
+                "no-pexpire: the refused fair acquire (fenced: {fenced}) left {holds} holds \
+                 (fencing counter: {counter})"
+            ));
+        }
+    }
 
     // No PUBLISH: a release with a marked waiter, and force_unlock.
     let client = restricted(&server, "no-publish").await;
@@ -1663,6 +1728,40 @@ async fn a_script_refused_half_way_writes_nothing() {
             "no-publish: the read release returned {released:?} but gave the hold back"
         ));
     }
+
+    // A fair lock's release with a waiter queued: it wakes the head.
+    let fair = client.fair_lock("fair-published").unwrap();
+    let guard = fair.try_acquire().await.unwrap().unwrap();
+    let queued = full.fair_lock("fair-published").unwrap();
+    let waiter = tokio::spawn(async move { queued.try_acquire_for(30 * SEC).await });
+    let queue_key = fair.queue_key().to_owned();
+    let mut queue = 0;
+    for _ in 0..500 {
+        queue = admin.zcard(&queue_key).await.unwrap();
+        if queue == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(queue, 1, "the waiter never queued");
+    let released = guard.release().await;
+    assert!(matches!(released, Err(Error::Redis(_))), "{released:?}");
+    let holds: i64 = admin.zcard(fair.key()).await.unwrap();
+    if holds != 1 {
+        problems.push(format!(
+            "no-publish: the fair release returned {released:?} but gave the hold back"
+        ));
+    }
+    // The waiter gets the lock once the hold is gone.
+    if holds == 1 {
+        let fair = full.fair_lock("fair-published").unwrap();
+        assert!(fair.force_unlock().await.unwrap());
+    }
+    let woken = tokio::time::timeout(OP_LIMIT, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    woken.unwrap().unwrap().release().await.unwrap();
 
     // No EXISTS: the last read leaving asks whether a write is held, to wake writers.
     let client = restricted(&server, "no-exists").await;
