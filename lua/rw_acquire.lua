@@ -57,7 +57,7 @@ local W, R, Q = KEYS[1], KEYS[2], KEYS[3]
 local id, owner, mode, lease, flags = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- Dropping expired holds doubles as the type check (no TYPE calls on the hot path): a key
+-- Reading each set (below) doubles as the type check (no TYPE calls on the hot path): a key
 -- of another type answers WRONGTYPE, and nothing has been written then.
 local function foreign(key, err)
   if not string.find(err, 'WRONGTYPE') then
@@ -65,20 +65,29 @@ local function foreign(key, err)
   end
   return {2, key .. ' holds a ' .. redis.call('TYPE', key).ok}
 end
--- Expired holds are a prefix of each set (scored by deadline). The write set is only
--- looked at through its first member, so its expired holds are dropped only when that one
--- has expired: one call, not two, while no writer is in the way (the read path).
-local first_write = redis.pcall('ZRANGE', W, 0, 0, 'WITHSCORES')
-if first_write.err then
-  return foreign(W, first_write.err)
+-- Expired holds are a prefix of each set (scored by deadline). Each set is looked at
+-- through its first member, and its expired holds are dropped only when that one has
+-- expired: one call per set while nothing has expired, and what it finds answers the
+-- questions that needed more calls before (is a writer in the way, is any read live, is
+-- the set there at all).
+local function first_live(key)
+  local first = redis.pcall('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if first.err then
+    return nil, first.err
+  end
+  if first[1] and tonumber(first[2]) <= now then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  end
+  return first
 end
-if first_write[1] and tonumber(first_write[2]) <= now then
-  redis.call('ZREMRANGEBYSCORE', W, '-inf', now)
-  first_write = redis.call('ZRANGE', W, 0, 0, 'WITHSCORES')
+local first_write, write_err = first_live(W)
+if not first_write then
+  return foreign(W, write_err)
 end
-local dropped = redis.pcall('ZREMRANGEBYSCORE', R, '-inf', now)
-if type(dropped) == 'table' and dropped.err then
-  return foreign(R, dropped.err)
+local first_read, read_err = first_live(R)
+if not first_read then
+  return foreign(R, read_err)
 end
 local waiting = redis.pcall('GET', Q)
 if type(waiting) == 'table' and waiting.err then
@@ -110,8 +119,16 @@ if fenced and taken_earlier() then
 end
 
 -- Whether a grant must lengthen the set's expiry; read before the ZADD (which leaves the
--- expiry alone).
+-- expiry alone). A set with no live member is not there (its expired ones were dropped
+-- above, and Redis deletes an empty set): it needs its expiry, and no call says so.
 local function extends()
+  local first = first_read
+  if mode == 'w' then
+    first = first_write
+  end
+  if not first[1] then
+    return true
+  end
   return redis.call('PTTL', mine) < lease
 end
 
@@ -181,11 +198,10 @@ if reads_already() then
   end
   return {3}
 end
-if redis.call('ZCARD', R) > 0 then
+if first_read[1] then
   if taken_earlier() then
     return {1, 0}
   end
-  local first = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
   if string.find(flags, 'q', 1, true) then
     if not waiting then
       redis.call('SET', Q, id, 'PX', ARGV[7])
@@ -193,7 +209,7 @@ if redis.call('ZCARD', R) > 0 then
       redis.call('PEXPIRE', Q, ARGV[7])
     end
   end
-  return {0, math.max(tonumber(first[2]) - now, 1)}
+  return {0, math.max(tonumber(first_read[2]) - now, 1)}
 end
 if waiting and waiting ~= id then
   if taken_earlier() then

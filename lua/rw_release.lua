@@ -33,15 +33,24 @@ local W, R, Q = KEYS[1], KEYS[2], KEYS[3]
 local publish = ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- Dropping expired holds doubles as the type check (see rw_acquire.lua).
+-- Each set is looked at through its first member, and its expired holds (a prefix: the
+-- sets are scored by deadline) are dropped only when that one has expired, as in
+-- rw_acquire.lua: one call per set while nothing has expired, which also tells whether
+-- any hold of that set is live. The look doubles as the type check.
+local first = {}
 for _, key in ipairs({W, R}) do
-  local dropped = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', now)
-  if type(dropped) == 'table' and dropped.err then
-    if string.find(dropped.err, 'WRONGTYPE') then
+  local found = redis.pcall('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if found.err then
+    if string.find(found.err, 'WRONGTYPE') then
       return -2
     end
-    return redis.error_reply(dropped.err)
+    return redis.error_reply(found.err)
   end
+  if found[1] and tonumber(found[2]) <= now then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    found = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  end
+  first[key] = found[1]
 end
 local wake_readers, wake_writers = false, false
 local waiting = ARGV[6] == '1' and redis.pcall('GET', Q)
@@ -72,9 +81,9 @@ end
 if score and not rest then
   if ARGV[2] == 'w' then
     wake_readers = true
-    wake_writers = redis.call('EXISTS', R) == 0
+    wake_writers = not first[R]
   else
-    wake_writers = redis.call('EXISTS', W) == 0
+    wake_writers = not first[W]
   end
 end
 if wake_readers then

@@ -28,7 +28,6 @@ pub const ACL_RULES: &[&str] = &[
     "+get",
     "+set",
     "+del",
-    "+exists",
     "+pttl",
     "+pexpire",
     "+hget",
