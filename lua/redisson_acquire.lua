@@ -27,9 +27,10 @@
 -- PTTL". This script takes the same decision and leaves the same keys, with two
 -- differences that Redisson cannot see: a re-entry only ever lengthens the expiry (a
 -- shorter lease must not cut the owner's earlier hold short, whose guard counts on its
--- own lease), and the record above. Why every check comes before the first write: Redis
--- does not roll back a script, so a write the ACL refuses after an earlier one would
--- leave that one behind an error reply.
+-- own lease), and the record above. Why every read and check comes before the first
+-- write: Redis does not roll back a script, so a command the ACL refuses after a write
+-- would leave that write behind an error reply. An error reply means that nothing was
+-- written.
 local lock, record = KEYS[1], KEYS[2]
 local owner, lease, record_ms, joins = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local kind = redis.call('TYPE', lock).ok
@@ -43,6 +44,9 @@ local mine = kind == 'hash' and redis.call('HEXISTS', lock, owner) == 1
 if (kind == 'hash' or joins) and not mine then
   return {0, redis.call('PTTL', lock)}
 end
+-- Read before the first write, as every read here: a PTTL refused after the HINCRBY would
+-- leave the count raised behind an error reply.
+local extend = not mine or redis.call('PTTL', lock) < lease
 -- Fails the script before anything is written if the ACL would refuse a later write: the
 -- refused command is run now, for the ACL's own error and ACL LOG entry.
 for _, command in ipairs({{'HINCRBY', lock, owner, 1}, {'PEXPIRE', lock, lease},
@@ -52,7 +56,7 @@ for _, command in ipairs({{'HINCRBY', lock, owner, 1}, {'PEXPIRE', lock, lease},
   end
 end
 redis.call('HINCRBY', lock, owner, 1)
-if not mine or redis.call('PTTL', lock) < lease then
+if extend then
   redis.call('PEXPIRE', lock, lease)
 end
 redis.call('SET', record, '1', 'PX', record_ms)

@@ -36,8 +36,9 @@
 -- is granted when there is no mode, or in mode 'write' to its owner (a re-entry). This
 -- script takes the same decisions with the same keys; where Redisson re-enters a write by
 -- adding the lease to the remaining TTL, this one only ever lengthens the expiry to the
--- lease (enough for this hold, and nobody's shorter). Every check comes before the first
--- write (see redisson_acquire.lua).
+-- lease (enough for this hold, and nobody's shorter). Every read and check comes before
+-- the first write (see redisson_acquire.lua): an error reply means that nothing was
+-- written.
 local lock, record = KEYS[1], KEYS[2]
 local owner, lease, record_ms, side = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local joins = ARGV[5] == '1'
@@ -93,6 +94,10 @@ if side == 'read' then
 end
 writes[#writes + 1] = {'PEXPIRE', lock, lease}
 writes[#writes + 1] = {'SET', record, '1', 'PX', record_ms}
+-- Read before the first write (the HSET and HINCRBY leave the expiry alone): a PTTL
+-- refused after them would leave a hash with no expiry, which never frees. -2: no hash
+-- yet.
+local extend = redis.call('PTTL', lock) < lease
 for _, command in ipairs(writes) do
   if not redis.acl_check_cmd(unpack(command)) then
     redis.call(unpack(command))
@@ -101,8 +106,7 @@ end
 for _, command in ipairs(writes) do
   if command[1] ~= 'PEXPIRE' then
     redis.call(unpack(command))
-  elseif redis.call('PTTL', lock) < lease then
-    -- A fresh hash has no expiry yet (PTTL -1).
+  elseif extend then
     redis.call('PEXPIRE', lock, lease)
   end
 end

@@ -55,7 +55,10 @@ end
 local wake_readers, wake_writers = false, false
 local waiting = ARGV[6] == '1' and redis.pcall('GET', Q)
 if type(waiting) == 'table' and waiting.err then
-  return -2
+  if string.find(waiting.err, 'WRONGTYPE') then
+    return -2
+  end
+  return redis.error_reply(waiting.err)
 end
 local unreserve = waiting and waiting == ARGV[1]
 if unreserve then

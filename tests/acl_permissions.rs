@@ -1809,3 +1809,47 @@ async fn latch_count_refused_by_the_acl_is_a_permission_error() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The Redisson-layout scripts, refused half-way. No documented rule covers their keys (a
+/// Redisson lock is named by its name alone), so the user here may touch every key and
+/// run every command but `PTTL`. A fresh read or write of the read-write lock once stayed
+/// in a hash with no expiry (`HSET`/`HINCRBY` ran, then the `PTTL` was refused: a hold
+/// that never frees), and a re-entry of the lock raised the owner's count; both behind an
+/// error reply. Now each reads before its first write, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_scripts_refused_half_way_write_nothing() {
+    let server = RedisServer::start();
+    let mut admin = server.conn().await;
+    set_user(&mut admin, "no-pttl", &["~*", "&*", "+@all", "-pttl"]).await;
+    let client = restricted(&server, "no-pttl").await;
+    let mut problems = Vec::new();
+    for side in ["write", "read"] {
+        let name = format!("redisson-rw-{side}");
+        let rw = client.redisson_rw_lock(&name).unwrap();
+        let refused = match side {
+            "write" => rw.try_write().await.map(|guard| guard.is_some()),
+            _ => rw.try_read().await.map(|guard| guard.is_some()),
+        };
+        assert!(matches!(refused, Err(Error::Redis(_))), "{refused:?}");
+        let left: bool = admin.exists(&name).await.unwrap();
+        if left {
+            let pttl: i64 = admin.pttl(&name).await.unwrap();
+            problems.push(format!(
+                "no-pttl: the refused Redisson {side} left the hash {name} (pttl {pttl})"
+            ));
+        }
+    }
+    // A fresh hold needs no PTTL (there is no hash yet); its re-entry reads the expiry.
+    let lock = client.redisson_lock("redisson-reentered").unwrap();
+    let guard = lock.try_acquire().await.unwrap().unwrap();
+    let refused = guard.reenter().await;
+    assert!(matches!(refused, Err(Error::Redis(_))), "{refused:?}");
+    let counts: Vec<i64> = admin.hvals("redisson-reentered").await.unwrap();
+    if counts != [1] {
+        problems.push(format!(
+            "no-pttl: the refused Redisson re-entry left the counts {counts:?}, not [1]"
+        ));
+    }
+    guard.detach();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -91,8 +91,8 @@ fn a_re_entry_that_takes_a_gone_hold_afresh_is_caught() {
 fn an_acquire_without_expiry_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::RedissonAcquire,
-        "if not mine or redis.call('PTTL', lock) < lease then",
-        "if mine and redis.call('PTTL', lock) < lease then",
+        "local extend = not mine or redis.call('PTTL', lock) < lease",
+        "local extend = mine and redis.call('PTTL', lock) < lease",
     );
     expect(scripts, &["no orphans, no garbage", "belief is true"]);
 }

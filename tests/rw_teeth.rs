@@ -326,8 +326,8 @@ fn a_leave_that_keeps_the_hold_of_a_dropped_acquire_is_caught() {
 fn a_renewal_that_shortens_an_extended_hold_is_caught() {
     let scripts = Scripts::real().planted(
         ScriptId::SemRenew,
-        "redis.call('ZADD', KEYS[i], 'XX', 'GT', now + lease, id .. ':' .. k)",
-        "redis.call('ZADD', KEYS[i], 'XX', now + lease, id .. ':' .. k)",
+        "redis.call('ZADD', key, 'XX', 'GT', now + lease, id .. ':' .. k)",
+        "redis.call('ZADD', key, 'XX', now + lease, id .. ':' .. k)",
     );
     let world = rwmodel::World::new(scripts.clone());
     let (mut passed, mut caught) = (Vec::new(), Vec::new());
