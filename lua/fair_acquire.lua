@@ -124,8 +124,11 @@ local function queue(wait_ms)
     local extend_queue = redis.call('PTTL', Q) < waiter_lease
     local extend_alive = redis.call('PTTL', A) < waiter_lease
     check('ZADD', A, now + waiter_lease, id)
-    if extend_queue or extend_alive then
+    if extend_queue then
       check('PEXPIRE', Q, waiter_lease)
+    end
+    if extend_alive then
+      check('PEXPIRE', A, waiter_lease)
     end
     redis.call('ZADD', Q, 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), id)
     redis.call('ZADD', A, now + waiter_lease, id)
@@ -149,6 +152,7 @@ if holder then
     local token, extend = current_token(), extends()
     if redis.call('ZSCORE', Q, id) then
       check_grant(extend)
+      check('ZREM', A, id)
       redis.call('ZREM', Q, id)
       redis.call('ZREM', A, id)
     end
@@ -177,6 +181,7 @@ if head and fenced then
   check('SET', KEYS[4], string.format('%.0f', token))
 end
 if head then
+  check('ZREM', A, id)
   redis.call('ZREM', Q, id)
   redis.call('ZREM', A, id)
 end

@@ -79,6 +79,9 @@ if leaving and score and expire_in and not redis.acl_check_cmd('PEXPIRE', H, exp
   redis.call('PEXPIRE', H, expire_in)
 end
 if ARGV[3] == '1' then
+  if not redis.acl_check_cmd('ZREM', A, id) then
+    redis.call('ZREM', A, id) -- refused: the ACL's error, before the first ZREM
+  end
   redis.call('ZREM', Q, id)
   redis.call('ZREM', A, id)
 end

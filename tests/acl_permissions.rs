@@ -5,7 +5,7 @@
 //! other than 0), try_acquire, re-entry, partial and final release, a waiter woken by a
 //! release, watchdog renewal, extend, fenced acquire, explicit-owner unlock,
 //! force_unlock, state, waiting_clients, an acquire on a key that is not a lock, and the
-//! latch's, the semaphore's and the read-write lock's operations. The reentrant lock's
+//! latch's, the semaphore's, the read-write lock's and the fair lock's operations. The reentrant lock's
 //! operations that read a lock run on both of its forms where they differ (a first hold
 //! is a string, taken by a bare `SET NX PX`; a re-entered or fenced hold is a hash): a
 //! failed attempt, renewal, force_unlock. Every await is bounded.
@@ -1724,7 +1724,11 @@ async fn a_script_refused_half_way_writes_nothing() {
 
     // A fair lock's release with a waiter queued: it wakes the head.
     let fair = client.fair_lock("fair-published").unwrap();
-    let guard = fair.try_acquire().await.unwrap().unwrap();
+    let guard = tokio::time::timeout(OP_LIMIT, fair.try_acquire())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     let queued = full.fair_lock("fair-published").unwrap();
     let waiter = tokio::spawn(async move { queued.try_acquire_for(30 * SEC).await });
     let queue_key = fair.queue_key().to_owned();
@@ -1737,7 +1741,9 @@ async fn a_script_refused_half_way_writes_nothing() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(queue, 1, "the waiter never queued");
-    let released = guard.release().await;
+    let released = tokio::time::timeout(OP_LIMIT, guard.release())
+        .await
+        .unwrap();
     assert!(matches!(released, Err(Error::Redis(_))), "{released:?}");
     let holds: i64 = admin.zcard(fair.key()).await.unwrap();
     if holds != 1 {
@@ -1827,9 +1833,11 @@ async fn redisson_scripts_refused_half_way_write_nothing() {
         let name = format!("redisson-rw-{side}");
         let rw = client.redisson_rw_lock(&name).unwrap();
         let refused = match side {
-            "write" => rw.try_write().await.map(|guard| guard.is_some()),
-            _ => rw.try_read().await.map(|guard| guard.is_some()),
-        };
+            "write" => tokio::time::timeout(OP_LIMIT, rw.try_write()).await,
+            _ => tokio::time::timeout(OP_LIMIT, rw.try_read()).await,
+        }
+        .unwrap()
+        .map(|guard| guard.is_some());
         assert!(matches!(refused, Err(Error::Redis(_))), "{refused:?}");
         let left: bool = admin.exists(&name).await.unwrap();
         if left {
@@ -1841,8 +1849,14 @@ async fn redisson_scripts_refused_half_way_write_nothing() {
     }
     // A fresh hold needs no PTTL (there is no hash yet); its re-entry reads the expiry.
     let lock = client.redisson_lock("redisson-reentered").unwrap();
-    let guard = lock.try_acquire().await.unwrap().unwrap();
-    let refused = guard.reenter().await;
+    let guard = tokio::time::timeout(OP_LIMIT, lock.try_acquire())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let refused = tokio::time::timeout(OP_LIMIT, guard.reenter())
+        .await
+        .unwrap();
     assert!(matches!(refused, Err(Error::Redis(_))), "{refused:?}");
     let counts: Vec<i64> = admin.hvals("redisson-reentered").await.unwrap();
     if counts != [1] {

@@ -328,18 +328,15 @@ const TIMING: WaitTiming = WaitTiming {
 
 /// The library's waiting loop of an acquire (`RwLock::acquire_until` through
 /// `held::acquire_until`, `WaitPolicy::read_write`) with `request`'s attempt in flight:
-/// started (a waiter subscribes first: the read-write policy listens before its first
-/// attempt) and attempting. The model asks it what an acquire dropped now gives back, and
+/// started and attempting (every kind attempts first; a waiter subscribes after its
+/// first refusal). The model asks it what an acquire dropped now gives back, and
 /// how an attempt that gave up ends (the model's acquires are in their first attempt: a
 /// waiting writer leaves after its first refusal).
 fn waiting_loop(request: &RwAcquire, now: Millis) -> Wait {
     let policy = WaitPolicy::read_write(request.kind == RwKind::Read, TIMING);
     let limit = if request.waits { None } else { Some(0) };
     let mut wait = Wait::new(policy, now, limit);
-    let mut step = wait.start(now);
-    if let WaitStep::Subscribe { .. } = step {
-        step = wait.subscribed_at(now);
-    }
+    let step = wait.start(now);
     assert_eq!(step, WaitStep::Attempt, "the waiting loop attempts");
     wait
 }
