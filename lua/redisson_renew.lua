@@ -28,10 +28,16 @@
 -- (Redisson's release takes the hash's expiry from the live timeout keys), so it is gone.
 -- (A key of the owner that expired belongs to a hold whose own lease ended: a fixed lease
 -- beside a renewed one; it is not renewed back.)
+-- An error reply (a command the ACL refuses, say) means that nothing was written: every
+-- hold is read (its field, its timeout keys, the expiries) before the first PEXPIRE, since
+-- Redis does not roll back a script and a refusal half-way would leave the holds ahead of
+-- it lengthened behind a reply that says the tick failed.
 local lease, renewing = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- The keys whose expiry falls short of the lease, lengthened once every hold is read.
+local short = {}
 local function lengthen(key)
   if redis.call('PTTL', key) < lease then
-    redis.call('PEXPIRE', key, lease)
+    short[#short + 1] = key
   end
 end
 local lost = {}
@@ -67,5 +73,8 @@ for i = 1, #KEYS do
     end
     lengthen(hash)
   end
+end
+for _, key in ipairs(short) do
+  redis.call('PEXPIRE', key, lease)
 end
 return lost

@@ -25,7 +25,10 @@
 -- script only reads and moves expiries, and refusing it would lose every lock. Both need
 -- Redis 7.0, which the library requires anyway (PEXPIRE GT).
 -- Any other error (e.g. a command the ACL does not allow) fails the whole call, so the
--- client counts a failed renewal instead of wrongly declaring locks lost.
+-- client counts a failed renewal instead of wrongly declaring locks lost; and it means
+-- that nothing was written: every hold is read before the first PEXPIRE (Redis does not
+-- roll back a script, so a refusal half-way would leave the holds ahead of it lengthened
+-- behind a reply that says the tick failed).
 --
 -- Why GET, then HGET: a first hold is a string whose value starts (after its mark byte)
 -- with its hold id; any other hold is a hash with the id in "\1h" (see acquire.lua).
@@ -50,6 +53,8 @@ if n == 0 then
   end
 end
 local result = {}
+-- The keys of the holds found current and renewed, lengthened once all are read.
+local renewed = {}
 for i = 1, n do
   local id, hold = ARGV[i + 2], nil
   if string.byte(id) == 35 then
@@ -71,7 +76,7 @@ for i = 1, n do
   end
   if hold == id then
     if i <= renewing then
-      redis.call('PEXPIRE', keys[i], lease, 'GT')
+      renewed[#renewed + 1] = keys[i]
     end
   elseif type(hold) == 'table' and hold.err and string.find(hold.err, 'non local key') then
     result[#result + 1] = -i
@@ -80,5 +85,8 @@ for i = 1, n do
   else
     result[#result + 1] = i
   end
+end
+for _, key in ipairs(renewed) do
+  redis.call('PEXPIRE', key, lease, 'GT')
 end
 return result
