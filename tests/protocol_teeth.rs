@@ -256,8 +256,8 @@ fn expect_found_by_an_extend(scripts: Scripts, properties: &[&str]) {
 fn a_renewal_without_gt_is_caught_by_an_extend() {
     let scripts = Scripts::real().planted(
         ScriptId::Renew,
-        "redis.call('PEXPIRE', key, lease, 'GT')",
-        "redis.call('PEXPIRE', key, lease)",
+        "redis.call('PEXPIRE', renewed[k], lease, 'GT')",
+        "redis.call('PEXPIRE', renewed[k], lease)",
     );
     expect_found_by_an_extend(scripts, &["never two holders"]);
 }
@@ -268,13 +268,13 @@ fn a_renewal_without_gt_is_caught_by_an_extend() {
 #[test]
 fn a_watchdog_renewal_without_gt_after_an_extend_is_caught() {
     let renewal = format!(
-        "if lease == '{}' then redis.call('PEXPIRE', key, lease) else \
-         redis.call('PEXPIRE', key, lease, 'GT') end",
+        "if lease == '{}' then redis.call('PEXPIRE', renewed[k], lease) else \
+         redis.call('PEXPIRE', renewed[k], lease, 'GT') end",
         model::LEASE
     );
     let scripts = Scripts::real().planted(
         ScriptId::Renew,
-        "redis.call('PEXPIRE', key, lease, 'GT')",
+        "redis.call('PEXPIRE', renewed[k], lease, 'GT')",
         &renewal,
     );
     expect_found_by_an_extend(scripts, &["never two holders"]);
