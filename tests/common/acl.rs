@@ -53,3 +53,50 @@ pub const ACL_RULES: &[&str] = &[
 
 pub const ACL_USER: &str = "locker";
 pub const ACL_PASS: &str = "locker-pw-7f3a";
+
+/// The least-privilege ACL rule for the Redisson layout (`redisson_lock`,
+/// `redisson_rw_lock`, `redisson_latch`) on names matching `jobs:*`, with the default
+/// prefix (docs/security.md, "The Redisson layout", shows it with `<names>`): the names
+/// themselves, a read hold's timeout keys (`{<name>}:<owner>:rwlock_timeout:<n>`, or
+/// `<name>:…` for a name with a brace), the library's exactly-once records
+/// (`<prefix>_redisson_acquire:…`, `<prefix>_redisson_count_down:…`) and Redisson's three
+/// channels, as channels and as keys (the scripts that publish declare the channel among
+/// their KEYS, as Redisson's own do, so that a cluster routes them by its slot).
+/// `tests/acl_permissions.rs` runs every Redisson-layout operation under it, and takes
+/// each command the scripts call away in turn.
+pub const REDISSON_ACL_RULES: &[&str] = &[
+    "resetchannels",
+    "~jobs:*",
+    "~{jobs:*}:*",
+    "~redis-locks_redisson_*",
+    "~redisson_lock__channel:{jobs:*}",
+    "~redisson_rwlock:{jobs:*}",
+    "~redisson_countdownlatch__channel__{jobs:*}",
+    "&redisson_lock__channel:{jobs:*}",
+    "&redisson_rwlock:{jobs:*}",
+    "&redisson_countdownlatch__channel__{jobs:*}",
+    "-@all",
+    "+ping",
+    "+evalsha",
+    "+eval",
+    "+subscribe",
+    "+unsubscribe",
+    "+select",
+    // Called by the scripts (lua/redisson_*.lua):
+    "+type",
+    "+get",
+    "+set",
+    "+del",
+    "+decr",
+    "+exists",
+    "+pttl",
+    "+pexpire",
+    "+hget",
+    "+hset",
+    "+hdel",
+    "+hexists",
+    "+hincrby",
+    "+hkeys",
+    "+hgetall",
+    "+publish",
+];
