@@ -55,7 +55,7 @@ end
 local result = {}
 -- The keys of the holds found current and renewed, lengthened once all are read (counted
 -- here: `#` costs a search per insert, in a loop over hundreds of locks per call).
-local renewed, renewing_count = {}, 0
+local renewed, renewed_count = {}, 0
 for i = 1, n do
   local id, hold = ARGV[i + 2], nil
   if string.byte(id) == 35 then
@@ -77,8 +77,8 @@ for i = 1, n do
   end
   if hold == id then
     if i <= renewing then
-      renewing_count = renewing_count + 1
-      renewed[renewing_count] = keys[i]
+      renewed_count = renewed_count + 1
+      renewed[renewed_count] = keys[i]
     end
   elseif type(hold) == 'table' and hold.err and string.find(hold.err, 'non local key') then
     result[#result + 1] = -i
@@ -88,7 +88,7 @@ for i = 1, n do
     result[#result + 1] = i
   end
 end
-for k = 1, renewing_count do
+for k = 1, renewed_count do
   redis.call('PEXPIRE', renewed[k], lease, 'GT')
 end
 return result
