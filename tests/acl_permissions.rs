@@ -1936,7 +1936,12 @@ async fn renewals_refused_half_way_lengthen_nothing() {
         }
         // One tick after the last acquire: every hold renewed by the same call.
         let ticks = client.watchdog_stats().ticks;
+        let deadline = std::time::Instant::now() + OP_LIMIT;
         while client.watchdog_stats().ticks < ticks + 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{user}: the watchdog did not tick twice"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let refused = client.watchdog_stats().refused_calls;
