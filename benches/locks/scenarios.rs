@@ -380,6 +380,18 @@ where
 // S1 serial
 // ---------------------------------------------------------------------------------------
 
+/// One handle per implementation on the lock `name`, each warmed by `warm` serial cycles.
+async fn warmed_handles(imps: &[Imp], name: &str, warm: usize) -> Res<Vec<Arc<Handle>>> {
+    let handles: Vec<Arc<Handle>> = imps
+        .iter()
+        .map(|imp| imp.handle(name).map(Arc::new))
+        .collect::<Res<_>>()?;
+    for handle in &handles {
+        serial(handle.clone(), warm).await?;
+    }
+    Ok(handles)
+}
+
 /// S1's cycles again, on a current-thread runtime in a thread of its own, with clients of
 /// its own (the library, raw, rslock; taking turns as in [`interleaved`], no meters).
 ///
@@ -410,13 +422,7 @@ async fn s1_current_thread(
                     Imp::Raw(Raw::connect(&url).await?),
                     Imp::Rs(rslock_impl::LockManager::new(vec![url.clone()])),
                 ];
-                let handles: Vec<Arc<Handle>> = imps
-                    .iter()
-                    .map(|imp| imp.handle("s1-one-thread").map(Arc::new))
-                    .collect::<Res<_>>()?;
-                for handle in &handles {
-                    serial(handle.clone(), warm).await?;
-                }
+                let handles = warmed_handles(&imps, "s1-one-thread", warm).await?;
                 let mut accs = vec![Acc::default(); handles.len()];
                 for round in 0..rounds {
                     for k in 0..handles.len() {
@@ -444,13 +450,7 @@ pub async fn s1(ctx: &mut Ctx) -> Res<Outcome> {
     };
     let mut out = Outcome::new("S1", "serial: 1 task, 1 name");
     let imps = Imp::all(&ctx.url).await?;
-    let handles: Vec<Arc<Handle>> = imps
-        .iter()
-        .map(|imp| imp.handle("s1").map(Arc::new))
-        .collect::<Res<_>>()?;
-    for handle in &handles {
-        serial(handle.clone(), warm).await?;
-    }
+    let handles = warmed_handles(&imps, "s1", warm).await?;
     let accs = interleaved(ctx, &imps, rounds, |i| {
         serial(handles[i].clone(), per_round)
     })
